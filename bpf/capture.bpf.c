@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Harrier's exit-only syscall sensor.
+ *
+ * Each selected syscall gets its own syscalls:sys_exit_<name> tracepoint, so a
+ * syscall nobody selected runs no BPF at all. Typed syscalls have a generated
+ * handler (capture.gen.c, from schema/events.tbl); every other syscall shares
+ * hr_exit_generic. open/openat/openat2/creat/connect also have an entry
+ * handler that copies their pointer arguments, merged at exit (TOCTOU).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "harrier.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by user space before load; constant for the verifier. */
+const volatile __u32 filter_tgid = 0;	/* 0: every process */
+const volatile __u32 snaplen = 80;	/* data bytes kept per buffer */
+
+/* Per-CPU state: counters, which ring this CPU writes, event and path scratch. */
+struct hr_cpu {
+	struct hr_cpu_stats stats;
+	__u32 ring;
+	__u32 pad;
+	__u8 ev[HR_SCRATCH];
+	__u8 path[HR_PATHBUF];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hr_cpu);
+} cpu_state SEC(".maps");
+
+/* One ring per CPU (or group of CPUs); user space creates them and sizes this. */
+struct ring_template {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct ring_template);
+} rings SEC(".maps");
+
+#define HR_STASH_UNSET 0xffff
+
+/* Pointer arguments copied at syscall entry, per thread. */
+struct hr_stash {
+	__u32 nr;
+	__u16 path_len;
+	__u16 extra_len;
+	char path[HR_PATH_MAX];
+	__u8 extra[HR_STASH_EXTRA];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct hr_stash);
+} stash SEC(".maps");
+
+#include "emit.h"
+#include "capture.gen.c"
+
+/* Every syscall without a typed event: number, return value, raw arguments. */
+SEC("tracepoint")
+int hr_exit_generic(struct hr_exit_ctx *ctx)
+{
+	struct hr_em em;
+
+	if (hr_begin(&em, ctx->nr, ctx->ret, 24 + 6 * 8))
+		return 0;
+	em.regs = hr_task_regs();
+	hr_put_u64(&em, 24, HR_ARG(&em, di));
+	hr_put_u64(&em, 32, HR_ARG(&em, si));
+	hr_put_u64(&em, 40, HR_ARG(&em, dx));
+	hr_put_u64(&em, 48, HR_ARG(&em, r10));
+	hr_put_u64(&em, 56, HR_ARG(&em, r8));
+	hr_put_u64(&em, 64, HR_ARG(&em, r9));
+	return hr_submit(&em);
+}
+
+/* ---- process life cycle (sched/task tracepoints: no syscall slow path) ---- */
+
+static __always_inline void hr_put_comm(struct hr_em *em, __u32 off, const char *comm)
+{
+	bpf_probe_read_kernel(em->cpu->ev + off, 16, comm);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(hr_fork, struct task_struct *parent, struct task_struct *child)
+{
+	struct hr_em em;
+
+	/* Runs in the parent: the header names it, the child comes in the body. */
+	if (hr_begin(&em, HR_META_FORK, 0, 24 + 8 + 16))
+		return 0;
+	hr_put_u32(&em, 24, child->pid);
+	hr_put_u32(&em, 28, child->tgid);
+	hr_put_comm(&em, 32, child->comm);
+	return hr_submit(&em);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(hr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct hr_em em;
+
+	if (hr_begin(&em, HR_META_EXEC, 0, 24 + 4 + 16))
+		return 0;
+	hr_put_u32(&em, 24, old_pid);
+	hr_put_comm(&em, 28, p->comm);
+	return hr_submit(&em);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(hr_exit_task, struct task_struct *p)
+{
+	struct hr_em em;
+
+	if (hr_begin(&em, HR_META_EXIT, 0, 24 + 4))
+		return 0;
+	hr_put_u32(&em, 24, p->tgid);
+	return hr_submit(&em);
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(hr_rename, struct task_struct *task, const char *comm)
+{
+	struct hr_em em;
+
+	if (task != bpf_get_current_task_btf())
+		return 0;
+	if (hr_begin(&em, HR_META_COMM, 0, 24 + 16))
+		return 0;
+	hr_put_comm(&em, 24, comm);
+	return hr_submit(&em);
+}

@@ -1,0 +1,518 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Event emitters used by the generated handlers (capture.gen.c).
+ * Expects the maps cpu_state, rings and stash and the config in capture.bpf.c.
+ *
+ * An event is built in this CPU's scratch (cpu_state.ev) and copied into the
+ * CPU's ring with one bpf_ringbuf_output(): variable-length events need no
+ * worst-case reservation, and a dropped event costs no ring space.
+ */
+#ifndef HARRIER_EMIT_H
+#define HARRIER_EMIT_H
+
+struct hr_exit_ctx {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__s64 ret;
+};
+
+struct hr_enter_ctx {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__u64 args[6];
+};
+
+/* What a handler is building. Lives on the stack, fully inlined. */
+struct hr_em {
+	struct hr_cpu *cpu;
+	struct pt_regs *regs;
+	__s64 ret;
+	__u32 off;	/* bytes written so far */
+};
+
+/* Arguments at exit come from the saved user registers: they are what the
+ * caller passed (the kernel does not write them back). */
+#define HR_ARG(em, reg) ((__u64)(em)->regs->reg)
+#define HR_LEN_ALL (~0ULL)
+
+static __always_inline struct pt_regs *hr_task_regs(void)
+{
+	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+}
+
+static __always_inline bool hr_filtered_out(__u64 pid_tgid)
+{
+	return filter_tgid && (__u32)(pid_tgid >> 32) != filter_tgid;
+}
+
+/* Starts an event; non-zero means: not wanted, return. */
+static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u32 fixed_end)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 zero = 0;
+	struct hr_cpu *c;
+	struct hr_hdr *h;
+
+	if (hr_filtered_out(pid_tgid))
+		return 1;
+	c = bpf_map_lookup_elem(&cpu_state, &zero);
+	if (!c)
+		return 1;
+	h = (struct hr_hdr *)c->ev;
+	h->ts = bpf_ktime_get_boot_ns();
+	h->tid = (__u32)pid_tgid;
+	h->type = type;
+	*(__s64 *)(c->ev + sizeof(*h)) = ret;
+	em->cpu = c;
+	em->ret = ret;
+	em->off = fixed_end;
+	em->regs = 0;
+	return 0;
+}
+
+static __always_inline int hr_submit(struct hr_em *em)
+{
+	struct hr_cpu *c = em->cpu;
+	__u32 len = em->off;
+	void *ring;
+
+	if (len > HR_EVENT_MAX)
+		len = HR_EVENT_MAX;
+	((struct hr_hdr *)c->ev)->len = len;
+	c->stats.events++;
+	ring = bpf_map_lookup_elem(&rings, &c->ring);
+	if (!ring) {
+		c->stats.drops[HR_DROP_NO_RING]++;
+		return 0;
+	}
+	if (bpf_ringbuf_output(ring, c->ev, len, BPF_RB_NO_WAKEUP))
+		c->stats.drops[HR_DROP_RING_FULL]++;
+	return 0;
+}
+
+static __always_inline void hr_put_u32(struct hr_em *em, __u32 off, __u32 v)
+{
+	*(__u32 *)(em->cpu->ev + off) = v;
+}
+
+static __always_inline void hr_put_u64(struct hr_em *em, __u32 off, __u64 v)
+{
+	*(__u64 *)(em->cpu->ev + off) = v;
+}
+
+static __always_inline __u32 hr_tgid(struct hr_em *em)
+{
+	return bpf_get_current_pid_tgid() >> 32;
+}
+
+static __always_inline __u64 hr_ret_len(struct hr_em *em)
+{
+	return em->ret > 0 ? em->ret : 0;
+}
+
+static __always_inline __u32 hr_user_u32(__u64 uptr)
+{
+	__u32 v = 0;
+
+	bpf_probe_read_user(&v, sizeof(v), (void *)uptr);
+	return v;
+}
+
+static __always_inline __u64 hr_user_u64(__u64 uptr)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_user(&v, sizeof(v), (void *)uptr);
+	return v;
+}
+
+static __always_inline __u64 hr_user_int(__u64 uptr)
+{
+	__s32 v = 0;
+
+	if (uptr)
+		bpf_probe_read_user(&v, sizeof(v), (void *)uptr);
+	return v > 0 ? v : 0;
+}
+
+/*
+ * Variable fields: u16 length, then the bytes. A field that would start past
+ * HR_VAR_LIMIT is left out (the event just ends); the decoder treats missing
+ * trailing fields as absent, and the truncated counter says it happened.
+ */
+static __always_inline __u8 *hr_var_begin(struct hr_em *em)
+{
+	__u32 o = em->off;
+
+	if (o > HR_VAR_LIMIT) {
+		em->cpu->stats.truncated++;
+		return 0;
+	}
+	return em->cpu->ev + o;
+}
+
+static __always_inline void hr_var_end(struct hr_em *em, __u8 *slot, __u32 n)
+{
+	if (n > HR_SNAP_MAX)
+		n = HR_SNAP_MAX;
+	*(__u16 *)slot = n;
+	em->off += 2 + n;
+}
+
+static __always_inline void hr_put_path(struct hr_em *em, __u64 uptr)
+{
+	__u8 *slot = hr_var_begin(em);
+	long n;
+
+	if (!slot)
+		return;
+	n = uptr ? bpf_probe_read_user_str(slot + 2, HR_PATH_MAX, (void *)uptr) : 0;
+	if (n < 0)
+		em->cpu->stats.read_faults++;
+	hr_var_end(em, slot, n > 0 ? n - 1 : 0); /* without the NUL */
+}
+
+static __always_inline void hr_put_buf(struct hr_em *em, __u64 uptr, __u64 len)
+{
+	__u8 *slot = hr_var_begin(em);
+
+	if (!slot)
+		return;
+	if (len > snaplen)
+		len = snaplen;
+	if (len > HR_SNAP_MAX)
+		len = HR_SNAP_MAX;
+	if (len && bpf_probe_read_user(slot + 2, len, (void *)uptr)) {
+		em->cpu->stats.read_faults++;
+		len = 0;
+	}
+	hr_var_end(em, slot, len);
+}
+
+static __always_inline void hr_put_sockaddr(struct hr_em *em, __u64 uptr, __u64 len)
+{
+	__u8 *slot = hr_var_begin(em);
+
+	if (!slot)
+		return;
+	if (!uptr)
+		len = 0;
+	if (len > HR_SOCKADDR_MAX)
+		len = HR_SOCKADDR_MAX;
+	if (len && bpf_probe_read_user(slot + 2, len, (void *)uptr)) {
+		em->cpu->stats.read_faults++;
+		len = 0;
+	}
+	hr_var_end(em, slot, len);
+}
+
+/* Gathers up to min(limit, snaplen) bytes from an iovec array. */
+static __always_inline void hr_put_iov(struct hr_em *em, __u64 uiov, __u64 cnt, __u64 limit)
+{
+	__u8 *slot = hr_var_begin(em);
+	__u32 total = 0;
+	__u64 want;
+
+	if (!slot)
+		return;
+	want = limit < snaplen ? limit : snaplen;
+	for (int i = 0; i < HR_IOV_MAX; i++) {
+		struct iovec iov;
+		__u64 n;
+
+		if (i >= cnt || total >= want || total >= HR_SNAP_MAX)
+			break;
+		if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(uiov + i * sizeof(iov)))) {
+			em->cpu->stats.read_faults++;
+			break;
+		}
+		n = iov.iov_len;
+		if (n > want - total)
+			n = want - total;
+		if (n > HR_SNAP_MAX)
+			n = HR_SNAP_MAX;
+		if (n && bpf_probe_read_user(slot + 2 + total, n, iov.iov_base)) {
+			em->cpu->stats.read_faults++;
+			break;
+		}
+		total += n;
+	}
+	hr_var_end(em, slot, total);
+}
+
+static __always_inline int hr_user_msghdr(__u64 umsg, struct user_msghdr *m)
+{
+	if (umsg && !bpf_probe_read_user(m, sizeof(*m), (void *)umsg))
+		return 0;
+	__builtin_memset(m, 0, sizeof(*m));
+	return -1;
+}
+
+static __always_inline void hr_put_msgaddr(struct hr_em *em, __u64 umsg)
+{
+	struct user_msghdr m;
+
+	hr_user_msghdr(umsg, &m);
+	hr_put_sockaddr(em, (__u64)m.msg_name, m.msg_namelen);
+}
+
+static __always_inline void hr_put_msgdata(struct hr_em *em, __u64 umsg, __u64 limit)
+{
+	struct user_msghdr m;
+
+	hr_user_msghdr(umsg, &m);
+	hr_put_iov(em, (__u64)m.msg_iov, m.msg_iovlen, limit);
+}
+
+/* A NULL-terminated string array, joined with NULs (like /proc/PID/cmdline). */
+static __always_inline void hr_put_argv(struct hr_em *em, __u64 uargv)
+{
+	__u8 *slot = hr_var_begin(em);
+	__u32 total = 0;
+
+	if (!slot)
+		return;
+	for (int i = 0; i < HR_ARGV_MAX && uargv; i++) {
+		__u64 p = 0;
+		long n;
+
+		if (total >= HR_SNAP_MAX)
+			break;
+		if (bpf_probe_read_user(&p, sizeof(p), (void *)(uargv + i * 8)) || !p)
+			break;
+		n = bpf_probe_read_user_str(slot + 2 + total, HR_SNAP_MAX - total, (void *)p);
+		if (n <= 0)
+			break;
+		total += n;
+	}
+	hr_var_end(em, slot, total);
+}
+
+/* ---- paths resolved in the kernel, from the dentry tree ---- */
+
+struct hr_walk {
+	struct dentry *dentry;
+	struct mount *mnt;
+	__s32 pos;	/* start of what is written, counting down from HR_PATH_MAX */
+};
+
+static __always_inline struct mount *hr_real_mount(struct vfsmount *m)
+{
+	return (struct mount *)((void *)m - bpf_core_field_offset(struct mount, mnt));
+}
+
+/* One step up the tree: a name, or a hop from a mount's root to its mountpoint. */
+static long hr_walk_step(__u32 i, void *ctx)
+{
+	struct hr_walk *w = ctx;
+	struct dentry *d = w->dentry;
+	struct dentry *parent = BPF_CORE_READ(d, d_parent);
+	struct dentry *mnt_root = BPF_CORE_READ(w->mnt, mnt.mnt_root);
+	__u32 zero = 0, len;
+	struct hr_cpu *c;
+	struct qstr q;
+	__s32 pos;
+
+	if (d == mnt_root || d == parent) {
+		struct mount *up = BPF_CORE_READ(w->mnt, mnt_parent);
+
+		if (d != mnt_root || up == w->mnt)
+			return 1; /* the root of the mount tree */
+		w->dentry = BPF_CORE_READ(w->mnt, mnt_mountpoint);
+		w->mnt = up;
+		return 0;
+	}
+	if (bpf_core_read(&q, sizeof(q), &d->d_name))
+		return 1;
+	len = q.len;
+	if (len > 255)
+		len = 255;
+	pos = w->pos - (__s32)len - 1;
+	c = bpf_map_lookup_elem(&cpu_state, &zero);
+	if (pos < 0 || !c)
+		return 1;
+	bpf_probe_read_kernel(c->path + ((pos + 1) & (HR_PATH_MAX - 1)), len, q.name);
+	c->path[pos & (HR_PATH_MAX - 1)] = '/';
+	w->pos = pos;
+	w->dentry = parent;
+	return 0;
+}
+
+static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry, struct vfsmount *vfsmnt)
+{
+	struct hr_walk w = { .dentry = dentry, .mnt = hr_real_mount(vfsmnt), .pos = HR_PATH_MAX };
+	__u8 *slot = hr_var_begin(em);
+	__u32 n;
+
+	if (!slot)
+		return;
+	if (!dentry || !vfsmnt) {
+		hr_var_end(em, slot, 0);
+		return;
+	}
+	bpf_loop(HR_PATH_MAX / 2, hr_walk_step, &w, 0);
+	if (w.pos >= HR_PATH_MAX) {
+		slot[2] = '/';
+		hr_var_end(em, slot, 1);
+		return;
+	}
+	n = HR_PATH_MAX - w.pos;
+	if (n > HR_PATH_MAX)
+		n = HR_PATH_MAX;
+	bpf_probe_read_kernel(slot + 2, n, em->cpu->path + (w.pos & (HR_PATH_MAX - 1)));
+	hr_var_end(em, slot, n);
+}
+
+/* The three execve fields only make sense once the new image runs (ret == 0). */
+static __always_inline void hr_put_exe(struct hr_em *em)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct file *f = em->ret == 0 ? BPF_CORE_READ(t, mm, exe_file) : 0;
+
+	if (f)
+		hr_put_dpath(em, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt));
+	else
+		hr_put_dpath(em, 0, 0);
+}
+
+static __always_inline void hr_put_cwd(struct hr_em *em)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+
+	if (em->ret == 0)
+		hr_put_dpath(em, BPF_CORE_READ(t, fs, pwd.dentry), BPF_CORE_READ(t, fs, pwd.mnt));
+	else
+		hr_put_dpath(em, 0, 0);
+}
+
+static __always_inline void hr_put_args(struct hr_em *em)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u64 start = BPF_CORE_READ(t, mm, arg_start);
+	__u64 end = BPF_CORE_READ(t, mm, arg_end);
+	__u8 *slot = hr_var_begin(em);
+	__u64 n = end - start;
+
+	if (!slot)
+		return;
+	if (em->ret != 0 || end < start)
+		n = 0;
+	if (n > HR_SNAP_MAX)
+		n = HR_SNAP_MAX;
+	if (n && bpf_probe_read_user(slot + 2, n, (void *)start)) {
+		em->cpu->stats.read_faults++;
+		n = 0;
+	}
+	hr_var_end(em, slot, n);
+}
+
+/* ---- TOCTOU: pointer arguments copied at entry, merged at exit ---- */
+
+static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
+{
+	struct hr_stash *st;
+
+	if (hr_filtered_out(bpf_get_current_pid_tgid()))
+		return 0;
+	st = bpf_task_storage_get(&stash, bpf_get_current_task_btf(), 0,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		__u32 zero = 0;
+		struct hr_cpu *c = bpf_map_lookup_elem(&cpu_state, &zero);
+
+		if (c)
+			c->stats.stash_fails++;
+		return 0;
+	}
+	st->nr = nr;
+	st->path_len = HR_STASH_UNSET;
+	st->extra_len = 0;
+	return st;
+}
+
+static __always_inline void hr_stash_path(struct hr_stash *st, const void *uptr)
+{
+	long n = bpf_probe_read_user_str(st->path, HR_PATH_MAX, uptr);
+
+	st->path_len = n > 0 ? n - 1 : HR_STASH_UNSET;
+}
+
+static __always_inline void hr_stash_extra(struct hr_stash *st, const void *uptr, __u64 len)
+{
+	if (len > HR_STASH_EXTRA)
+		len = HR_STASH_EXTRA;
+	if (uptr && len && !bpf_probe_read_user(st->extra, len, uptr))
+		st->extra_len = len;
+}
+
+/* The stash for this syscall, consumed; NULL if entry did not fill it. */
+static __always_inline struct hr_stash *hr_stash_take(__u32 nr)
+{
+	struct hr_stash *st = bpf_task_storage_get(&stash, bpf_get_current_task_btf(), 0, 0);
+	__u32 zero = 0;
+	struct hr_cpu *c;
+
+	if (st && st->nr == nr) {
+		st->nr = 0;
+		return st;
+	}
+	c = bpf_map_lookup_elem(&cpu_state, &zero);
+	if (c)
+		c->stats.toctou_fallbacks++;
+	return 0;
+}
+
+static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stash *st, __u64 uptr)
+{
+	__u8 *slot;
+	__u32 n;
+
+	if (!st || st->path_len == HR_STASH_UNSET) {
+		hr_put_path(em, uptr);
+		return;
+	}
+	slot = hr_var_begin(em);
+	if (!slot)
+		return;
+	n = st->path_len;
+	if (n > HR_PATH_MAX - 1)
+		n = HR_PATH_MAX - 1;
+	bpf_probe_read_kernel(slot + 2, n, st->path);
+	hr_var_end(em, slot, n);
+}
+
+static __always_inline void hr_put_sockaddr_stashed(struct hr_em *em, struct hr_stash *st,
+						    __u64 uptr, __u64 len)
+{
+	__u8 *slot;
+	__u32 n;
+
+	if (!st || !st->extra_len) {
+		hr_put_sockaddr(em, uptr, len);
+		return;
+	}
+	slot = hr_var_begin(em);
+	if (!slot)
+		return;
+	n = st->extra_len;
+	if (n > HR_STASH_EXTRA)
+		n = HR_STASH_EXTRA;
+	bpf_probe_read_kernel(slot + 2, n, st->extra);
+	hr_var_end(em, slot, n);
+}
+
+/* A u64 inside a struct read at entry (openat2's open_how), or read now. */
+static __always_inline __u64 hr_stash_u64(struct hr_stash *st, __u32 off, __u64 uptr)
+{
+	__u64 v = 0;
+
+	if (st && off + 8 <= st->extra_len && off + 8 <= HR_STASH_EXTRA)
+		bpf_probe_read_kernel(&v, sizeof(v), st->extra + off);
+	else
+		v = hr_user_u64(uptr);
+	return v;
+}
+
+#endif

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Harrier's wire format and shared limits, as seen from BPF.
+ * The Rust side mirrors this in crates/harrier-schema/src/wire.rs.
+ */
+#ifndef HARRIER_H
+#define HARRIER_H
+
+/*
+ * Every event starts with this 16-byte header, followed by the syscall's
+ * return value (s64) and its parameters as laid out by schema/events.tbl:
+ * fixed-size ones at constant offsets, then variable ones as u16 length + bytes.
+ */
+struct hr_hdr {
+	__u64 ts;	/* CLOCK_BOOTTIME ns */
+	__u32 tid;	/* kernel (init pid namespace) thread id */
+	__u16 type;	/* syscall number, or HR_META_* */
+	__u16 len;	/* total length, header included */
+};
+
+/* Process life-cycle events, from sched tracepoints (not syscalls): they keep
+ * user space's tid -> pid/comm table exact without a field in every event. */
+enum hr_meta_type {
+	HR_META_FORK = 1000,	/* u32 child_tid, u32 child_tgid, char comm[16] */
+	HR_META_EXEC = 1001,	/* u32 old_tid, char comm[16] */
+	HR_META_EXIT = 1002,	/* u32 tgid */
+	HR_META_COMM = 1003,	/* char comm[16] */
+};
+
+enum hr_drop_reason {
+	HR_DROP_RING_FULL = 0,	/* bpf_ringbuf_output() found no room */
+	HR_DROP_NO_RING = 1,	/* this CPU has no ring (never expected) */
+	HR_DROP_MAX = 2,
+};
+
+/* Per-CPU counters; user space sums them. */
+struct hr_cpu_stats {
+	__u64 events;		/* events produced, sent or dropped */
+	__u64 drops[HR_DROP_MAX];
+	__u64 toctou_fallbacks;	/* exit found no entry stash: args read at exit */
+	__u64 stash_fails;	/* could not allocate the per-task entry stash */
+	__u64 read_faults;	/* user memory could not be read: field left empty */
+	__u64 truncated;	/* a variable field did not fit in the event */
+};
+
+#define HR_PATH_MAX	4096
+#define HR_SNAP_MAX	4096	/* largest accepted --snaplen */
+#define HR_SOCKADDR_MAX	128
+#define HR_IOV_MAX	8	/* iovecs gathered per readv/writev/sendmsg/recvmsg */
+#define HR_ARGV_MAX	32	/* argv entries read from a failed execve */
+#define HR_STASH_EXTRA	128	/* sockaddr or open_how read at entry */
+
+/* A variable field may start up to HR_VAR_LIMIT; the largest field is
+ * HR_SNAP_MAX (gathered in pieces of up to HR_SNAP_MAX each). */
+#define HR_VAR_LIMIT	16384
+#define HR_EVENT_MAX	(HR_VAR_LIMIT + 2 + HR_SNAP_MAX)
+#define HR_SCRATCH	(HR_EVENT_MAX + HR_SNAP_MAX + 256)
+#define HR_PATHBUF	(HR_PATH_MAX + 256)
+
+#endif

@@ -1,0 +1,132 @@
+//! Harrier's exit-only syscall sensor, user-space side: choose syscalls,
+//! load and attach the BPF programs, drain the per-CPU rings, report stats.
+//!
+//! ```no_run
+//! let cfg = harrier_capture::Config::new(harrier_capture::parse_syscalls("openat,read")?);
+//! let mut s = harrier_capture::Session::start(&cfg, Box::new(|ev| { let _ = ev; }))?;
+//! s.drain()?;
+//! println!("{}", s.stop()?.report());
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+mod session;
+mod stats;
+mod tracefs;
+
+pub use session::{EventSink, Session};
+pub use stats::{ProgStats, Stats, UserCounters};
+
+use anyhow::{bail, Result};
+use harrier_schema::{syscall_by_name, SyscallInfo, SYSCALLS};
+
+/// Kernel limits mirrored from bpf/include/harrier.h.
+pub const SNAPLEN_MAX: u32 = 4096;
+pub const DEFAULT_SNAPLEN: u32 = 80;
+pub const DEFAULT_BUFFER_SIZE: usize = 8 << 20;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub syscalls: Vec<&'static SyscallInfo>,
+    /// With --all: leave out syscalls this kernel has no tracepoint for.
+    pub skip_missing: bool,
+    /// Only this process (thread group); None: every process.
+    pub pid: Option<u32>,
+    pub snaplen: u32,
+    /// Bytes per ring: a power of two, at least one page.
+    pub buffer_size: usize,
+    pub cpus_per_buffer: usize,
+    /// Per-program run counts and times (BPF_ENABLE_STATS for this process).
+    pub run_time_stats: bool,
+}
+
+impl Config {
+    pub fn new(syscalls: Vec<&'static SyscallInfo>) -> Config {
+        Config {
+            syscalls,
+            skip_missing: false,
+            pid: None,
+            snaplen: DEFAULT_SNAPLEN,
+            buffer_size: DEFAULT_BUFFER_SIZE,
+            cpus_per_buffer: 1,
+            run_time_stats: true,
+        }
+    }
+
+    /// Every x86_64 syscall this kernel can trace.
+    pub fn all() -> Config {
+        Config { skip_missing: true, ..Config::new(SYSCALLS.iter().collect()) }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let page = 4096;
+        if self.syscalls.is_empty() {
+            bail!("no syscalls selected");
+        }
+        if self.snaplen > SNAPLEN_MAX {
+            bail!("snaplen {} is larger than the maximum, {SNAPLEN_MAX}", self.snaplen);
+        }
+        if self.buffer_size < page || !self.buffer_size.is_power_of_two() || self.buffer_size > 1 << 30 {
+            bail!("buffer size {} must be a power of two between 4096 and 1G", self.buffer_size);
+        }
+        if self.cpus_per_buffer == 0 {
+            bail!("cpus per buffer must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// "openat,read,write" → the syscalls, or an error naming the unknown one.
+pub fn parse_syscalls(list: &str) -> Result<Vec<&'static SyscallInfo>> {
+    let mut out: Vec<&'static SyscallInfo> = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match syscall_by_name(name) {
+            Some(s) if out.iter().any(|o| o.nr == s.nr) => {}
+            Some(s) => out.push(s),
+            None => bail!("unknown syscall '{name}'"),
+        }
+    }
+    if out.is_empty() {
+        bail!("empty syscall list");
+    }
+    Ok(out)
+}
+
+/// "8M", "64k", "4096" → bytes.
+pub fn parse_size(s: &str) -> Result<usize> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 1 << 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    match num.parse::<usize>().ok().and_then(|n| n.checked_mul(mult)) {
+        Some(n) => Ok(n),
+        None => bail!("bad size '{s}' (expected e.g. 4096, 64K, 8M)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syscall_lists() {
+        let v = parse_syscalls("openat, read,openat").unwrap();
+        assert_eq!(v.iter().map(|s| s.name).collect::<Vec<_>>(), ["openat", "read"]);
+        assert_eq!(parse_syscalls("read,frob").unwrap_err().to_string(), "unknown syscall 'frob'");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("8M").unwrap(), 8 << 20);
+        assert_eq!(parse_size("64k").unwrap(), 65536);
+        assert!(parse_size("lots").is_err());
+        let mut c = Config::new(parse_syscalls("read").unwrap());
+        c.buffer_size = 5000;
+        assert!(c.validate().unwrap_err().to_string().contains("power of two"));
+        c.buffer_size = 4096;
+        c.snaplen = 5000;
+        assert!(c.validate().unwrap_err().to_string().contains("snaplen"));
+    }
+}

@@ -1,0 +1,304 @@
+//! A running sensor: the loaded BPF object, its rings and its attachments.
+//! Dropping a Session detaches everything, so a second one can start at once.
+
+use crate::stats::{ProgStats, Stats, UserCounters};
+use crate::tracefs;
+use crate::Config;
+use anyhow::{anyhow, bail, Context, Result};
+use harrier_schema::wire::{CpuStats, Header};
+use harrier_schema::SyscallInfo;
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, MapType, RingBuffer, RingBufferBuilder};
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/capture.skel.rs"));
+}
+use skel::{CaptureSkel, CaptureSkelBuilder};
+
+/// Receives every event's bytes, in ring order per CPU.
+pub type EventSink = Box<dyn FnMut(&[u8])>;
+
+pub struct Session {
+    // Field order is drop order: detach first, then free the object.
+    links: Vec<Link>,
+    ring: RingBuffer<'static>,
+    _rings: Vec<MapHandle>,
+    skel: CaptureSkel<'static>,
+    counters: Rc<RefCell<UserCounters>>,
+    stats_fd: Option<OwnedFd>,
+    attached: Vec<&'static SyscallInfo>,
+    started: Instant,
+    ncpus: usize,
+}
+
+fn possible_cpus() -> Result<usize> {
+    libbpf_rs::num_possible_cpus().context("counting CPUs")
+}
+
+/// Size of `struct hr_cpu_stats`, where `ring` follows in `struct hr_cpu`.
+const RING_FIELD_OFF: usize = CpuStats::SIZE;
+
+impl Session {
+    pub fn start(cfg: &Config, sink: EventSink) -> Result<Session> {
+        cfg.validate()?;
+        let ncpus = possible_cpus()?;
+        let nrings = ncpus.div_ceil(cfg.cpus_per_buffer);
+
+        // Tracepoint ids first: an unknown one is a user error, not a load error.
+        let exits: Vec<String> = cfg.syscalls.iter().map(|s| format!("sys_exit_{}", s.tracepoint)).collect();
+        let exit_ids = tracefs::tracepoint_ids("syscalls", &exits)?;
+        let enters: Vec<String> = cfg.syscalls.iter().map(|s| format!("sys_enter_{}", s.tracepoint)).collect();
+        let enter_ids = tracefs::tracepoint_ids("syscalls", &enters)?;
+        let mut attached = Vec::new();
+        for (s, id) in cfg.syscalls.iter().zip(&exit_ids) {
+            match id {
+                Some(_) => attached.push(*s),
+                None if cfg.skip_missing => {}
+                None => bail!("syscall '{}' has no tracepoint on this kernel", s.name),
+            }
+        }
+
+        // The object outlives this function inside the Session; its backing
+        // storage is tiny and leaked once per session.
+        let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = CaptureSkelBuilder::default().open(storage).map_err(privileges)?;
+        let rodata = open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("no .rodata"))?;
+        rodata.filter_tgid = cfg.pid.unwrap_or(0);
+        rodata.snaplen = cfg.snaplen;
+
+        let wanted: Vec<String> = wanted_programs(&attached);
+        for mut p in open.open_object_mut().progs_mut() {
+            let name = p.name().to_string_lossy().into_owned();
+            p.set_autoload(wanted.contains(&name));
+        }
+
+        let opts = libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        let mut rings = Vec::with_capacity(nrings);
+        for i in 0..nrings {
+            let name = format!("hr_ring{i}");
+            let m = MapHandle::create(MapType::RingBuf, Some(&name), 0, 0, cfg.buffer_size as u32, &opts)
+                .map_err(privileges)
+                .with_context(|| format!("creating a {}-byte ring", cfg.buffer_size))?;
+            rings.push(m);
+        }
+        open.maps.rings.set_inner_map_fd(rings[0].as_fd())?;
+        open.maps.rings.set_max_entries(nrings as u32)?;
+        let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
+
+        for (i, r) in rings.iter().enumerate() {
+            let fd = r.as_fd().as_raw_fd();
+            skel.maps.rings.update(&(i as u32).to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)?;
+        }
+        set_cpu_rings(&skel, ncpus, cfg.cpus_per_buffer)?;
+
+        // Stats for this process's lifetime only (not the global sysctl).
+        let stats_fd = if cfg.run_time_stats {
+            let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+        } else {
+            None
+        };
+
+        let counters = Rc::new(RefCell::new(UserCounters::default()));
+        let ring = build_ring(&rings, counters.clone(), sink)?;
+
+        let mut session = Session {
+            links: Vec::new(),
+            ring,
+            _rings: rings,
+            skel,
+            counters,
+            stats_fd,
+            attached: attached.clone(),
+            started: Instant::now(),
+            ncpus,
+        };
+        session.attach(&attached, cfg, &exit_ids, &enter_ids)?;
+        Ok(session)
+    }
+
+    fn attach(
+        &mut self,
+        attached: &[&'static SyscallInfo],
+        cfg: &Config,
+        exit_ids: &[Option<u64>],
+        enter_ids: &[Option<u64>],
+    ) -> Result<()> {
+        let obj = self.skel.object();
+        let find = |name: &str| {
+            obj.progs_mut()
+                .find(|p| p.name() == name)
+                .ok_or_else(|| anyhow!("BPF program {name} is missing"))
+        };
+        for name in ["hr_fork", "hr_exec", "hr_exit_task", "hr_rename"] {
+            self.links.push(find(name)?.attach().with_context(|| format!("attaching {name}"))?);
+        }
+        for (i, s) in cfg.syscalls.iter().enumerate() {
+            if !attached.iter().any(|a| a.nr == s.nr) {
+                continue;
+            }
+            let (exit_prog, enter_prog) = programs_for(s);
+            let id = exit_ids[i].unwrap();
+            let pfd = tracefs::open_tracepoint_event(id)?;
+            self.links.push(find(&exit_prog)?.attach_perf_event(pfd).with_context(|| {
+                format!("attaching {exit_prog}")
+            })?);
+            if let Some(enter_prog) = enter_prog {
+                let id = enter_ids[i].ok_or_else(|| anyhow!("no sys_enter tracepoint for {}", s.name))?;
+                let pfd = tracefs::open_tracepoint_event(id)?;
+                self.links.push(find(&enter_prog)?.attach_perf_event(pfd)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Syscalls actually attached (a few have no tracepoint on some kernels).
+    pub fn syscalls(&self) -> &[&'static SyscallInfo] {
+        &self.attached
+    }
+
+    /// Hands every event waiting in the rings to the sink.
+    pub fn drain(&mut self) -> Result<()> {
+        self.ring.consume().context("reading the rings")
+    }
+
+    /// Runs until `until` says stop, draining on a timer: with no per-event
+    /// wake-up, a short sleep costs far less than an epoll wake per event.
+    pub fn run(&mut self, interval: Duration, mut until: impl FnMut(&Session) -> bool) -> Result<()> {
+        while !until(self) {
+            std::thread::sleep(interval);
+            self.drain()?;
+        }
+        Ok(())
+    }
+
+    pub fn user_counters(&self) -> UserCounters {
+        self.counters.borrow().clone()
+    }
+
+    pub fn kernel_stats(&self) -> Result<Vec<CpuStats>> {
+        let v = self
+            .skel
+            .maps
+            .cpu_state
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
+            .ok_or_else(|| anyhow!("per-CPU state missing"))?;
+        Ok(v.iter().take(self.ncpus).map(|b| CpuStats::from_bytes(b)).collect())
+    }
+
+    fn prog_stats(&self) -> Vec<ProgStats> {
+        let mut out = Vec::new();
+        for p in self.skel.object().progs() {
+            if !p.autoload() {
+                continue;
+            }
+            let mut info = libbpf_sys::bpf_prog_info::default();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            let fd = p.as_fd().as_raw_fd();
+            let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+            if rc == 0 {
+                out.push(ProgStats {
+                    name: p.name().to_string_lossy().into_owned(),
+                    run_cnt: info.run_cnt,
+                    run_time_ns: info.run_time_ns,
+                    recursion_misses: info.recursion_misses,
+                });
+            }
+        }
+        out
+    }
+
+    /// Detaches, reads what is left in the rings and returns the final figures.
+    pub fn stop(mut self) -> Result<Stats> {
+        self.links.clear();
+        self.drain()?;
+        let stats = self.stats()?;
+        drop(self.stats_fd.take());
+        Ok(stats)
+    }
+
+    pub fn stats(&self) -> Result<Stats> {
+        Ok(Stats {
+            duration: self.started.elapsed(),
+            per_cpu: self.kernel_stats()?,
+            programs: self.prog_stats(),
+            run_time_stats: self.stats_fd.is_some(),
+            user: self.user_counters(),
+        })
+    }
+}
+
+/// Which programs serve a syscall: its typed exit handler (or the generic
+/// one), and an entry handler when parameters are read at entry.
+fn programs_for(s: &SyscallInfo) -> (String, Option<String>) {
+    match s.params {
+        Some(params) => {
+            let enter = params.iter().any(|p| p.at_enter).then(|| format!("hr_enter_{}", s.name));
+            (format!("hr_exit_{}", s.name), enter)
+        }
+        None => ("hr_exit_generic".to_string(), None),
+    }
+}
+
+fn wanted_programs(attached: &[&SyscallInfo]) -> Vec<String> {
+    let mut v: Vec<String> =
+        ["hr_fork", "hr_exec", "hr_exit_task", "hr_rename"].map(String::from).to_vec();
+    for s in attached {
+        let (exit, enter) = programs_for(s);
+        v.push(exit);
+        v.extend(enter);
+    }
+    v
+}
+
+/// Tells each CPU which ring it writes: CPU c uses ring c / cpus_per_buffer.
+fn set_cpu_rings(skel: &CaptureSkel, ncpus: usize, cpus_per_buffer: usize) -> Result<()> {
+    let key = 0u32.to_ne_bytes();
+    let mut values = skel
+        .maps
+        .cpu_state
+        .lookup_percpu(&key, MapFlags::ANY)?
+        .ok_or_else(|| anyhow!("per-CPU state missing"))?;
+    for (cpu, v) in values.iter_mut().enumerate().take(ncpus) {
+        let ring = (cpu / cpus_per_buffer) as u32;
+        v[RING_FIELD_OFF..RING_FIELD_OFF + 4].copy_from_slice(&ring.to_ne_bytes());
+    }
+    skel.maps.cpu_state.update_percpu(&key, &values, MapFlags::ANY)?;
+    Ok(())
+}
+
+fn build_ring(rings: &[MapHandle], counters: Rc<RefCell<UserCounters>>, sink: EventSink) -> Result<RingBuffer<'static>> {
+    let sink = Rc::new(RefCell::new(sink));
+    let mut b = RingBufferBuilder::new();
+    for r in rings {
+        let counters = counters.clone();
+        let sink = sink.clone();
+        b.add(r, move |data: &[u8]| {
+            // The hot path: count, then hand over. Decoding is the sink's choice.
+            if let Some(h) = Header::parse(data) {
+                counters.borrow_mut().count(&h, data.len());
+            }
+            (sink.borrow_mut())(data);
+            0
+        })?;
+    }
+    Ok(b.build()?)
+}
+
+/// Turns the kernel's EPERM into the one-line error a user can act on.
+fn privileges(e: libbpf_rs::Error) -> anyhow::Error {
+    if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        anyhow!("permission denied loading BPF: run as root (needs CAP_BPF and CAP_PERFMON)")
+    } else {
+        anyhow::Error::new(e)
+    }
+}

@@ -1,0 +1,144 @@
+//! The C side: one exit handler per typed syscall (plus an entry handler for the
+//! TOCTOU-sensitive ones), written in terms of the emitters in bpf/include/emit.h.
+
+use crate::table::{EventDef, Kind, Len, Param, Tables, Wire};
+use std::fmt::Write;
+
+const REGS: [&str; 6] = ["di", "si", "dx", "r10", "r8", "r9"];
+
+/// Offset of the first parameter: 16-byte header + 8-byte return value.
+pub const PARAMS_BASE: usize = 24;
+
+fn arg(i: u8) -> String {
+    format!("HR_ARG(&em, {})", REGS[i as usize])
+}
+
+fn len_expr(len: Len) -> String {
+    match len {
+        Len::Arg(n) => arg(n),
+        Len::Ret => "hr_ret_len(&em)".into(),
+        Len::All => "HR_LEN_ALL".into(),
+        Len::UserPtr(n) => format!("hr_user_int({})", arg(n)),
+    }
+}
+
+/// The statement that writes one fixed-size parameter at `off`.
+fn fixed_stmt(p: &Param, off: usize) -> String {
+    let put = match p.kind.wire() {
+        Wire::I32 | Wire::U32 => "hr_put_u32",
+        _ => "hr_put_u64",
+    };
+    let value = match &p.kind {
+        Kind::Fd(i) | Kind::S32(i) | Kind::U32(i) | Kind::U64(i) | Kind::S64(i) => arg(*i),
+        Kind::Tgid => "hr_tgid(&em)".into(),
+        Kind::U32User(i, o) => format!("hr_user_u32({} + {o})", arg(*i)),
+        Kind::U64User(i, o) if p.at_enter => format!("hr_stash_u64(st, {o}, {} + {o})", arg(*i)),
+        Kind::U64User(i, o) => format!("hr_user_u64({} + {o})", arg(*i)),
+        k => unreachable!("{k:?} is not fixed-size"),
+    };
+    format!("\t{put}(&em, {off}, {value}); /* {} */\n", p.name)
+}
+
+fn var_stmt(p: &Param) -> String {
+    let call = match &p.kind {
+        Kind::Path(i) if p.at_enter => format!("hr_put_path_stashed(&em, st, {})", arg(*i)),
+        Kind::Path(i) => format!("hr_put_path(&em, {})", arg(*i)),
+        Kind::Buf(i, len) => format!("hr_put_buf(&em, {}, {})", arg(*i), len_expr(*len)),
+        Kind::Iov(i, c, len) => format!("hr_put_iov(&em, {}, {}, {})", arg(*i), arg(*c), len_expr(*len)),
+        Kind::Sockaddr(i, len) if p.at_enter => {
+            format!("hr_put_sockaddr_stashed(&em, st, {}, {})", arg(*i), len_expr(*len))
+        }
+        Kind::Sockaddr(i, len) => format!("hr_put_sockaddr(&em, {}, {})", arg(*i), len_expr(*len)),
+        Kind::MsgAddr(i) => format!("hr_put_msgaddr(&em, {})", arg(*i)),
+        Kind::MsgData(i, len) => format!("hr_put_msgdata(&em, {}, {})", arg(*i), len_expr(*len)),
+        Kind::Argv(i) => format!("hr_put_argv(&em, {})", arg(*i)),
+        Kind::Exe => "hr_put_exe(&em)".into(),
+        Kind::Cwd => "hr_put_cwd(&em)".into(),
+        Kind::Args => "hr_put_args(&em)".into(),
+        k => unreachable!("{k:?} is fixed-size"),
+    };
+    format!("\t{call}; /* {} */\n", p.name)
+}
+
+fn exit_handler(ev: &EventDef, out: &mut String) {
+    let sc = &ev.syscall;
+    let mut off = PARAMS_BASE;
+    let mut body = String::new();
+    for p in &ev.params {
+        match p.kind.wire().fixed_size() {
+            Some(sz) => {
+                body += &fixed_stmt(p, off);
+                off += sz;
+            }
+            None => body += &var_stmt(p),
+        }
+    }
+    // Only handlers that read arguments pay for finding the saved registers.
+    let regs = if body.contains("HR_ARG") { "\tem.regs = hr_task_regs();\n" } else { "" };
+    let stash = if ev.has_enter() {
+        format!("\tstruct hr_stash *st = hr_stash_take({});\n\n", sc.nr)
+    } else {
+        String::new()
+    };
+    let _ = write!(
+        out,
+        "SEC(\"tracepoint\")\nint hr_exit_{name}(struct hr_exit_ctx *ctx)\n{{\n\
+         \tstruct hr_em em;\n\n\
+         \tif (hr_begin(&em, {nr}, ctx->ret, {off}))\n\t\treturn 0;\n\
+         {regs}{stash}{body}\treturn hr_submit(&em);\n}}\n\n",
+        name = sc.name,
+        nr = sc.nr,
+    );
+}
+
+/// The entry side of a TOCTOU-sensitive syscall: copy what the pointers point at now.
+fn enter_handler(ev: &EventDef, out: &mut String) {
+    let sc = &ev.syscall;
+    let mut body = String::new();
+    let mut extra_size = 0u16;
+    for p in ev.params.iter().filter(|p| p.at_enter) {
+        match &p.kind {
+            Kind::Path(i) => body += &format!("\thr_stash_path(st, (const void *)ctx->args[{i}]);\n"),
+            Kind::Sockaddr(i, Len::Arg(n)) => {
+                body += &format!(
+                    "\thr_stash_extra(st, (const void *)ctx->args[{i}], ctx->args[{n}]);\n"
+                )
+            }
+            Kind::U64User(_, o) => extra_size = extra_size.max(o + 8),
+            k => unreachable!("{k:?} cannot be read at entry"),
+        }
+    }
+    if extra_size > 0 {
+        let i = ev.params.iter().find_map(|p| match p.kind {
+            Kind::U64User(i, _) if p.at_enter => Some(i),
+            _ => None,
+        });
+        body += &format!(
+            "\thr_stash_extra(st, (const void *)ctx->args[{}], {extra_size});\n",
+            i.unwrap()
+        );
+    }
+    let _ = write!(
+        out,
+        "SEC(\"tracepoint\")\nint hr_enter_{name}(struct hr_enter_ctx *ctx)\n{{\n\
+         \tstruct hr_stash *st = hr_stash_begin({nr});\n\n\
+         \tif (!st)\n\t\treturn 0;\n{body}\treturn 0;\n}}\n\n",
+        name = sc.name,
+        nr = sc.nr,
+    );
+}
+
+/// Everything the BPF object needs from the tables, as one C file to #include.
+pub fn generate(t: &Tables) -> String {
+    let mut out = String::from(
+        "/* Generated by crates/harrier-eventgen from schema/events.tbl: do not edit. */\n\n",
+    );
+    let _ = writeln!(out, "#define HR_SCHEMA_VERSION {}\n", t.schema_version);
+    for ev in &t.events {
+        if ev.has_enter() {
+            enter_handler(ev, &mut out);
+        }
+        exit_handler(ev, &mut out);
+    }
+    out
+}

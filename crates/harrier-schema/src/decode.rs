@@ -1,0 +1,254 @@
+//! Decoding one event's bytes, driven by the generated parameter tables.
+
+use crate::wire::{Header, META_COMM, META_EXEC, META_EXIT, META_FORK, PARAMS_BASE};
+use crate::{render, sockaddr, syscall_by_nr, ParamDesc, SyscallInfo, TextKind, Wire, GENERIC_ARGS};
+use serde_json::{json, Map, Value as Json};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value<'a> {
+    Int(i64),
+    UInt(u64),
+    Bytes(&'a [u8]),
+    /// A variable field the kernel had no room for (see the `truncated` counter).
+    Missing,
+}
+
+impl Value<'_> {
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            Value::Int(v) => Some(v),
+            Value::UInt(v) => Some(v as i64),
+            _ => None,
+        }
+    }
+
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Paths and other text, lossily as UTF-8.
+    pub fn as_str(&self) -> Option<String> {
+        self.as_bytes().map(|b| String::from_utf8_lossy(b).into_owned())
+    }
+}
+
+/// A process life-cycle event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Meta {
+    Fork { child_tid: u32, child_pid: u32, comm: String },
+    Exec { old_tid: u32, comm: String },
+    Exit { pid: u32 },
+    Comm { comm: String },
+}
+
+#[derive(Debug)]
+pub struct SyscallEvent<'a> {
+    pub header: Header,
+    pub syscall: &'static SyscallInfo,
+    pub ret: i64,
+    pub params: Vec<(&'static str, Value<'a>)>,
+}
+
+impl<'a> SyscallEvent<'a> {
+    pub fn param(&self, name: &str) -> Option<&Value<'a>> {
+        self.params.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+}
+
+#[derive(Debug)]
+pub enum Event<'a> {
+    Syscall(SyscallEvent<'a>),
+    Meta(Header, Meta),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    Short,
+    BadLength(u16),
+    UnknownType(u16),
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Short => write!(f, "event shorter than its header"),
+            DecodeError::BadLength(l) => write!(f, "event length {l} does not match its bytes"),
+            DecodeError::UnknownType(t) => write!(f, "unknown event type {t}"),
+        }
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.b.get(self.at..self.at + n)?;
+        self.at += n;
+        Some(s)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4).map(|s| u32::from_le_bytes(s.try_into().unwrap()))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8).map(|s| u64::from_le_bytes(s.try_into().unwrap()))
+    }
+    fn comm(&mut self) -> String {
+        let s = self.take(16).unwrap_or_default();
+        let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+        String::from_utf8_lossy(&s[..end]).into_owned()
+    }
+    fn value(&mut self, wire: Wire) -> Value<'a> {
+        let v = match wire {
+            Wire::I32 => self.u32().map(|v| Value::Int(v as i32 as i64)),
+            Wire::U32 => self.u32().map(|v| Value::UInt(v as u64)),
+            Wire::I64 => self.u64().map(|v| Value::Int(v as i64)),
+            Wire::U64 => self.u64().map(Value::UInt),
+            Wire::Bytes => self
+                .take(2)
+                .map(|l| u16::from_le_bytes(l.try_into().unwrap()) as usize)
+                .and_then(|n| self.take(n))
+                .map(Value::Bytes),
+        };
+        v.unwrap_or(Value::Missing)
+    }
+}
+
+/// Decodes one event as it came out of a ring (or a capture file).
+pub fn decode(b: &[u8]) -> Result<Event<'_>, DecodeError> {
+    let header = Header::parse(b).ok_or(DecodeError::Short)?;
+    if header.len as usize != b.len() {
+        return Err(DecodeError::BadLength(header.len));
+    }
+    let mut r = Reader { b, at: PARAMS_BASE };
+    if header.is_meta() {
+        let meta = match header.kind {
+            META_FORK => Meta::Fork {
+                child_tid: r.u32().ok_or(DecodeError::Short)?,
+                child_pid: r.u32().ok_or(DecodeError::Short)?,
+                comm: r.comm(),
+            },
+            META_EXEC => Meta::Exec { old_tid: r.u32().ok_or(DecodeError::Short)?, comm: r.comm() },
+            META_EXIT => Meta::Exit { pid: r.u32().ok_or(DecodeError::Short)? },
+            META_COMM => Meta::Comm { comm: r.comm() },
+            t => return Err(DecodeError::UnknownType(t)),
+        };
+        return Ok(Event::Meta(header, meta));
+    }
+    let syscall = syscall_by_nr(header.kind as u32).ok_or(DecodeError::UnknownType(header.kind))?;
+    let ret = i64::from_le_bytes(b.get(16..24).ok_or(DecodeError::Short)?.try_into().unwrap());
+    let params = match syscall.params {
+        Some(descs) => descs.iter().map(|d| (d.name, r.value(d.wire))).collect(),
+        None => GENERIC_ARGS.iter().map(|&n| (n, r.value(Wire::U64))).collect(),
+    };
+    Ok(Event::Syscall(SyscallEvent { header, syscall, ret, params }))
+}
+
+/// Data buffers the way Falco prints them: printable ASCII kept, the rest as '.'.
+pub fn printable(b: &[u8]) -> String {
+    b.iter().map(|&c| if (0x20..0x7f).contains(&c) { c as char } else { '.' }).collect()
+}
+
+fn param_json(out: &mut Map<String, Json>, d: Option<&ParamDesc>, name: &str, v: &Value) {
+    let text = d.map_or(TextKind::Int, |d| d.text);
+    let j = match (v, text) {
+        (Value::Missing, _) => Json::Null,
+        (Value::Bytes(b), TextKind::Path) => json!(String::from_utf8_lossy(b)),
+        (Value::Bytes(b), TextKind::Sockaddr) => json!(sockaddr::format(b)),
+        (Value::Bytes(b), TextKind::Argv) => json!(b
+            .split(|&c| c == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s))
+            .collect::<Vec<_>>()),
+        (Value::Bytes(b), _) => json!(printable(b)),
+        (Value::Int(i), _) => json!(i),
+        (Value::UInt(u), _) => json!(u),
+    };
+    out.insert(name.to_string(), j);
+    if let (Some(r), Some(n)) = (d.and_then(|d| d.renderer), v.as_i64()) {
+        if let Some(s) = render::render(r, n as u64) {
+            out.insert(format!("{name}_names"), json!(s));
+        }
+    }
+}
+
+impl SyscallEvent<'_> {
+    /// The JSON object `harrier capture --json` prints; `pid`/`comm` come from
+    /// the process table, `epoch_offset` turns boot time into wall-clock time.
+    pub fn to_json(&self, pid: u32, comm: &str, epoch_offset: u64) -> Json {
+        let mut m = Map::new();
+        m.insert("ts".into(), json!(self.header.ts + epoch_offset));
+        m.insert("tid".into(), json!(self.header.tid));
+        m.insert("pid".into(), json!(pid));
+        m.insert("comm".into(), json!(comm));
+        m.insert("syscall".into(), json!(self.syscall.name));
+        m.insert("ret".into(), json!(self.ret));
+        let descs = self.syscall.params.unwrap_or_default();
+        for (i, (name, v)) in self.params.iter().enumerate() {
+            param_json(&mut m, descs.get(i), name, v);
+        }
+        Json::Object(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: u16, ret: i64, body: &[u8]) -> Vec<u8> {
+        let len = (24 + body.len()) as u16;
+        let mut b = Vec::new();
+        b.extend(7u64.to_le_bytes());
+        b.extend(42u32.to_le_bytes());
+        b.extend(kind.to_le_bytes());
+        b.extend(len.to_le_bytes());
+        b.extend(ret.to_le_bytes());
+        b.extend(body);
+        b
+    }
+
+    #[test]
+    fn openat_decodes_by_the_table() {
+        let mut body = Vec::new();
+        body.extend((-100i32).to_le_bytes()); // dirfd
+        body.extend(0o1101u32.to_le_bytes()); // flags
+        body.extend(0o644u32.to_le_bytes()); // mode
+        body.extend(4u16.to_le_bytes());
+        body.extend(b"/etc");
+        let b = event(257, 3, &body);
+        let Event::Syscall(e) = decode(&b).unwrap() else { panic!() };
+        assert_eq!(e.syscall.name, "openat");
+        assert_eq!(e.ret, 3);
+        assert_eq!(e.param("dirfd"), Some(&Value::Int(-100)));
+        assert_eq!(e.param("path").unwrap().as_str().unwrap(), "/etc");
+        let j = e.to_json(1, "cat", 0);
+        assert_eq!(j["path"], "/etc");
+        assert_eq!(j["flags"], 0o1101);
+        assert_eq!(j["flags_names"], "O_WRONLY|O_CREAT|O_TRUNC");
+    }
+
+    #[test]
+    fn getpid_is_24_bytes_and_truncated_fields_are_missing() {
+        let b = event(39, 1234, &[]);
+        assert_eq!(b.len(), 24);
+        let Event::Syscall(e) = decode(&b).unwrap() else { panic!() };
+        assert_eq!(e.ret, 1234);
+        let b = event(87, 0, &[]); // unlink with its path left out
+        let Event::Syscall(e) = decode(&b).unwrap() else { panic!() };
+        assert_eq!(e.param("path"), Some(&Value::Missing));
+    }
+
+    #[test]
+    fn corrupt_input_is_an_error_not_a_panic() {
+        assert_eq!(decode(&[1, 2, 3]).unwrap_err(), DecodeError::Short);
+        let mut b = event(39, 0, &[]);
+        b[14] = 99;
+        assert_eq!(decode(&b).unwrap_err(), DecodeError::BadLength(99));
+        assert_eq!(decode(&event(999, 0, &[])).unwrap_err(), DecodeError::UnknownType(999));
+    }
+}

@@ -1,0 +1,96 @@
+//! Harrier's event schema: the syscall table, the wire format and how events
+//! decode and render. The tables come from schema/*.tbl via harrier-eventgen,
+//! the same source the BPF handlers are generated from.
+
+pub mod decode;
+pub mod render;
+pub mod sockaddr;
+pub mod wire;
+
+/// How a parameter travels on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    I32,
+    U32,
+    I64,
+    U64,
+    /// u16 length, then that many bytes.
+    Bytes,
+}
+
+/// How a parameter's value is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextKind {
+    Int,
+    Fd,
+    Path,
+    Data,
+    Sockaddr,
+    Argv,
+}
+
+#[derive(Debug)]
+pub struct ParamDesc {
+    pub name: &'static str,
+    pub wire: Wire,
+    pub text: TextKind,
+    /// Flag/enum decoder in [`render`].
+    pub renderer: Option<&'static str>,
+    /// Read at syscall entry and merged at exit (TOCTOU-safe).
+    pub at_enter: bool,
+}
+
+#[derive(Debug)]
+pub struct SyscallInfo {
+    pub nr: u32,
+    pub name: &'static str,
+    /// Its syscalls:sys_exit_* tracepoint name.
+    pub tracepoint: &'static str,
+    /// Typed parameters; None: the generic event (6 raw arguments).
+    pub params: Option<&'static [ParamDesc]>,
+}
+
+mod generated {
+    use super::*;
+    include!(concat!(env!("OUT_DIR"), "/schema.gen.rs"));
+}
+
+pub use generated::{MAX_SYSCALL_NR, SCHEMA_VERSION, SYSCALLS};
+
+pub fn syscall_by_name(name: &str) -> Option<&'static SyscallInfo> {
+    SYSCALLS.iter().find(|s| s.name == name)
+}
+
+pub fn syscall_by_nr(nr: u32) -> Option<&'static SyscallInfo> {
+    // The table is sorted by number with few gaps: binary search.
+    SYSCALLS.binary_search_by_key(&nr, |s| s.nr).ok().map(|i| &SYSCALLS[i])
+}
+
+/// Parameter names of the generic event.
+pub const GENERIC_ARGS: [&str; 6] = ["arg0", "arg1", "arg2", "arg3", "arg4", "arg5"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookups_agree() {
+        let openat = syscall_by_name("openat").unwrap();
+        assert_eq!(openat.nr, 257);
+        assert_eq!(syscall_by_nr(257).unwrap().name, "openat");
+        assert_eq!(syscall_by_name("fstat").unwrap().tracepoint, "newfstat");
+        assert!(syscall_by_name("getppid").unwrap().params.is_none());
+        assert!(SYSCALLS.windows(2).all(|w| w[0].nr < w[1].nr));
+    }
+
+    #[test]
+    fn every_renderer_in_the_table_exists() {
+        for s in SYSCALLS {
+            for p in s.params.unwrap_or_default() {
+                if let Some(r) = p.renderer {
+                    assert!(render::RENDERERS.contains(&r), "{}: unknown renderer {r}", s.name);
+                }
+            }
+        }
+    }
+}

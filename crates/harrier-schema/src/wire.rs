@@ -1,0 +1,88 @@
+//! The byte layout shared with bpf/include/harrier.h.
+//!
+//! ```text
+//! 0      8      12     14     16            24
+//! | ts   | tid  | type | len  | ret (s64)   | fixed params | u16 len + bytes ... |
+//! ```
+
+pub const HEADER_LEN: usize = 16;
+/// Header plus the return value: where parameters start.
+pub const PARAMS_BASE: usize = 24;
+
+/// Process life-cycle events from sched tracepoints (type numbers above any syscall).
+pub const META_FORK: u16 = 1000;
+pub const META_EXEC: u16 = 1001;
+pub const META_EXIT: u16 = 1002;
+pub const META_COMM: u16 = 1003;
+
+/// Drop reasons, in the order of `enum hr_drop_reason`.
+pub const DROP_REASONS: [&str; 2] = ["ring_full", "no_ring"];
+
+/// Per-CPU counters, laid out as `struct hr_cpu_stats`.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct CpuStats {
+    pub events: u64,
+    pub drops: [u64; 2],
+    pub toctou_fallbacks: u64,
+    pub stash_fails: u64,
+    pub read_faults: u64,
+    pub truncated: u64,
+}
+
+impl CpuStats {
+    pub const SIZE: usize = 8 * 7;
+
+    pub fn from_bytes(b: &[u8]) -> CpuStats {
+        let u = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+        CpuStats {
+            events: u(0),
+            drops: [u(1), u(2)],
+            toctou_fallbacks: u(3),
+            stash_fails: u(4),
+            read_faults: u(5),
+            truncated: u(6),
+        }
+    }
+
+    pub fn add(&mut self, o: &CpuStats) {
+        self.events += o.events;
+        for (d, s) in self.drops.iter_mut().zip(o.drops) {
+            *d += s;
+        }
+        self.toctou_fallbacks += o.toctou_fallbacks;
+        self.stash_fails += o.stash_fails;
+        self.read_faults += o.read_faults;
+        self.truncated += o.truncated;
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+}
+
+/// The fixed 16-byte header, read without copying the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub ts: u64,
+    pub tid: u32,
+    pub kind: u16,
+    pub len: u16,
+}
+
+impl Header {
+    pub fn parse(b: &[u8]) -> Option<Header> {
+        if b.len() < HEADER_LEN {
+            return None;
+        }
+        Some(Header {
+            ts: u64::from_le_bytes(b[0..8].try_into().unwrap()),
+            tid: u32::from_le_bytes(b[8..12].try_into().unwrap()),
+            kind: u16::from_le_bytes(b[12..14].try_into().unwrap()),
+            len: u16::from_le_bytes(b[14..16].try_into().unwrap()),
+        })
+    }
+
+    pub fn is_meta(&self) -> bool {
+        self.kind >= META_FORK
+    }
+}
