@@ -20,11 +20,20 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 filter_tgid = 0;	/* 0: every process */
 const volatile __u32 snaplen = 80;	/* data bytes kept per buffer */
 
+/* Where a dentry walk is (see hr_walk_step). */
+struct hr_walk {
+	__u64 dentry;
+	__u64 mnt;
+	__s32 pos;	/* start of the path built so far, counting down from HR_PATH_MAX */
+	__u32 pad;
+};
+
 /* Per-CPU state: counters, which ring this CPU writes, event and path scratch. */
 struct hr_cpu {
 	struct hr_cpu_stats stats;
 	__u32 ring;
 	__u32 pad;
+	struct hr_walk walk;
 	__u8 ev[HR_SCRATCH];
 	__u8 path[HR_PATHBUF];
 };

@@ -37,6 +37,10 @@ struct hr_em {
 #define HR_ARG(em, reg) ((__u64)(em)->regs->reg)
 #define HR_LEN_ALL (~0ULL)
 
+/* Bounds v (a __u64) by max in a way clang cannot fold away and the
+ * verifier can follow: clang drops clamps it believes redundant. */
+#define hr_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
+
 static __always_inline struct pt_regs *hr_task_regs(void)
 {
 	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
@@ -75,11 +79,10 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 static __always_inline int hr_submit(struct hr_em *em)
 {
 	struct hr_cpu *c = em->cpu;
-	__u32 len = em->off;
+	__u64 len = em->off;
 	void *ring;
 
-	if (len > HR_EVENT_MAX)
-		len = HR_EVENT_MAX;
+	hr_clamp(len, HR_EVENT_MAX);
 	((struct hr_hdr *)c->ev)->len = len;
 	c->stats.events++;
 	ring = bpf_map_lookup_elem(&rings, &c->ring);
@@ -144,12 +147,13 @@ static __always_inline __u64 hr_user_int(__u64 uptr)
  */
 static __always_inline __u8 *hr_var_begin(struct hr_em *em)
 {
-	__u32 o = em->off;
+	__u64 o = em->off;
 
 	if (o > HR_VAR_LIMIT) {
 		em->cpu->stats.truncated++;
 		return 0;
 	}
+	hr_clamp(o, HR_VAR_LIMIT);
 	return em->cpu->ev + o;
 }
 
@@ -278,11 +282,19 @@ static __always_inline void hr_put_argv(struct hr_em *em, __u64 uargv)
 		__u64 p = 0;
 		long n;
 
-		if (total >= HR_SNAP_MAX)
+		__u64 room, at;
+
+		if (total >= HR_SNAP_MAX - 1)
 			break;
 		if (bpf_probe_read_user(&p, sizeof(p), (void *)(uargv + i * 8)) || !p)
 			break;
-		n = bpf_probe_read_user_str(slot + 2 + total, HR_SNAP_MAX - total, (void *)p);
+		/* Opaque masks: clang would drop plain ones it can prove redundant,
+		 * and the verifier needs both bounds. */
+		room = HR_SNAP_MAX - 1 - total;
+		at = total;
+		asm volatile("%0 &= 4095" : "+r"(room));
+		asm volatile("%0 &= 4095" : "+r"(at));
+		n = bpf_probe_read_user_str(slot + 2 + at, room, (void *)p);
 		if (n <= 0)
 			break;
 		total += n;
@@ -292,59 +304,59 @@ static __always_inline void hr_put_argv(struct hr_em *em, __u64 uargv)
 
 /* ---- paths resolved in the kernel, from the dentry tree ---- */
 
-struct hr_walk {
-	struct dentry *dentry;
-	struct mount *mnt;
-	__s32 pos;	/* start of what is written, counting down from HR_PATH_MAX */
-};
-
 static __always_inline struct mount *hr_real_mount(struct vfsmount *m)
 {
 	return (struct mount *)((void *)m - bpf_core_field_offset(struct mount, mnt));
 }
 
-/* One step up the tree: a name, or a hop from a mount's root to its mountpoint. */
+/*
+ * One step up the tree: a name, or a hop from a mount's root to its
+ * mountpoint. The walk state lives in the per-CPU map value, not on the
+ * stack: the verifier then does not track it precisely across bpf_loop
+ * iterations, and the loop verifies in one pass whatever its depth.
+ */
 static long hr_walk_step(__u32 i, void *ctx)
 {
-	struct hr_walk *w = ctx;
-	struct dentry *d = w->dentry;
-	struct dentry *parent = BPF_CORE_READ(d, d_parent);
-	struct dentry *mnt_root = BPF_CORE_READ(w->mnt, mnt.mnt_root);
 	__u32 zero = 0, len;
-	struct hr_cpu *c;
+	struct hr_cpu *c = bpf_map_lookup_elem(&cpu_state, &zero);
+	struct dentry *d, *parent, *mnt_root;
+	struct mount *mnt;
 	struct qstr q;
 	__s32 pos;
 
+	if (!c)
+		return 1;
+	d = (struct dentry *)c->walk.dentry;
+	mnt = (struct mount *)c->walk.mnt;
+	parent = BPF_CORE_READ(d, d_parent);
+	mnt_root = BPF_CORE_READ(mnt, mnt.mnt_root);
 	if (d == mnt_root || d == parent) {
-		struct mount *up = BPF_CORE_READ(w->mnt, mnt_parent);
+		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
 
-		if (d != mnt_root || up == w->mnt)
+		if (d != mnt_root || up == mnt)
 			return 1; /* the root of the mount tree */
-		w->dentry = BPF_CORE_READ(w->mnt, mnt_mountpoint);
-		w->mnt = up;
+		c->walk.dentry = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
+		c->walk.mnt = (__u64)up;
 		return 0;
 	}
 	if (bpf_core_read(&q, sizeof(q), &d->d_name))
 		return 1;
-	len = q.len;
-	if (len > 255)
-		len = 255;
-	pos = w->pos - (__s32)len - 1;
-	c = bpf_map_lookup_elem(&cpu_state, &zero);
-	if (pos < 0 || !c)
+	len = q.len & 255;
+	pos = c->walk.pos - (__s32)len - 1;
+	if (pos < 0)
 		return 1;
 	bpf_probe_read_kernel(c->path + ((pos + 1) & (HR_PATH_MAX - 1)), len, q.name);
 	c->path[pos & (HR_PATH_MAX - 1)] = '/';
-	w->pos = pos;
-	w->dentry = parent;
+	c->walk.pos = pos;
+	c->walk.dentry = (__u64)parent;
 	return 0;
 }
 
 static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry, struct vfsmount *vfsmnt)
 {
-	struct hr_walk w = { .dentry = dentry, .mnt = hr_real_mount(vfsmnt), .pos = HR_PATH_MAX };
+	struct hr_cpu *c = em->cpu;
 	__u8 *slot = hr_var_begin(em);
-	__u32 n;
+	__u32 n, pos;
 
 	if (!slot)
 		return;
@@ -352,17 +364,37 @@ static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry
 		hr_var_end(em, slot, 0);
 		return;
 	}
-	bpf_loop(HR_PATH_MAX / 2, hr_walk_step, &w, 0);
-	if (w.pos >= HR_PATH_MAX) {
+	c->walk.dentry = (__u64)dentry;
+	c->walk.mnt = (__u64)hr_real_mount(vfsmnt);
+	c->walk.pos = HR_PATH_MAX;
+	bpf_loop(HR_PATH_MAX / 2, hr_walk_step, 0, 0);
+	pos = c->walk.pos;
+	if (pos >= HR_PATH_MAX) {
 		slot[2] = '/';
 		hr_var_end(em, slot, 1);
 		return;
 	}
-	n = HR_PATH_MAX - w.pos;
-	if (n > HR_PATH_MAX)
-		n = HR_PATH_MAX;
-	bpf_probe_read_kernel(slot + 2, n, em->cpu->path + (w.pos & (HR_PATH_MAX - 1)));
+	/* A mask, not a compare: clang may drop a clamp the verifier needs. The
+	 * scratch has room past HR_PATH_MAX for what the mask lets through. */
+	n = (HR_PATH_MAX - pos) & (2 * HR_PATH_MAX - 1);
+	bpf_probe_read_kernel(slot + 2, n, c->path + (pos & (HR_PATH_MAX - 1)));
 	hr_var_end(em, slot, n);
+}
+
+/* What an open really opened: the file behind the returned descriptor. */
+static __always_inline void hr_put_fdpath_ret(struct hr_em *em)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+
+	if (em->ret >= 0 && em->ret < BPF_CORE_READ(fdt, max_fds))
+		bpf_probe_read_kernel(&f, sizeof(f), &fds[em->ret]);
+	if (f)
+		hr_put_dpath(em, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt));
+	else
+		hr_put_dpath(em, 0, 0);
 }
 
 /* The three execve fields only make sense once the new image runs (ret == 0). */

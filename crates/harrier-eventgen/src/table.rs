@@ -43,6 +43,8 @@ pub enum Kind {
     MsgAddr(u8),
     MsgData(u8, Len),
     Argv(u8),
+    /// Absolute path of the file behind the returned fd, resolved in the kernel.
+    FdPathRet,
     Exe,
     Cwd,
     Args,
@@ -83,7 +85,7 @@ impl Kind {
     /// How the Rust side should present the bytes.
     pub fn text_kind(&self) -> &'static str {
         match self {
-            Kind::Path(_) | Kind::Exe | Kind::Cwd => "Path",
+            Kind::Path(_) | Kind::Exe | Kind::Cwd | Kind::FdPathRet => "Path",
             Kind::Sockaddr(..) | Kind::MsgAddr(_) => "Sockaddr",
             Kind::Argv(_) | Kind::Args => "Argv",
             Kind::Fd(_) => "Fd",
@@ -189,6 +191,7 @@ fn parse_kind(kind: &str, args: &[&str]) -> Option<Kind> {
         ("msgaddr", 1) => Kind::MsgAddr(arg(0)?),
         ("msgdata", 2) => Kind::MsgData(arg(0)?, parse_len(args[1])?),
         ("argv", 1) => Kind::Argv(arg(0)?),
+        ("fdpath", 1) if args[0] == "ret" => Kind::FdPathRet,
         ("exe", 0) => Kind::Exe,
         ("cwd", 0) => Kind::Cwd,
         ("args", 0) => Kind::Args,

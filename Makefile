@@ -1,0 +1,32 @@
+# Harrier: `make run` and `make test` are all a new user needs (see README.md).
+CARGO ?= cargo
+HARRIER := target/release/harrier
+
+.PHONY: deps build run test bench-capture bench-bypass vmlinux clean
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	$(CARGO) build --release --locked --workspace
+
+# The main job. Until the rules engine lands this is a live capture summary.
+run: build
+	$(HARRIER) capture
+
+test: build
+	$(CARGO) test --release --locked --workspace
+	$(MAKE) -C bypass test
+
+bench-capture: build
+	target/release/harrier-bench capture
+
+bench-bypass: build
+	bash scripts/bench-bypass.sh
+
+# Regenerates bpf/vmlinux/vmlinux.h from the running kernel.
+vmlinux:
+	bash scripts/gen-vmlinux.sh
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,169 @@
+//! The sensor's core promises: one event per syscall at exit, open paths
+//! that a racing thread cannot falsify, and drops that are counted exactly.
+
+mod common;
+
+use common::{bpf_available, capture, capture_with, gettid};
+use harrier_capture::{parse_syscalls, Config};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+
+fn raw_getpid() -> i64 {
+    unsafe { libc::syscall(libc::SYS_getpid) }
+}
+
+#[test]
+fn exactly_one_exit_event_per_syscall() {
+    if !bpf_available() {
+        return;
+    }
+    const N: usize = 20_000;
+    let c = capture("getpid,getppid", || {
+        for _ in 0..N {
+            raw_getpid();
+        }
+    });
+    let mine = c.of_tid(gettid());
+    let pid = std::process::id() as i64;
+    assert_eq!(mine.len(), N, "one event per getpid call, nothing else");
+    assert!(mine.iter().all(|e| e.syscall.name == "getpid" && e.ret == pid));
+    assert!(mine.windows(2).all(|w| w[0].header.ts <= w[1].header.ts));
+    let sizes: Vec<usize> = c.events.iter().map(Vec::len).collect();
+    assert!(sizes.contains(&24), "a getpid event is 24 bytes");
+    assert_eq!(c.stats.total_drops(), 0);
+}
+
+/// Two same-length paths, differing in one byte, so flipping is one store.
+struct FlipTarget {
+    dir: std::path::PathBuf,
+    buf: Box<[AtomicU8]>,
+    flip_at: usize,
+}
+
+impl FlipTarget {
+    fn new() -> FlipTarget {
+        let dir = std::env::temp_dir().join(format!("hr-toctou-{}-{}", std::process::id(), gettid()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["a", "b"] {
+            std::fs::write(dir.join(name), name).unwrap();
+        }
+        let path = format!("{}/a\0", dir.display());
+        let buf: Box<[AtomicU8]> = path.bytes().map(AtomicU8::new).collect();
+        FlipTarget { flip_at: path.len() - 2, dir, buf }
+    }
+
+    fn ptr(&self) -> *const libc::c_char {
+        self.buf.as_ptr().cast()
+    }
+}
+
+fn fd_target(fd: i32) -> String {
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap().display().to_string()
+}
+
+#[test]
+fn open_paths_survive_a_racing_thread() {
+    if !bpf_available() {
+        return;
+    }
+    const OPENS: usize = 3000;
+    let target = Arc::new(FlipTarget::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (t, stop) = (target.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for c in [b'b', b'a'] {
+                    t.buf[t.flip_at].store(c, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let mut opened = Vec::new();
+    let c = capture("openat,open", || {
+        for _ in 0..OPENS {
+            let fd = unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, target.ptr(), libc::O_RDONLY) };
+            if fd >= 0 {
+                opened.push(fd_target(fd as i32));
+                unsafe { libc::close(fd as i32) };
+            }
+        }
+    });
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+
+    let events = c.named(gettid(), "openat");
+    assert_eq!(events.len(), OPENS);
+    let reported: Vec<String> = events
+        .iter()
+        .filter(|e| e.ret >= 0)
+        .map(|e| e.param("fullpath").unwrap().as_str().unwrap())
+        .collect();
+    assert_eq!(reported, opened, "each event names the file the kernel opened");
+    let count = |n: &str| opened.iter().filter(|p| p.ends_with(n)).count();
+    assert!(count("/a") > 0 && count("/b") > 0, "the race really flipped the path");
+    // The entry copy is what the thread passed; it must name one of the two.
+    assert!(events.iter().all(|e| {
+        let p = e.param("path").unwrap().as_str().unwrap();
+        p.ends_with("/a") || p.ends_with("/b")
+    }));
+    assert_eq!(c.stats.kernel_total().toctou_fallbacks, 0, "every exit found its entry copy");
+    std::fs::remove_dir_all(&target.dir).unwrap();
+}
+
+/// A child that makes `n` getpid calls once `go` is readable, then exits.
+fn spawn_getpid_child(n: usize) -> (libc::pid_t, i32) {
+    let mut p = [0i32; 2];
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    match unsafe { libc::fork() } {
+        0 => unsafe {
+            // Only raw syscalls here: the parent is multi-threaded.
+            let mut b = 0u8;
+            libc::read(p[0], (&mut b as *mut u8).cast(), 1);
+            for _ in 0..n {
+                libc::syscall(libc::SYS_getpid);
+            }
+            libc::_exit(0);
+        },
+        pid => {
+            unsafe { libc::close(p[0]) };
+            (pid, p[1])
+        }
+    }
+}
+
+#[test]
+fn drops_are_counted_exactly() {
+    if !bpf_available() {
+        return;
+    }
+    const N: usize = 50_000;
+    let (child, go) = spawn_getpid_child(N);
+    let mut cfg = Config::new(parse_syscalls("getpid").unwrap());
+    cfg.pid = Some(child as u32);
+    cfg.buffer_size = 4096; // ~128 events: the rest must be counted as dropped
+    cfg.cpus_per_buffer = 64; // one ring, whichever CPU the child runs on
+    // The consumer is paused: nothing is read until the child is done.
+    let c = capture_with(cfg, || unsafe {
+        libc::write(go, b"g".as_ptr().cast(), 1);
+        let mut status = 0;
+        libc::waitpid(child, &mut status, 0);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        libc::close(go);
+    });
+    let getpids = c.all().iter().filter(|e| matches!(e, harrier_schema::decode::Event::Syscall(_))).count();
+    let k = c.stats.kernel_total();
+    // N getpid events plus the child's exit (a life-cycle event).
+    assert_eq!(k.events, N as u64 + 1, "the kernel saw every event");
+    assert!(k.dropped() > 0, "a 4 KiB ring cannot hold {N} events");
+    assert_eq!(c.stats.user.events + k.dropped(), k.events, "received + dropped = generated");
+    assert!(getpids > 0 && getpids < N);
+}
+
+#[test]
+fn bad_configuration_is_refused_before_loading() {
+    let mut cfg = Config::new(parse_syscalls("read").unwrap());
+    cfg.buffer_size = 12345;
+    let err = harrier_capture::Session::start(&cfg, Box::new(|_| {})).err().unwrap();
+    assert!(err.to_string().contains("power of two"), "{err}");
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what building, testing and benchmarking Harrier needs on Debian,
+# skipping what is already there. Run as root (make run / make test do).
+set -euo pipefail
+
+PACKAGES=(
+  clang llvm libelf-dev zlib1g-dev pkg-config make gcc   # BPF and C builds
+  bpftool                                                # vmlinux.h regeneration
+  redis-server redis-tools                               # bench-capture workload
+  inotify-tools linux-perf valgrind                      # comparisons and profiling
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# A distribution redis-server may have started itself: the benchmark runs its
+# own on a private port, so a service left running is not ours to stop.
+
+if ! command -v cargo >/dev/null; then
+  echo "deps: cargo not found: install Rust >= 1.82 (rustup) and re-run" >&2
+  exit 1
+fi
