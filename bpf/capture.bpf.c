@@ -85,7 +85,7 @@ int hr_exit_generic(struct hr_exit_ctx *ctx)
 {
 	struct hr_em em;
 
-	if (hr_begin(&em, ctx->nr, ctx->ret, 24 + 6 * 8))
+	if (hr_begin_fixed(&em, ctx->nr, ctx->ret, 24 + 6 * 8))
 		return 0;
 	em.regs = hr_task_regs();
 	hr_put_u64(&em, 24, HR_ARG(&em, di));
@@ -94,14 +94,14 @@ int hr_exit_generic(struct hr_exit_ctx *ctx)
 	hr_put_u64(&em, 48, HR_ARG(&em, r10));
 	hr_put_u64(&em, 56, HR_ARG(&em, r8));
 	hr_put_u64(&em, 64, HR_ARG(&em, r9));
-	return hr_submit(&em);
+	return hr_submit_fixed(&em);
 }
 
 /* ---- process life cycle (sched/task tracepoints: no syscall slow path) ---- */
 
 static __always_inline void hr_put_comm(struct hr_em *em, __u32 off, const char *comm)
 {
-	bpf_probe_read_kernel(em->cpu->ev + off, 16, comm);
+	bpf_probe_read_kernel(em->ev + off, 16, comm);
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -110,12 +110,12 @@ int BPF_PROG(hr_fork, struct task_struct *parent, struct task_struct *child)
 	struct hr_em em;
 
 	/* Runs in the parent: the header names it, the child comes in the body. */
-	if (hr_begin(&em, HR_META_FORK, 0, 24 + 8 + 16))
+	if (hr_begin_fixed(&em, HR_META_FORK, 0, 24 + 8 + 16))
 		return 0;
 	hr_put_u32(&em, 24, child->pid);
 	hr_put_u32(&em, 28, child->tgid);
 	hr_put_comm(&em, 32, child->comm);
-	return hr_submit(&em);
+	return hr_submit_fixed(&em);
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -123,11 +123,11 @@ int BPF_PROG(hr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 {
 	struct hr_em em;
 
-	if (hr_begin(&em, HR_META_EXEC, 0, 24 + 4 + 16))
+	if (hr_begin_fixed(&em, HR_META_EXEC, 0, 24 + 4 + 16))
 		return 0;
 	hr_put_u32(&em, 24, old_pid);
 	hr_put_comm(&em, 28, p->comm);
-	return hr_submit(&em);
+	return hr_submit_fixed(&em);
 }
 
 SEC("tp_btf/sched_process_exit")
@@ -135,10 +135,10 @@ int BPF_PROG(hr_exit_task, struct task_struct *p)
 {
 	struct hr_em em;
 
-	if (hr_begin(&em, HR_META_EXIT, 0, 24 + 4))
+	if (hr_begin_fixed(&em, HR_META_EXIT, 0, 24 + 4))
 		return 0;
 	hr_put_u32(&em, 24, p->tgid);
-	return hr_submit(&em);
+	return hr_submit_fixed(&em);
 }
 
 SEC("tp_btf/task_rename")
@@ -148,8 +148,8 @@ int BPF_PROG(hr_rename, struct task_struct *task, const char *comm)
 
 	if (task != bpf_get_current_task_btf())
 		return 0;
-	if (hr_begin(&em, HR_META_COMM, 0, 24 + 16))
+	if (hr_begin_fixed(&em, HR_META_COMM, 0, 24 + 16))
 		return 0;
 	hr_put_comm(&em, 24, comm);
-	return hr_submit(&em);
+	return hr_submit_fixed(&em);
 }

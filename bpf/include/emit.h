@@ -10,6 +10,8 @@
 #ifndef HARRIER_EMIT_H
 #define HARRIER_EMIT_H
 
+/* Classic syscall tracepoint records: 8 bytes of common fields (not readable
+ * by BPF), then the syscall's fields. */
 struct hr_exit_ctx {
 	__u64 common;
 	__s32 nr;
@@ -27,9 +29,10 @@ struct hr_enter_ctx {
 /* What a handler is building. Lives on the stack, fully inlined. */
 struct hr_em {
 	struct hr_cpu *cpu;
+	__u8 *ev;		/* the event: ring memory (fixed) or scratch (variable) */
 	struct pt_regs *regs;
 	__s64 ret;
-	__u32 off;	/* bytes written so far */
+	__u32 off;		/* bytes written so far */
 };
 
 /* Arguments at exit come from the saved user registers: they are what the
@@ -51,25 +54,81 @@ static __always_inline bool hr_filtered_out(__u64 pid_tgid)
 	return filter_tgid && (__u32)(pid_tgid >> 32) != filter_tgid;
 }
 
-/* Starts an event; non-zero means: not wanted, return. */
-static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u32 fixed_end)
+/* The thread id, or 0 if the process filter says no. (The tracepoint record
+ * carries the tid too, but programs may not read its common fields.) */
+static __always_inline __u32 hr_tid(void)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 zero = 0;
-	struct hr_cpu *c;
-	struct hr_hdr *h;
 
-	if (hr_filtered_out(pid_tgid))
-		return 1;
-	c = bpf_map_lookup_elem(&cpu_state, &zero);
-	if (!c)
-		return 1;
-	h = (struct hr_hdr *)c->ev;
-	h->ts = bpf_ktime_get_boot_ns();
-	h->tid = (__u32)pid_tgid;
+	return hr_filtered_out(pid_tgid) ? 0 : (__u32)pid_tgid;
+}
+
+static __always_inline struct hr_cpu *hr_cpu_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&cpu_state, &zero);
+}
+
+static __always_inline void hr_header(__u8 *ev, __u32 tid, __u32 type, __s64 ret, __u32 len)
+{
+	struct hr_hdr *h = (struct hr_hdr *)ev;
+
+	h->ts = bpf_ktime_get_ns();
+	h->tid = tid;
 	h->type = type;
-	*(__s64 *)(c->ev + sizeof(*h)) = ret;
+	h->len = len;
+	*(__s64 *)(ev + sizeof(*h)) = ret;
+}
+
+/*
+ * Fixed-size events are written in place in the ring (reserve/submit): no
+ * copy, ~17 ns cheaper than bpf_ringbuf_output() here. Non-zero: return.
+ */
+static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 ret, const __u32 size)
+{
+	__u32 tid = hr_tid();
+	struct hr_cpu *c;
+	void *ring;
+
+	if (!tid || !(c = hr_cpu_get()))
+		return 1;
+	c->stats.events++;
+	ring = bpf_map_lookup_elem(&rings, &c->ring);
+	if (!ring) {
+		c->stats.drops[HR_DROP_NO_RING]++;
+		return 1;
+	}
+	em->ev = bpf_ringbuf_reserve(ring, size, 0);
+	if (!em->ev) {
+		c->stats.drops[HR_DROP_RING_FULL]++;
+		return 1;
+	}
+	hr_header(em->ev, tid, type, ret, size);
 	em->cpu = c;
+	em->ret = ret;
+	em->off = size;
+	em->regs = 0;
+	return 0;
+}
+
+static __always_inline int hr_submit_fixed(struct hr_em *em)
+{
+	bpf_ringbuf_submit(em->ev, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* Variable-size events are built in per-CPU scratch, then copied out. */
+static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u32 fixed_end)
+{
+	__u32 tid = hr_tid();
+	struct hr_cpu *c;
+
+	if (!tid || !(c = hr_cpu_get()))
+		return 1;
+	hr_header(c->ev, tid, type, ret, 0);
+	em->cpu = c;
+	em->ev = c->ev;
 	em->ret = ret;
 	em->off = fixed_end;
 	em->regs = 0;
@@ -97,12 +156,12 @@ static __always_inline int hr_submit(struct hr_em *em)
 
 static __always_inline void hr_put_u32(struct hr_em *em, __u32 off, __u32 v)
 {
-	*(__u32 *)(em->cpu->ev + off) = v;
+	*(__u32 *)(em->ev + off) = v;
 }
 
 static __always_inline void hr_put_u64(struct hr_em *em, __u32 off, __u64 v)
 {
-	*(__u64 *)(em->cpu->ev + off) = v;
+	*(__u64 *)(em->ev + off) = v;
 }
 
 static __always_inline __u32 hr_tgid(struct hr_em *em)

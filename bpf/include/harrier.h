@@ -12,7 +12,7 @@
  * fixed-size ones at constant offsets, then variable ones as u16 length + bytes.
  */
 struct hr_hdr {
-	__u64 ts;	/* CLOCK_BOOTTIME ns */
+	__u64 ts;	/* CLOCK_MONOTONIC ns (bpf_ktime_get_ns: cheaper than boot time) */
 	__u32 tid;	/* kernel (init pid namespace) thread id */
 	__u16 type;	/* syscall number, or HR_META_* */
 	__u16 len;	/* total length, header included */

@@ -11,7 +11,7 @@
 
 mod session;
 mod stats;
-mod tracefs;
+pub mod tracefs;
 
 pub use session::{EventSink, Session};
 pub use stats::{ProgStats, Stats, UserCounters};

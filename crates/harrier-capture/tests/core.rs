@@ -117,9 +117,14 @@ fn spawn_getpid_child(n: usize) -> (libc::pid_t, i32) {
     assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
     match unsafe { libc::fork() } {
         0 => unsafe {
-            // Only raw syscalls here: the parent is multi-threaded.
+            // Only raw syscalls here: the parent is multi-threaded. If the
+            // test fails before releasing us, the parent's exit kills us.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            libc::close(p[1]);
             let mut b = 0u8;
-            libc::read(p[0], (&mut b as *mut u8).cast(), 1);
+            if libc::read(p[0], (&mut b as *mut u8).cast(), 1) != 1 {
+                libc::_exit(1);
+            }
             for _ in 0..n {
                 libc::syscall(libc::SYS_getpid);
             }

@@ -76,14 +76,14 @@ impl JsonPrinter {
     }
 }
 
-/// CLOCK_REALTIME - CLOCK_BOOTTIME, to print wall-clock timestamps.
+/// CLOCK_REALTIME - CLOCK_MONOTONIC (the events' clock), for wall-clock timestamps.
 fn epoch_offset() -> u64 {
     let now = |clock| {
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         unsafe { libc::clock_gettime(clock, &mut ts) };
         ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
     };
-    now(libc::CLOCK_REALTIME).saturating_sub(now(libc::CLOCK_BOOTTIME))
+    now(libc::CLOCK_REALTIME).saturating_sub(now(libc::CLOCK_MONOTONIC))
 }
 
 fn config(a: &CaptureArgs) -> Result<Config> {

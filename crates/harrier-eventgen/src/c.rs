@@ -81,12 +81,15 @@ fn exit_handler(ev: &EventDef, out: &mut String) {
     } else {
         String::new()
     };
+    // Events with only fixed-size parameters are written in place in the ring.
+    let fixed = ev.params.iter().all(|p| p.kind.wire().fixed_size().is_some());
+    let (begin, submit) = if fixed { ("hr_begin_fixed", "hr_submit_fixed") } else { ("hr_begin", "hr_submit") };
     let _ = write!(
         out,
         "SEC(\"tracepoint\")\nint hr_exit_{name}(struct hr_exit_ctx *ctx)\n{{\n\
          \tstruct hr_em em;\n\n\
-         \tif (hr_begin(&em, {nr}, ctx->ret, {off}))\n\t\treturn 0;\n\
-         {regs}{stash}{body}\treturn hr_submit(&em);\n}}\n\n",
+         \tif ({begin}(&em, {nr}, ctx->ret, {off}))\n\t\treturn 0;\n\
+         {regs}{stash}{body}\treturn {submit}(&em);\n}}\n\n",
         name = sc.name,
         nr = sc.nr,
     );

@@ -179,7 +179,7 @@ fn param_json(out: &mut Map<String, Json>, d: Option<&ParamDesc>, name: &str, v:
 
 impl SyscallEvent<'_> {
     /// The JSON object `harrier capture --json` prints; `pid`/`comm` come from
-    /// the process table, `epoch_offset` turns boot time into wall-clock time.
+    /// the process table, `epoch_offset` turns the monotonic clock into wall-clock time.
     pub fn to_json(&self, pid: u32, comm: &str, epoch_offset: u64) -> Json {
         let mut m = Map::new();
         m.insert("ts".into(), json!(self.header.ts + epoch_offset));

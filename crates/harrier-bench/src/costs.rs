@@ -1,0 +1,148 @@
+//! `harrier-bench kernel-costs`: what each step of the capture path costs in
+//! the kernel, and per-syscall tracepoints against one sys_exit dispatcher.
+//! All runs are interleaved in rounds and reported as medians.
+
+use crate::workload::{median, paused_loop, Paused};
+use anyhow::{anyhow, Context, Result};
+use harrier_capture::tracefs;
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Link, RingBufferBuilder};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/cost_probes.skel.rs"));
+}
+
+const GETPID: i64 = libc::SYS_getpid;
+
+/// One measured configuration.
+#[derive(Clone, Copy)]
+pub struct Variant {
+    pub label: &'static str,
+    /// Program in cost_probes.bpf.c, or None for "nothing attached".
+    prog: Option<&'static str>,
+    /// Tracepoint it goes on (None: tp_btf, attached by section).
+    tracepoint: Option<&'static str>,
+    /// The process filter matches the workload.
+    matches: bool,
+}
+
+pub const VARIANTS: &[Variant] = &[
+    Variant { label: "no sensor", prog: None, tracepoint: None, matches: false },
+    Variant { label: "unselected: per-syscall tp (getppid attached)", prog: Some("empty"), tracepoint: Some("sys_exit_getppid"), matches: false },
+    Variant { label: "unselected: sys_exit dispatcher (tp_btf)", prog: Some("dispatcher"), tracepoint: None, matches: false },
+    Variant { label: "selected, other process (pid filter)", prog: Some("output"), tracepoint: Some("sys_exit_getpid"), matches: false },
+    Variant { label: "empty program", prog: Some("empty"), tracepoint: Some("sys_exit_getpid"), matches: true },
+    Variant { label: "+ pid filter", prog: Some("filter_only"), tracepoint: Some("sys_exit_getpid"), matches: true },
+    Variant { label: "  pid filter via task_struct", prog: Some("task_filter"), tracepoint: Some("sys_exit_getpid"), matches: true },
+    Variant { label: "+ header in scratch, no clock", prog: Some("header_no_clock"), tracepoint: Some("sys_exit_getpid"), matches: true },
+    Variant { label: "  with bpf_jiffies64", prog: Some("header_jiffies"), tracepoint: Some("sys_exit_getpid"), matches: true },
+    Variant { label: "  with bpf_ktime_get_ns", prog: Some("header_mono"), tracepoint: Some("sys_exit_getpid"), matches: true },
+    Variant { label: "  with bpf_ktime_get_boot_ns", prog: Some("header"), tracepoint: Some("sys_exit_getpid"), matches: true },
+    Variant { label: "+ bpf_ringbuf_output 24 B", prog: Some("output"), tracepoint: Some("sys_exit_getpid"), matches: true },
+    Variant { label: "reserve/submit 24 B instead", prog: Some("reserve"), tracepoint: Some("sys_exit_getpid"), matches: true },
+    Variant { label: "harrier capture --syscalls getpid", prog: Some(CAPTURE), tracepoint: None, matches: true },
+];
+
+/// Marks the variant that runs the real sensor rather than a probe.
+const CAPTURE: &str = "capture";
+
+/// The real sensor on the workload: BPF ns per getpid event.
+fn run_capture(count: u64) -> Result<Sample> {
+    let mut work = paused_loop(GETPID, count)?;
+    let mut cfg = harrier_capture::Config::new(harrier_capture::parse_syscalls("getpid")?);
+    cfg.pid = Some(work.pid());
+    let mut s = harrier_capture::Session::start(&cfg, Box::new(|_| {}))?;
+    work.release()?;
+    wait_draining(&mut work, &mut || {
+        let _ = s.drain();
+    })?;
+    let (out, _) = work.finish()?;
+    let st = s.stop()?;
+    let p = st.programs.iter().find(|p| p.name == "hr_exit_getpid").ok_or_else(|| anyhow!("no stats"))?;
+    Ok(Sample { wall_ns: out.parse()?, bpf_ns: p.avg_ns() })
+}
+
+pub struct Sample {
+    pub wall_ns: f64,
+    pub bpf_ns: f64,
+}
+
+fn prog_stats(fd: i32) -> (u64, u64) {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    (info.run_cnt, info.run_time_ns)
+}
+
+fn wait_draining(work: &mut Paused, drain: &mut dyn FnMut()) -> Result<()> {
+    while !work.try_done()? {
+        std::thread::sleep(Duration::from_millis(5));
+        drain();
+    }
+    Ok(())
+}
+
+/// One run of one variant: `count` getpid calls in a fresh process.
+pub fn run(v: &Variant, count: u64) -> Result<Sample> {
+    let mut work = paused_loop(GETPID, count)?;
+    if v.prog == Some(CAPTURE) {
+        drop(work);
+        return run_capture(count);
+    }
+    let Some(prog_name) = v.prog else {
+        work.release()?;
+        let (out, _) = work.finish()?;
+        return Ok(Sample { wall_ns: out.parse()?, bpf_ns: f64::NAN });
+    };
+    let storage = Box::leak(Box::new(MaybeUninit::uninit()));
+    let mut open = skel::CostProbesSkelBuilder::default().open(storage)?;
+    let ro = open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("no rodata"))?;
+    ro.filter_tgid = if v.matches { work.pid() } else { 1 };
+    for mut p in open.open_object_mut().progs_mut() {
+        p.set_autoload(p.name() == prog_name);
+    }
+    let skel = open.load().context("loading cost probes")?;
+    let prog = skel.object().progs_mut().find(|p| p.name() == prog_name).unwrap();
+    let _link: Link = match v.tracepoint {
+        Some(tp) => {
+            let id = tracefs::tracepoint_ids("syscalls", &[tp.to_string()])?[0]
+                .ok_or_else(|| anyhow!("no tracepoint {tp}"))?;
+            prog.attach_perf_event(tracefs::open_tracepoint_event(id)?)?
+        }
+        None => prog.attach()?,
+    };
+    let stats = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+    let _stats = (stats >= 0).then(|| unsafe { OwnedFd::from_raw_fd(stats) });
+    let mut rb = RingBufferBuilder::new();
+    rb.add(&skel.maps.ring, |_| 0)?;
+    let rb = rb.build()?;
+    work.release()?;
+    wait_draining(&mut work, &mut || {
+        let _ = rb.consume();
+    })?;
+    let (out, _) = work.finish()?;
+    let (cnt, ns) = prog_stats(prog.as_fd().as_raw_fd());
+    Ok(Sample { wall_ns: out.parse()?, bpf_ns: if cnt > 0 { ns as f64 / cnt as f64 } else { f64::NAN } })
+}
+
+/// Rounds × variants, interleaved; returns (label, median wall, median bpf).
+pub fn measure(rounds: usize, count: u64) -> Result<Vec<(&'static str, f64, f64)>> {
+    let mut wall = vec![Vec::new(); VARIANTS.len()];
+    let mut bpf = vec![Vec::new(); VARIANTS.len()];
+    for r in 0..rounds {
+        eprintln!("kernel-costs: round {}/{rounds}", r + 1);
+        for (i, v) in VARIANTS.iter().enumerate() {
+            let s = run(v, count)?;
+            wall[i].push(s.wall_ns);
+            bpf[i].push(s.bpf_ns);
+        }
+    }
+    Ok(VARIANTS
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v.label, median(&mut wall[i]), median(&mut bpf[i])))
+        .collect())
+}
