@@ -65,6 +65,7 @@ struct hr_stash {
 	__u32 nr;
 	__u16 path_len;
 	__u16 extra_len;
+	__u64 args[6];
 	char path[HR_PATH_MAX];
 	__u8 extra[HR_STASH_EXTRA];
 };

@@ -313,12 +313,13 @@ static __always_inline int hr_user_msghdr(__u64 umsg, struct user_msghdr *m)
 	return -1;
 }
 
-static __always_inline void hr_put_msgaddr(struct hr_em *em, __u64 umsg)
+/* `failed`: the kernel fills this address and the call failed, so leave it out. */
+static __always_inline void hr_put_msgaddr(struct hr_em *em, __u64 umsg, bool failed)
 {
 	struct user_msghdr m;
 
 	hr_user_msghdr(umsg, &m);
-	hr_put_sockaddr(em, (__u64)m.msg_name, m.msg_namelen);
+	hr_put_sockaddr(em, (__u64)m.msg_name, failed ? 0 : m.msg_namelen);
 }
 
 static __always_inline void hr_put_msgdata(struct hr_em *em, __u64 umsg, __u64 limit)
@@ -592,6 +593,12 @@ static __always_inline void hr_put_sockaddr_stashed(struct hr_em *em, struct hr_
 		n = HR_STASH_EXTRA;
 	bpf_probe_read_kernel(slot + 2, n, st->extra);
 	hr_var_end(em, slot, n);
+}
+
+/* A plain argument as it was at entry, or as the registers say now. */
+static __always_inline __u64 hr_stash_arg(struct hr_stash *st, int i, __u64 now)
+{
+	return st ? st->args[i] : now;
 }
 
 /* A u64 inside a struct read at entry (openat2's open_how), or read now. */

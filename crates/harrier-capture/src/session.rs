@@ -147,11 +147,19 @@ impl Session {
                 continue;
             }
             let (exit_prog, enter_prog) = programs_for(s);
-            let id = exit_ids[i].unwrap();
+            // A syscall that never returns is seen at entry instead.
+            let id = if s.noreturn { enter_ids[i] } else { exit_ids[i] }
+                .ok_or_else(|| anyhow!("no tracepoint for {}", s.name))?;
             let pfd = tracefs::open_tracepoint_event(id)?;
             self.links.push(find(&exit_prog)?.attach_perf_event(pfd).with_context(|| {
                 format!("attaching {exit_prog}")
             })?);
+            if let Some(other) = s.exit_also {
+                let id = tracefs::tracepoint_ids("syscalls", &[format!("sys_exit_{other}")])?[0]
+                    .ok_or_else(|| anyhow!("no sys_exit_{other} tracepoint"))?;
+                let pfd = tracefs::open_tracepoint_event(id)?;
+                self.links.push(find(&exit_prog)?.attach_perf_event(pfd)?);
+            }
             if let Some(enter_prog) = enter_prog {
                 let id = enter_ids[i].ok_or_else(|| anyhow!("no sys_enter tracepoint for {}", s.name))?;
                 let pfd = tracefs::open_tracepoint_event(id)?;

@@ -29,6 +29,9 @@ fn fixed_stmt(p: &Param, off: usize) -> String {
         _ => "hr_put_u64",
     };
     let value = match &p.kind {
+        Kind::Fd(i) | Kind::S32(i) | Kind::U32(i) | Kind::U64(i) | Kind::S64(i) if p.at_enter => {
+            format!("hr_stash_arg(st, {i}, {})", arg(*i))
+        }
         Kind::Fd(i) | Kind::S32(i) | Kind::U32(i) | Kind::U64(i) | Kind::S64(i) => arg(*i),
         Kind::Tgid => "hr_tgid(&em)".into(),
         Kind::U32User(i, o) => format!("hr_user_u32({} + {o})", arg(*i)),
@@ -48,8 +51,14 @@ fn var_stmt(p: &Param) -> String {
         Kind::Sockaddr(i, len) if p.at_enter => {
             format!("hr_put_sockaddr_stashed(&em, st, {}, {})", arg(*i), len_expr(*len))
         }
+        // A length the kernel writes back means nothing when the call failed.
+        Kind::Sockaddr(i, len @ Len::UserPtr(_)) => {
+            format!("hr_put_sockaddr(&em, {}, em.ret < 0 ? 0 : {})", arg(*i), len_expr(*len))
+        }
         Kind::Sockaddr(i, len) => format!("hr_put_sockaddr(&em, {}, {})", arg(*i), len_expr(*len)),
-        Kind::MsgAddr(i) => format!("hr_put_msgaddr(&em, {})", arg(*i)),
+        Kind::MsgAddr(i, kernel_filled) => {
+            format!("hr_put_msgaddr(&em, {}, {})", arg(*i), if *kernel_filled { "em.ret < 0" } else { "0" })
+        }
         Kind::MsgData(i, len) => format!("hr_put_msgdata(&em, {}, {})", arg(*i), len_expr(*len)),
         Kind::Argv(i) => format!("hr_put_argv(&em, {})", arg(*i)),
         Kind::FdPathRet => "hr_put_fdpath_ret(&em)".into(),
@@ -76,19 +85,26 @@ fn exit_handler(ev: &EventDef, out: &mut String) {
     }
     // Only handlers that read arguments pay for finding the saved registers.
     let regs = if body.contains("HR_ARG") { "\tem.regs = hr_task_regs();\n" } else { "" };
-    let stash = if ev.has_enter() {
-        format!("\tstruct hr_stash *st = hr_stash_take({});\n\n", sc.nr)
-    } else {
-        String::new()
+    let stash = match &ev.exit_also {
+        // On the other syscall's tracepoint, act only on our own entry copy.
+        Some(_) => format!(
+            "\tstruct hr_stash *st = hr_stash_take({nr});\n\n\
+             \tif (!st && ctx->nr != {nr})\n\t\treturn 0;\n",
+            nr = sc.nr
+        ),
+        None if ev.has_enter() => format!("\tstruct hr_stash *st = hr_stash_take({});\n\n", sc.nr),
+        None => String::new(),
     };
     // Events with only fixed-size parameters are written in place in the ring.
     let fixed = ev.params.iter().all(|p| p.kind.wire().fixed_size().is_some());
     let (begin, submit) = if fixed { ("hr_begin_fixed", "hr_submit_fixed") } else { ("hr_begin", "hr_submit") };
+    // A syscall that never returns has its handler on the entry tracepoint.
+    let (ctx, ret) = if ev.noreturn { ("hr_enter_ctx", "0") } else { ("hr_exit_ctx", "ctx->ret") };
     let _ = write!(
         out,
-        "SEC(\"tracepoint\")\nint hr_exit_{name}(struct hr_exit_ctx *ctx)\n{{\n\
+        "SEC(\"tracepoint\")\nint hr_exit_{name}(struct {ctx} *ctx)\n{{\n\
          \tstruct hr_em em;\n\n\
-         \tif ({begin}(&em, {nr}, ctx->ret, {off}))\n\t\treturn 0;\n\
+         \tif ({begin}(&em, {nr}, {ret}, {off}))\n\t\treturn 0;\n\
          {regs}{stash}{body}\treturn {submit}(&em);\n}}\n\n",
         name = sc.name,
         nr = sc.nr,
@@ -109,6 +125,11 @@ fn enter_handler(ev: &EventDef, out: &mut String) {
                 )
             }
             Kind::U64User(_, o) => extra_size = extra_size.max(o + 8),
+            // Only the arguments the syscall has: reading past its tracepoint
+            // record makes the attach fail.
+            Kind::Fd(i) | Kind::S32(i) | Kind::U32(i) | Kind::U64(i) | Kind::S64(i) => {
+                body += &format!("\tst->args[{i}] = ctx->args[{i}];\n")
+            }
             k => unreachable!("{k:?} cannot be read at entry"),
         }
     }

@@ -41,13 +41,19 @@ pub fn generate(t: &Tables) -> String {
     let _ = writeln!(out, "\npub const MAX_SYSCALL_NR: u32 = {max_nr};\n");
     out += "pub static SYSCALLS: &[SyscallInfo] = &[\n";
     for s in &t.syscalls {
-        let params = match t.events.iter().find(|e| e.syscall.nr == s.nr) {
+        let ev = t.events.iter().find(|e| e.syscall.nr == s.nr);
+        let params = match ev {
             Some(e) => format!("Some(PARAMS_{})", e.syscall.name.to_uppercase()),
+            None => "None".into(),
+        };
+        let noreturn = ev.is_some_and(|e| e.noreturn);
+        let exit_also = match ev.and_then(|e| e.exit_also.as_ref()) {
+            Some(o) => format!("Some({:?})", o.tracepoint),
             None => "None".into(),
         };
         let _ = writeln!(
             out,
-            "    SyscallInfo {{ nr: {}, name: {:?}, tracepoint: {:?}, params: {params} }},",
+            "    SyscallInfo {{ nr: {}, name: {:?}, tracepoint: {:?}, params: {params}, noreturn: {noreturn}, exit_also: {exit_also} }},",
             s.nr, s.name, s.tracepoint
         );
     }

@@ -40,7 +40,8 @@ pub enum Kind {
     Buf(u8, Len),
     Iov(u8, u8, Len),
     Sockaddr(u8, Len),
-    MsgAddr(u8),
+    /// msg_name of a user_msghdr; `true`: filled by the kernel (empty on failure).
+    MsgAddr(u8, bool),
     MsgData(u8, Len),
     Argv(u8),
     /// Absolute path of the file behind the returned fd, resolved in the kernel.
@@ -86,7 +87,7 @@ impl Kind {
     pub fn text_kind(&self) -> &'static str {
         match self {
             Kind::Path(_) | Kind::Exe | Kind::Cwd | Kind::FdPathRet => "Path",
-            Kind::Sockaddr(..) | Kind::MsgAddr(_) => "Sockaddr",
+            Kind::Sockaddr(..) | Kind::MsgAddr(..) => "Sockaddr",
             Kind::Argv(_) | Kind::Args => "Argv",
             Kind::Fd(_) => "Fd",
             _ if self.wire() == Wire::Bytes => "Data",
@@ -107,6 +108,10 @@ pub struct Param {
 #[derive(Debug, Clone)]
 pub struct EventDef {
     pub syscall: Syscall,
+    /// Never returns (exit, exit_group): the event is emitted at entry.
+    pub noreturn: bool,
+    /// Another syscall whose exit tracepoint may report this one's exit.
+    pub exit_also: Option<Syscall>,
     /// Fixed-size parameters first, then variable ones: the wire order.
     pub params: Vec<Param>,
 }
@@ -188,7 +193,8 @@ fn parse_kind(kind: &str, args: &[&str]) -> Option<Kind> {
         ("buf", 2) => Kind::Buf(arg(0)?, parse_len(args[1])?),
         ("iov", 3) => Kind::Iov(arg(0)?, arg(1)?, parse_len(args[2])?),
         ("sockaddr", 2) => Kind::Sockaddr(arg(0)?, parse_len(args[1])?),
-        ("msgaddr", 1) => Kind::MsgAddr(arg(0)?),
+        ("msgaddr", 1) => Kind::MsgAddr(arg(0)?, false),
+        ("msgaddr", 2) if args[1] == "ret" => Kind::MsgAddr(arg(0)?, true),
         ("msgdata", 2) => Kind::MsgData(arg(0)?, parse_len(args[1])?),
         ("argv", 1) => Kind::Argv(arg(0)?),
         ("fdpath", 1) if args[0] == "ret" => Kind::FdPathRet,
@@ -216,7 +222,9 @@ fn parse_param(tok: &str) -> Option<Param> {
     };
     let args: Vec<&str> = if args.is_empty() { vec![] } else { args.split(',').collect() };
     let kind = parse_kind(kind_name, &args)?;
-    let enter_ok = matches!(kind, Kind::Path(_) | Kind::Sockaddr(_, Len::Arg(_)) | Kind::U64User(..));
+    let enter_ok = kind.wire() != Wire::Bytes
+        && !matches!(kind, Kind::Tgid | Kind::U32User(..))
+        || matches!(kind, Kind::Path(_) | Kind::Sockaddr(_, Len::Arg(_)));
     if at_enter && !enter_ok {
         return None;
     }
@@ -248,6 +256,16 @@ pub fn parse_events(
             return Err(err(format!("syscall '{head}' is defined twice")));
         }
         let mut params = Vec::new();
+        let mut toks = toks.peekable();
+        let noreturn = toks.next_if_eq(&"noreturn").is_some();
+        let exit_also = match toks.next_if(|t| t.starts_with("exit_also=")) {
+            Some(t) => {
+                let name = &t["exit_also=".len()..];
+                let s = syscalls.iter().find(|s| s.name == name);
+                Some(s.ok_or_else(|| err(format!("unknown syscall '{name}' in exit_also")))?.clone())
+            }
+            None => None,
+        };
         for tok in toks {
             let p = parse_param(tok).ok_or_else(|| err(format!("bad parameter '{tok}'")))?;
             if params.iter().any(|q: &Param| q.name == p.name) {
@@ -257,7 +275,13 @@ pub fn parse_events(
         }
         // Wire order: fixed-size first so their offsets are constants in BPF.
         params.sort_by_key(|p| p.kind.wire() == Wire::Bytes);
-        events.push(EventDef { syscall, params });
+        if noreturn && params.iter().any(|p| p.at_enter || p.kind.wire() == Wire::Bytes) {
+            return Err(err("noreturn events take fixed-size parameters only".into()));
+        }
+        if exit_also.is_some() && !params.iter().any(|p| p.at_enter) {
+            return Err(err("exit_also needs a parameter read at entry".into()));
+        }
+        events.push(EventDef { syscall, noreturn, exit_also, params });
     }
     let version = version.ok_or_else(|| TableError {
         file: file.into(),

@@ -13,7 +13,7 @@ fn committed_tables_parse_and_cover_the_issue_list() {
         assert!(t.events.iter().any(|e| e.syscall.name == name), "{name} is not typed");
     }
     let enter: Vec<_> = t.events.iter().filter(|e| e.has_enter()).map(|e| e.syscall.name.as_str()).collect();
-    assert_eq!(enter, ["open", "openat", "openat2", "creat", "connect"]);
+    assert_eq!(enter, ["open", "openat", "openat2", "creat", "execve", "execveat", "connect"]);
 }
 
 #[test]

@@ -48,6 +48,11 @@ pub struct SyscallInfo {
     pub tracepoint: &'static str,
     /// Typed parameters; None: the generic event (6 raw arguments).
     pub params: Option<&'static [ParamDesc]>,
+    /// Never returns (exit, exit_group): its event comes from the entry tracepoint.
+    pub noreturn: bool,
+    /// Tracepoint name of another syscall whose exit may report this one's
+    /// (a successful execveat exits as execve); its handler attaches there too.
+    pub exit_also: Option<&'static str>,
 }
 
 mod generated {

@@ -31,15 +31,19 @@ pub struct Captured {
 }
 
 impl Captured {
-    /// Syscall events of one thread, in order.
+    /// Syscall events of one thread, in call order. Rings are per CPU, so a
+    /// thread that migrated has its events in two rings: sort by time.
     pub fn of_tid(&self, tid: u32) -> Vec<SyscallEvent<'_>> {
-        self.events
+        let mut v: Vec<_> = self
+            .events
             .iter()
             .filter_map(|b| match decode(b).expect("every event decodes") {
                 Event::Syscall(e) if e.header.tid == tid => Some(e),
                 _ => None,
             })
-            .collect()
+            .collect();
+        v.sort_by_key(|e| e.header.ts);
+        v
     }
 
     /// Syscall events named `name` from thread `tid`.
@@ -77,4 +81,104 @@ pub fn only<'a>(c: &'a Captured, name: &str) -> SyscallEvent<'a> {
     let mut v = c.named(gettid(), name);
     assert_eq!(v.len(), 1, "expected one {name} event from this thread, got {}", v.len());
     v.remove(0)
+}
+
+// ---- Helpers for the per-syscall tests (syscalls_*.rs) ----
+
+/// An integer parameter; panics if the event lacks it.
+pub fn int(e: &SyscallEvent, name: &str) -> i64 {
+    e.param(name)
+        .and_then(|v| v.as_i64())
+        .unwrap_or_else(|| panic!("{}: no integer param {name}: {:?}", e.syscall.name, e.params))
+}
+
+/// A variable-length parameter's bytes; panics if the event lacks it.
+pub fn bytes<'a>(e: &'a SyscallEvent, name: &str) -> &'a [u8] {
+    e.param(name)
+        .and_then(|v| v.as_bytes())
+        .unwrap_or_else(|| panic!("{}: no bytes param {name}: {:?}", e.syscall.name, e.params))
+}
+
+/// A path/text parameter as a string.
+pub fn text(e: &SyscallEvent, name: &str) -> String {
+    String::from_utf8_lossy(bytes(e, name)).into_owned()
+}
+
+/// The rendered names of a flag/enum parameter, as `harrier capture --json` prints them.
+pub fn names(e: &SyscallEvent, name: &str) -> String {
+    let j = e.to_json(0, "", 0);
+    j[format!("{name}_names")]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}: no {name}_names in {j}", e.syscall.name))
+        .to_string()
+}
+
+/// What a raw syscall returned, the way the kernel (and the event) reports it:
+/// the value, or -errno.
+pub fn kret(r: libc::c_long) -> i64 {
+    if r == -1 {
+        -(std::io::Error::last_os_error().raw_os_error().unwrap() as i64)
+    } else {
+        r
+    }
+}
+
+pub fn cstr(s: &str) -> std::ffi::CString {
+    std::ffi::CString::new(s).unwrap()
+}
+
+/// A fresh directory under the temp dir, unique per process and thread,
+/// removed with everything in it when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("harrier-{tag}-{}-{}", std::process::id(), gettid()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    /// `name` inside the directory, as a string for C calls.
+    pub fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Events named `name` from thread `tid`, in time order: the rings are per
+/// CPU, so a thread that migrated between two calls has them in two rings,
+/// and ring order is not call order.
+pub fn named_in_order<'a>(c: &'a Captured, tid: u32, name: &str) -> Vec<SyscallEvent<'a>> {
+    let mut v = c.named(tid, name);
+    v.sort_by_key(|e| e.header.ts);
+    v
+}
+
+/// Exactly `n` events named `name` from this thread, in order.
+pub fn exactly<'a>(c: &'a Captured, name: &str, n: usize) -> Vec<SyscallEvent<'a>> {
+    let v = named_in_order(c, gettid(), name);
+    assert_eq!(v.len(), n, "expected {n} {name} events from this thread, got {v:#?}");
+    v
+}
+
+/// Asserts an event's return value and integer parameters.
+pub fn expect(e: &SyscallEvent, ret: i64, ints: &[(&str, i64)]) {
+    assert_eq!(e.ret, ret, "{} ret: {e:?}", e.syscall.name);
+    for &(name, want) in ints {
+        assert_eq!(int(e, name), want, "{} param {name}: {e:?}", e.syscall.name);
+    }
+}
+
+/// A raw syscall with exactly these arguments (pointers passed `as i64`),
+/// returning what the kernel returned: the value or -errno.
+pub fn sys(nr: libc::c_long, args: &[i64]) -> i64 {
+    let mut a = [0i64; 6];
+    a[..args.len()].copy_from_slice(args);
+    kret(unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) })
 }
