@@ -8,6 +8,7 @@ PACKAGES=(
   bpftool                                                # vmlinux.h regeneration
   redis-server redis-tools                               # bench-capture workload
   inotify-tools linux-perf valgrind                      # comparisons and profiling
+  fonts-dejavu-core                                      # text in benchmark charts
 )
 
 missing=()

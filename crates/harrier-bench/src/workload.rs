@@ -2,21 +2,27 @@
 //! released and timed.
 
 use anyhow::{bail, Context, Result};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// `harrier-bench loop NR COUNT`: waits for a line on stdin, makes COUNT raw
-/// syscalls NR, prints the ns per call.
-pub fn syscall_loop(nr: i64, count: u64) -> Result<()> {
+/// `harrier-bench loop NR COUNT [THREADS]`: waits for a line on stdin, makes
+/// COUNT raw syscalls NR in each of THREADS threads, prints ns per call.
+pub fn syscall_loop(nr: i64, count: u64, threads: usize) -> Result<()> {
     let mut line = String::new();
     if std::io::stdin().read_line(&mut line)? == 0 {
         return Ok(()); // never released
     }
     let t = Instant::now();
-    for _ in 0..count {
-        unsafe { libc::syscall(nr) };
-    }
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| {
+                for _ in 0..count {
+                    unsafe { libc::syscall(nr) };
+                }
+            });
+        }
+    });
     // The parent may have gone (e.g. the benchmark was interrupted): no panic.
     let _ = writeln!(std::io::stdout(), "{}", t.elapsed().as_nanos() as f64 / count as f64);
     Ok(())
@@ -46,10 +52,10 @@ impl Paused {
         Ok(self.child.try_wait()?.is_some())
     }
 
-    /// Waits for the end; returns its printed result and its wall time.
+    /// Waits for the end; returns what it printed and its wall time.
     pub fn finish(&mut self) -> Result<(String, Duration)> {
         let mut out = String::new();
-        self.stdout.read_line(&mut out)?;
+        self.stdout.read_to_string(&mut out)?;
         let status = self.child.wait()?;
         let wall = self.released.map(|r| r.elapsed()).unwrap_or_default();
         if !status.success() {
@@ -69,13 +75,28 @@ impl Drop for Paused {
     }
 }
 
-/// Starts `harrier-bench loop nr count`, paused.
-pub fn paused_loop(nr: i64, count: u64) -> Result<Paused> {
+/// Starts `harrier-bench loop nr count threads`, paused.
+pub fn paused_loop_threads(nr: i64, count: u64, threads: usize) -> Result<Paused> {
     let exe = std::env::current_exe()?;
-    let mut child = Command::new(exe)
-        .args(["loop", &nr.to_string(), &count.to_string()])
+    let args = ["loop".to_string(), nr.to_string(), count.to_string(), threads.to_string()];
+    paused(Command::new(exe).args(args))
+}
+
+pub fn paused_loop(nr: i64, count: u64) -> Result<Paused> {
+    paused_loop_threads(nr, count, 1)
+}
+
+/// A shell command that starts once released; `exec` keeps its pid, so a
+/// sensor can filter on it before it runs.
+pub fn paused_shell(script: &str) -> Result<Paused> {
+    paused(Command::new("sh").args(["-c", &format!("read _ && exec {script}")]))
+}
+
+fn paused(cmd: &mut Command) -> Result<Paused> {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .context("starting a workload")?;
     let stdin = child.stdin.take();

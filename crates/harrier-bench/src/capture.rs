@@ -1,0 +1,218 @@
+//! `harrier-bench capture` (make bench-capture): the sensor on a getpid loop,
+//! dd and redis-benchmark, each configuration run side by side in rounds.
+
+use crate::workload::{median, paused_loop_threads, paused_shell, Paused};
+use anyhow::{bail, Context, Result};
+use harrier_capture::{parse_syscalls, Config, Session, Stats};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const REDIS_PORT: u16 = 16379;
+const REDIS_TESTS: &str = "ping_inline,ping_mbulk,set,get,incr,lpush,rpush,lpop,rpop,sadd,hset";
+const SMALL_SET: &str = "sendto,recvfrom";
+const BIG_SET: &str = "read,write,close,fcntl,gettimeofday,epoll_ctl,epoll_wait,clock_gettime,\
+clock_nanosleep,socket,connect,sendto,recvfrom,setsockopt,accept4";
+/// A syscall nothing in the workloads calls: the sensor is attached, idle.
+const UNUSED: &str = "acct";
+
+#[derive(Clone, Copy, PartialEq)]
+pub enum Workload {
+    /// THREADS threads × COUNT raw getpid.
+    Getpid { threads: usize, count: u64 },
+    Dd,
+    Redis,
+}
+
+/// One line of the table.
+pub struct Case {
+    pub label: String,
+    pub workload: Workload,
+    /// None: no sensor.
+    pub syscalls: Option<&'static str>,
+    /// Filter on the workload's pid (else: the whole machine).
+    pub filter_workload: bool,
+    /// Filter on a pid that is not the workload: every call is filtered out.
+    pub filter_other: bool,
+}
+
+/// What one run measured.
+#[derive(Default, Clone)]
+pub struct Run {
+    pub events: f64,
+    pub events_per_s: f64,
+    pub bpf_ns: f64,
+    pub bytes_per_event: f64,
+    pub consumer_ms_per_m: f64,
+    pub drops: f64,
+    /// ns per call (getpid), seconds (dd) or requests per second (redis).
+    pub result: f64,
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn spawn(w: Workload) -> Result<Paused> {
+    match w {
+        Workload::Getpid { threads, count } => paused_loop_threads(libc::SYS_getpid, count, threads),
+        Workload::Dd => paused_shell("dd if=/dev/zero of=/dev/null bs=1 count=5000000"),
+        Workload::Redis => paused_shell(&format!(
+            "redis-benchmark -p {REDIS_PORT} -t {REDIS_TESTS} -q -n 100000"
+        )),
+    }
+}
+
+/// Mean requests/s over redis-benchmark -q lines ("SET: 51234.56 requests per second, ...").
+fn redis_rps(out: &str) -> Result<f64> {
+    let v: Vec<f64> = out
+        .split(['\n', '\r'])
+        .filter_map(|l| l.split_once(": ")?.1.split_whitespace().next()?.parse().ok())
+        .collect();
+    if v.len() != REDIS_TESTS.split(',').count() {
+        bail!("redis-benchmark printed {} results, expected 11: {out:?}", v.len());
+    }
+    Ok(v.iter().sum::<f64>() / v.len() as f64)
+}
+
+fn result_of(w: Workload, out: &str, wall: Duration) -> Result<f64> {
+    match w {
+        Workload::Getpid { .. } => Ok(out.trim().parse()?),
+        Workload::Dd => Ok(wall.as_secs_f64()),
+        Workload::Redis => redis_rps(out),
+    }
+}
+
+/// BPF ns per run, over the programs that handle syscalls.
+fn bpf_ns_per_event(stats: &Stats) -> f64 {
+    let (cnt, ns) = stats
+        .programs
+        .iter()
+        .filter(|p| p.name.starts_with("hr_exit_") && p.name != "hr_exit_task")
+        .fold((0u64, 0u64), |(c, n), p| (c + p.run_cnt, n + p.run_time_ns));
+    if cnt == 0 { f64::NAN } else { ns as f64 / cnt as f64 }
+}
+
+pub fn run(case: &Case) -> Result<Run> {
+    let mut work = spawn(case.workload)?;
+    let Some(list) = case.syscalls else {
+        work.release()?;
+        let (out, wall) = work.finish()?;
+        return Ok(Run { result: result_of(case.workload, &out, wall)?, ..Run::default() });
+    };
+    let mut cfg = Config::new(parse_syscalls(list)?);
+    if case.filter_workload {
+        cfg.pid = Some(work.pid());
+    }
+    if case.filter_other {
+        cfg.pid = Some(1);
+    }
+    let mut session = Session::start(&cfg, Box::new(|_| {}))?;
+    let (cpu0, t0) = (thread_cpu_ns(), Instant::now());
+    work.release()?;
+    // The consumer: this thread, draining on a 5 ms timer, as `harrier capture` does.
+    while !work.try_done()? {
+        std::thread::sleep(Duration::from_millis(5));
+        session.drain()?;
+    }
+    session.drain()?;
+    let (cpu, secs) = (thread_cpu_ns() - cpu0, t0.elapsed().as_secs_f64());
+    let (out, wall) = work.finish()?;
+    let stats = session.stop()?;
+    let u = &stats.user;
+    let events = (u.events - u.meta_events) as f64;
+    Ok(Run {
+        events,
+        events_per_s: events / secs,
+        bpf_ns: bpf_ns_per_event(&stats),
+        bytes_per_event: if events > 0.0 { u.bytes as f64 / u.events as f64 } else { f64::NAN },
+        consumer_ms_per_m: if events > 0.0 { cpu as f64 / 1e6 / (events / 1e6) } else { f64::NAN },
+        drops: stats.total_drops() as f64,
+        result: result_of(case.workload, &out, wall)?,
+    })
+}
+
+/// A redis-server of our own on a private port; stopped (by PID) on drop.
+pub struct Redis(Child);
+
+impl Redis {
+    pub fn start() -> Result<Redis> {
+        let child = Command::new("redis-server")
+            .args(["--port", &REDIS_PORT.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .context("starting redis-server (make deps installs it)")?;
+        let r = Redis(child);
+        for _ in 0..100 {
+            let ping = Command::new("redis-cli").args(["-p", &REDIS_PORT.to_string(), "ping"]).output();
+            if ping.is_ok_and(|o| o.stdout.starts_with(b"PONG")) {
+                return Ok(r);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!("redis-server did not answer on port {REDIS_PORT}")
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn cases(quick: bool) -> Vec<Case> {
+    let count = if quick { 500_000 } else { 3_000_000 };
+    let getpid = Workload::Getpid { threads: 1, count };
+    let two = Workload::Getpid { threads: 2, count };
+    let case = |label: &str, workload, syscalls, filter_workload, filter_other| Case {
+        label: label.to_string(),
+        workload,
+        syscalls,
+        filter_workload,
+        filter_other,
+    };
+    let mut v = vec![
+        case("getpid loop: no sensor", getpid, None, false, false),
+        case("getpid loop: getpid captured", getpid, Some("getpid"), true, false),
+        case("getpid loop: getpid filtered out (pid)", getpid, Some("getpid"), false, true),
+        case("getpid loop: unselected (getppid attached)", getpid, Some("getppid"), false, false),
+        case("2 getpid threads: getpid captured", two, Some("getpid"), true, false),
+        case("dd bs=1: no sensor", Workload::Dd, None, false, false),
+        case("dd bs=1: read,write captured", Workload::Dd, Some("read,write"), true, false),
+    ];
+    if !quick {
+        for (label, set) in [("no sensor", None), ("attached, nothing called", Some(UNUSED)),
+                             ("small set", Some(SMALL_SET)), ("big set", Some(BIG_SET))] {
+            v.push(case(&format!("redis: {label}"), Workload::Redis, set, false, false));
+        }
+    }
+    v
+}
+
+/// Runs every case `rounds` times, interleaved, and returns per-case medians.
+pub fn measure(cases: &[Case], rounds: usize) -> Result<Vec<Run>> {
+    let _redis = if cases.iter().any(|c| c.workload == Workload::Redis) { Some(Redis::start()?) } else { None };
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); cases.len()];
+    for r in 0..rounds {
+        for (i, c) in cases.iter().enumerate() {
+            eprintln!("bench-capture: round {}/{rounds}: {}", r + 1, c.label);
+            runs[i].push(run(c)?);
+        }
+    }
+    Ok(runs.into_iter().map(|v| median_run(&v)).collect())
+}
+
+fn median_run(v: &[Run]) -> Run {
+    let m = |f: fn(&Run) -> f64| median(&mut v.iter().map(f).collect::<Vec<_>>());
+    Run {
+        events: m(|r| r.events),
+        events_per_s: m(|r| r.events_per_s),
+        bpf_ns: m(|r| r.bpf_ns),
+        bytes_per_event: m(|r| r.bytes_per_event),
+        consumer_ms_per_m: m(|r| r.consumer_ms_per_m),
+        drops: m(|r| r.drops),
+        result: m(|r| r.result),
+    }
+}
