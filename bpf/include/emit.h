@@ -539,6 +539,14 @@ static __always_inline void hr_stash_extra(struct hr_stash *st, const void *uptr
 		st->extra_len = len;
 }
 
+/* Whether the pending entry copy belongs to syscall nr (not consumed). */
+static __always_inline bool hr_stash_is(__u32 nr)
+{
+	struct hr_stash *st = bpf_task_storage_get(&stash, bpf_get_current_task_btf(), 0, 0);
+
+	return st && st->nr == nr;
+}
+
 /* The stash for this syscall, consumed; NULL if entry did not fill it. */
 static __always_inline struct hr_stash *hr_stash_take(__u32 nr)
 {

@@ -108,7 +108,7 @@ pub fn run(case: &Case) -> Result<Run> {
     if case.filter_other {
         cfg.pid = Some(1);
     }
-    let mut session = Session::start(&cfg, Box::new(|_| {}))?;
+    let mut session = Session::start_counting(&cfg)?;
     let (cpu0, t0) = (thread_cpu_ns(), Instant::now());
     work.release()?;
     // The consumer: this thread, draining on a 5 ms timer, as `harrier capture` does.

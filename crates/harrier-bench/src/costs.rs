@@ -54,7 +54,7 @@ fn run_capture(count: u64) -> Result<Sample> {
     let mut work = paused_loop(GETPID, count)?;
     let mut cfg = harrier_capture::Config::new(harrier_capture::parse_syscalls("getpid")?);
     cfg.pid = Some(work.pid());
-    let mut s = harrier_capture::Session::start(&cfg, Box::new(|_| {}))?;
+    let mut s = harrier_capture::Session::start_counting(&cfg)?;
     work.release()?;
     wait_draining(&mut work, &mut || {
         let _ = s.drain();

@@ -9,6 +9,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod ring;
 mod session;
 mod stats;
 pub mod tracefs;

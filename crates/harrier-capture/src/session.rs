@@ -1,6 +1,7 @@
 //! A running sensor: the loaded BPF object, its rings and its attachments.
 //! Dropping a Session detaches everything, so a second one can start at once.
 
+use crate::ring::Ring;
 use crate::stats::{ProgStats, Stats, UserCounters};
 use crate::tracefs;
 use crate::Config;
@@ -8,11 +9,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use harrier_schema::wire::{CpuStats, Header};
 use harrier_schema::SyscallInfo;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, MapType, RingBuffer, RingBufferBuilder};
-use std::cell::RefCell;
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, MapType};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 mod skel {
@@ -23,13 +22,19 @@ use skel::{CaptureSkel, CaptureSkelBuilder};
 /// Receives every event's bytes, in ring order per CPU.
 pub type EventSink = Box<dyn FnMut(&[u8])>;
 
+/// Where drained events go: counted, then handed to the sink if there is one.
+struct Consumer {
+    counters: UserCounters,
+    sink: Option<EventSink>,
+}
+
 pub struct Session {
     // Field order is drop order: detach first, then free the object.
     links: Vec<Link>,
-    ring: RingBuffer<'static>,
+    readers: Vec<Ring>,
     _rings: Vec<MapHandle>,
     skel: CaptureSkel<'static>,
-    counters: Rc<RefCell<UserCounters>>,
+    consumer: Consumer,
     stats_fd: Option<OwnedFd>,
     attached: Vec<&'static SyscallInfo>,
     started: Instant,
@@ -44,7 +49,17 @@ fn possible_cpus() -> Result<usize> {
 const RING_FIELD_OFF: usize = CpuStats::SIZE;
 
 impl Session {
+    /// Starts a sensor that hands every event to `sink`.
     pub fn start(cfg: &Config, sink: EventSink) -> Result<Session> {
+        Self::start_with(cfg, Some(sink))
+    }
+
+    /// Starts a sensor that only counts events (summaries, benchmarks).
+    pub fn start_counting(cfg: &Config) -> Result<Session> {
+        Self::start_with(cfg, None)
+    }
+
+    fn start_with(cfg: &Config, sink: Option<EventSink>) -> Result<Session> {
         cfg.validate()?;
         let ncpus = possible_cpus()?;
         let nrings = ncpus.div_ceil(cfg.cpus_per_buffer);
@@ -108,15 +123,13 @@ impl Session {
             None
         };
 
-        let counters = Rc::new(RefCell::new(UserCounters::default()));
-        let ring = build_ring(&rings, counters.clone(), sink)?;
-
+        let readers = rings.iter().map(|r| Ring::map(r.as_fd(), cfg.buffer_size)).collect::<Result<_>>()?;
         let mut session = Session {
             links: Vec::new(),
-            ring,
+            readers,
             _rings: rings,
             skel,
-            counters,
+            consumer: Consumer { counters: UserCounters::default(), sink },
             stats_fd,
             attached: attached.clone(),
             started: Instant::now(),
@@ -174,9 +187,21 @@ impl Session {
         &self.attached
     }
 
-    /// Hands every event waiting in the rings to the sink.
+    /// Hands every event waiting in the rings to the sink. The hot path:
+    /// count, then hand over; decoding is the sink's choice.
     pub fn drain(&mut self) -> Result<()> {
-        self.ring.consume().context("reading the rings")
+        let Consumer { counters, sink } = &mut self.consumer;
+        for r in &mut self.readers {
+            r.consume(&mut |data: &[u8]| {
+                if let Some(h) = Header::parse(data) {
+                    counters.count(&h, data.len());
+                }
+                if let Some(s) = sink.as_mut() {
+                    s(data);
+                }
+            });
+        }
+        Ok(())
     }
 
     /// Runs until `until` says stop, draining on a timer: with no per-event
@@ -189,8 +214,8 @@ impl Session {
         Ok(())
     }
 
-    pub fn user_counters(&self) -> UserCounters {
-        self.counters.borrow().clone()
+    pub fn user_counters(&self) -> &UserCounters {
+        &self.consumer.counters
     }
 
     pub fn kernel_stats(&self) -> Result<Vec<CpuStats>> {
@@ -240,7 +265,7 @@ impl Session {
             per_cpu: self.kernel_stats()?,
             programs: self.prog_stats(),
             run_time_stats: self.stats_fd.is_some(),
-            user: self.user_counters(),
+            user: self.consumer.counters.clone(),
         })
     }
 }
@@ -299,24 +324,6 @@ fn set_cpu_rings(skel: &CaptureSkel, ncpus: usize, cpus_per_buffer: usize) -> Re
     }
     skel.maps.cpu_state.update_percpu(&key, &values, MapFlags::ANY)?;
     Ok(())
-}
-
-fn build_ring(rings: &[MapHandle], counters: Rc<RefCell<UserCounters>>, sink: EventSink) -> Result<RingBuffer<'static>> {
-    let sink = Rc::new(RefCell::new(sink));
-    let mut b = RingBufferBuilder::new();
-    for r in rings {
-        let counters = counters.clone();
-        let sink = sink.clone();
-        b.add(r, move |data: &[u8]| {
-            // The hot path: count, then hand over. Decoding is the sink's choice.
-            if let Some(h) = Header::parse(data) {
-                counters.borrow_mut().count(&h, data.len());
-            }
-            (sink.borrow_mut())(data);
-            0
-        })?;
-    }
-    Ok(b.build()?)
 }
 
 /// Turns the kernel's EPERM into the one-line error a user can act on.

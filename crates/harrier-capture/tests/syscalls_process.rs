@@ -139,12 +139,17 @@ fn execve_success() {
     let path = cstr("/usr/bin/true");
     let args = [cstr("true"), cstr("arg one")];
     let (av, env) = (argv(&args), [std::ptr::null::<libc::c_char>()]);
-    let (c, pid, cwd) = exec_in_child("execve", || {
+    // Both selected: a successful execve exits on the same tracepoint as a
+    // successful execveat, and must be reported once, as itself.
+    let (c, pid, cwd) = exec_in_child("execve,execveat", || {
         sys(libc::SYS_execve, &[ptr(path.as_ptr()), ptr(av.as_ptr()), ptr(env.as_ptr())]);
     });
     let e = of(&c, pid, "execve", 1);
+    of(&c, pid, "execveat", 0);
     expect(&e[0], 0, &[("tgid", pid as i64)]);
+    assert_eq!(text(&e[0], "filename"), "/usr/bin/true", "taken at entry, before exec resets the registers");
     exec_image(&e[0], b"true\0arg one\0", &cwd);
+    assert_eq!(c.stats.kernel_total().toctou_fallbacks, 0);
 }
 
 #[test]
@@ -158,11 +163,13 @@ fn execveat_success() {
     let args = [cstr("true")];
     let (av, env) = (argv(&args), [std::ptr::null::<libc::c_char>()]);
     let flags = libc::AT_EMPTY_PATH as i64;
-    let (c, pid, cwd) = exec_in_child("execveat", || {
+    let (c, pid, cwd) = exec_in_child("execve,execveat", || {
         let a = [bfd, ptr(empty.as_ptr()), ptr(av.as_ptr()), ptr(env.as_ptr()), flags];
         sys(libc::SYS_execveat, &a);
     });
     let e = of(&c, pid, "execveat", 1);
+    of(&c, pid, "execve", 0); // its exit comes on execve's tracepoint: not a second event
+    assert_eq!(c.stats.kernel_total().toctou_fallbacks, 0);
     expect(&e[0], 0, &[("tgid", pid as i64), ("dirfd", bfd), ("flags", flags)]);
     assert_eq!(names(&e[0], "flags"), "AT_EMPTY_PATH");
     exec_image(&e[0], b"true\0", &cwd);

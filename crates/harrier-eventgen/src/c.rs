@@ -70,7 +70,9 @@ fn var_stmt(p: &Param) -> String {
     format!("\t{call}; /* {} */\n", p.name)
 }
 
-fn exit_handler(ev: &EventDef, out: &mut String) {
+/// `guests`: syscalls whose exit this syscall's tracepoint may report
+/// (execveat's success exits as execve): their entry copy marks them.
+fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
     let sc = &ev.syscall;
     let mut off = PARAMS_BASE;
     let mut body = String::new();
@@ -85,16 +87,20 @@ fn exit_handler(ev: &EventDef, out: &mut String) {
     }
     // Only handlers that read arguments pay for finding the saved registers.
     let regs = if body.contains("HR_ARG") { "\tem.regs = hr_task_regs();\n" } else { "" };
-    let stash = match &ev.exit_also {
-        // On the other syscall's tracepoint, act only on our own entry copy.
-        Some(_) => format!(
-            "\tstruct hr_stash *st = hr_stash_take({nr});\n\n\
-             \tif (!st && ctx->nr != {nr})\n\t\treturn 0;\n",
-            nr = sc.nr
-        ),
-        None if ev.has_enter() => format!("\tstruct hr_stash *st = hr_stash_take({});\n\n", sc.nr),
-        None => String::new(),
+    let stash = if ev.has_enter() {
+        format!("\tstruct hr_stash *st = hr_stash_take({});\n\n", sc.nr)
+    } else {
+        String::new()
     };
+    // Whose exit is this? On another syscall's tracepoint, act only on our
+    // own entry copy; on ours, leave a guest's exit to the guest.
+    let mut guard = String::new();
+    if ev.exit_also.is_some() {
+        guard += &format!("\tif (ctx->nr != {nr} && !hr_stash_is({nr}))\n\t\treturn 0;\n", nr = sc.nr);
+    }
+    for g in guests {
+        guard += &format!("\tif (hr_stash_is({g}))\n\t\treturn 0;\n");
+    }
     // Events with only fixed-size parameters are written in place in the ring.
     let fixed = ev.params.iter().all(|p| p.kind.wire().fixed_size().is_some());
     let (begin, submit) = if fixed { ("hr_begin_fixed", "hr_submit_fixed") } else { ("hr_begin", "hr_submit") };
@@ -104,7 +110,7 @@ fn exit_handler(ev: &EventDef, out: &mut String) {
         out,
         "SEC(\"tracepoint\")\nint hr_exit_{name}(struct {ctx} *ctx)\n{{\n\
          \tstruct hr_em em;\n\n\
-         \tif ({begin}(&em, {nr}, {ret}, {off}))\n\t\treturn 0;\n\
+         {guard}\tif ({begin}(&em, {nr}, {ret}, {off}))\n\t\treturn 0;\n\
          {regs}{stash}{body}\treturn {submit}(&em);\n}}\n\n",
         name = sc.name,
         nr = sc.nr,
@@ -163,7 +169,13 @@ pub fn generate(t: &Tables) -> String {
         if ev.has_enter() {
             enter_handler(ev, &mut out);
         }
-        exit_handler(ev, &mut out);
+        let guests: Vec<u32> = t
+            .events
+            .iter()
+            .filter(|g| g.exit_also.as_ref().is_some_and(|o| o.nr == ev.syscall.nr))
+            .map(|g| g.syscall.nr)
+            .collect();
+        exit_handler(ev, &guests, &mut out);
     }
     out
 }
