@@ -49,70 +49,57 @@ int filter_only(void *ctx)
 	return 0;
 }
 
-/* 2: + a timestamp and a header built in per-CPU scratch. */
-SEC("tracepoint")
-int header(void *ctx)
+/* The header the way capture fills it, with a chosen clock. */
+static __always_inline void fill(struct hr_hdr *h, __u64 id, __u64 ts)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 zero = 0;
-	struct hr_hdr *h;
-
-	if ((id >> 32) != filter_tgid)
-		return 0;
-	h = bpf_map_lookup_elem(&scratch, &zero);
-	if (!h)
-		return 0;
-	h->ts = bpf_ktime_get_boot_ns();
+	h->ts = ts;
 	h->tid = (__u32)id;
 	h->type = 39;
 	h->len = 24;
-	return 0;
 }
 
-/* 2a-2d: which part of the header step costs what. */
-#define TS_PROBE(name, clock)						\
+/* Per-CPU scratch for this process's events, NULL otherwise. */
+static __always_inline struct hr_hdr *scratch_for(__u64 id)
+{
+	__u32 zero = 0;
+
+	if ((id >> 32) != filter_tgid)
+		return 0;
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
+/* 2, 2a-2d: + a header built in per-CPU scratch, with each clock. */
+#define HEADER_PROBE(name, clock)					\
 SEC("tracepoint")							\
 int name(void *ctx)							\
 {									\
 	__u64 id = bpf_get_current_pid_tgid();				\
-	__u32 zero = 0;							\
-	struct hr_hdr *h;						\
+	struct hr_hdr *h = scratch_for(id);				\
 									\
-	if ((id >> 32) != filter_tgid)					\
-		return 0;						\
-	h = bpf_map_lookup_elem(&scratch, &zero);			\
-	if (!h)								\
-		return 0;						\
-	h->ts = clock;							\
-	h->tid = (__u32)id;						\
+	if (h)								\
+		fill(h, id, clock);					\
 	return 0;							\
 }
-TS_PROBE(header_no_clock, 0)
-TS_PROBE(header_mono, bpf_ktime_get_ns())
-TS_PROBE(header_jiffies, bpf_jiffies64())
+HEADER_PROBE(header, bpf_ktime_get_boot_ns())
+HEADER_PROBE(header_no_clock, 0)
+HEADER_PROBE(header_mono, bpf_ktime_get_ns())
+HEADER_PROBE(header_jiffies, bpf_jiffies64())
 
-/* 3: + bpf_ringbuf_output() of 24 bytes, no wake-up (what capture does). */
+/* 3: + bpf_ringbuf_output() of 24 bytes, no wake-up. */
 SEC("tracepoint")
 int output(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 zero = 0;
-	struct hr_hdr *h;
+	struct hr_hdr *h = scratch_for(id);
 
-	if ((id >> 32) != filter_tgid)
-		return 0;
-	h = bpf_map_lookup_elem(&scratch, &zero);
 	if (!h)
 		return 0;
-	h->ts = bpf_ktime_get_boot_ns();
-	h->tid = (__u32)id;
-	h->type = 39;
-	h->len = 24;
+	fill(h, id, bpf_ktime_get_boot_ns());
 	bpf_ringbuf_output(&ring, h, 24, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 
-/* 4: the same event written in place with reserve/submit. */
+/* 4: the same event written in place with reserve/submit (what capture does). */
 SEC("tracepoint")
 int reserve(void *ctx)
 {
@@ -124,10 +111,7 @@ int reserve(void *ctx)
 	h = bpf_ringbuf_reserve(&ring, 24, 0);
 	if (!h)
 		return 0;
-	h->ts = bpf_ktime_get_boot_ns();
-	h->tid = (__u32)id;
-	h->type = 39;
-	h->len = 24;
+	fill(h, id, bpf_ktime_get_boot_ns());
 	bpf_ringbuf_submit(h, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -7,16 +7,8 @@ pub mod render;
 pub mod sockaddr;
 pub mod wire;
 
-/// How a parameter travels on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wire {
-    I32,
-    U32,
-    I64,
-    U64,
-    /// u16 length, then that many bytes.
-    Bytes,
-}
+/// How a parameter travels on the wire: the generator's own definition.
+pub use harrier_eventgen::table::Wire;
 
 /// How a parameter's value is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
