@@ -14,6 +14,22 @@ mod session;
 mod stats;
 pub mod tracefs;
 
+/// For tests of crates that load the sensor.
+pub mod testing {
+    /// BPF tests need root. Outside CI a non-root run skips them with a note;
+    /// under CI=true a missing privilege is a failure, never a silent skip.
+    pub fn bpf_available() -> bool {
+        if unsafe { libc::geteuid() } == 0 {
+            return true;
+        }
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true but not running as root: BPF tests cannot load");
+        }
+        eprintln!("note: not root, skipping a BPF test");
+        false
+    }
+}
+
 pub use session::{EventSink, Session};
 pub use stats::{ProgStats, Stats, UserCounters};
 

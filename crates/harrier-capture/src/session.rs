@@ -270,6 +270,13 @@ impl Session {
     }
 }
 
+impl Drop for Session {
+    /// Also on error paths: detach in parallel, as stop() does.
+    fn drop(&mut self) {
+        detach_all(std::mem::take(&mut self.links));
+    }
+}
+
 /// Closing a syscall tracepoint's perf event waits for an RCU-tasks grace
 /// period (~75 ms here); closing them from several threads overlaps the waits.
 fn detach_all(links: Vec<Link>) {

@@ -5,6 +5,7 @@ use harrier_capture::{parse_size, parse_syscalls, Config, Session, Stats};
 use harrier_schema::decode::{decode, Event};
 use harrier_state::ThreadTable;
 use std::cell::RefCell;
+use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +21,9 @@ pub struct CaptureArgs {
     #[arg(long)]
     all: bool,
     /// Stop after this many seconds.
-    #[arg(long)]
+    // Negative numbers reach our check (and its one-line error) instead of
+    // being taken for an unknown flag.
+    #[arg(long, allow_negative_numbers = true)]
     duration: Option<f64>,
     /// Stop after this many syscall events.
     #[arg(long)]
@@ -74,6 +77,17 @@ impl JsonPrinter {
             Err(e) => eprintln!("harrier: skipping a malformed event: {e}"),
         }
     }
+
+    /// Flushes a drained batch; a closed stdout (e.g. `| head -1`) ends the
+    /// capture. Without this, lines would pile up in the buffer unnoticed
+    /// until it filled, which for a quiet process may be never.
+    fn end_batch(&mut self) {
+        self.threads.end_batch();
+        if self.out.flush().is_err() {
+            self.limit = 0;
+        }
+    }
+
 }
 
 /// CLOCK_REALTIME - CLOCK_MONOTONIC (the events' clock), for wall-clock timestamps.
@@ -86,6 +100,31 @@ fn epoch_offset() -> u64 {
     now(libc::CLOCK_REALTIME).saturating_sub(now(libc::CLOCK_MONOTONIC))
 }
 
+/// --duration, checked: positive and small enough for a Duration.
+fn duration(a: &CaptureArgs) -> Result<Option<Duration>> {
+    let Some(d) = a.duration else { return Ok(None) };
+    if d.is_nan() || d <= 0.0 {
+        bail!("duration must be a positive number of seconds, not {d}");
+    }
+    match Duration::try_from_secs_f64(d) {
+        Ok(t) => Ok(Some(t)),
+        Err(_) => bail!("duration {d} is too long"),
+    }
+}
+
+/// The kernel filter reads pid 0 as "every process", and a thread id or a
+/// gone process would match nothing: all mistakes, better said at once.
+fn check_pid(pid: u32) -> Result<()> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let tgid = status.lines().find_map(|l| l.strip_prefix("Tgid:")).map(str::trim);
+    match tgid {
+        _ if pid == 0 => bail!("--pid 0 is not a process"),
+        None => bail!("no process with pid {pid}"),
+        Some(t) if t != pid.to_string() => bail!("{pid} is a thread of process {t}: pass the process id"),
+        Some(_) => Ok(()),
+    }
+}
+
 fn config(a: &CaptureArgs) -> Result<Config> {
     let mut cfg = match (&a.syscalls, a.all) {
         (Some(list), _) => Config::new(parse_syscalls(list)?),
@@ -96,10 +135,8 @@ fn config(a: &CaptureArgs) -> Result<Config> {
     cfg.snaplen = a.snaplen;
     cfg.buffer_size = parse_size(&a.buffer_size)?;
     cfg.cpus_per_buffer = a.cpus_per_buffer;
-    if let Some(d) = a.duration {
-        if !(d > 0.0 && d.is_finite()) {
-            bail!("duration must be a positive number of seconds");
-        }
+    if let Some(pid) = a.pid {
+        check_pid(pid)?;
     }
     cfg.validate()?;
     Ok(cfg)
@@ -107,9 +144,15 @@ fn config(a: &CaptureArgs) -> Result<Config> {
 
 pub fn run(a: CaptureArgs) -> Result<()> {
     let cfg = config(&a)?;
+    let duration = duration(&a)?;
     if unsafe { libc::geteuid() } != 0 {
-        bail!("harrier capture needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN)");
+        bail!("capturing needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN)");
     }
+    // Created now: a bad path should fail before the capture, not cost its figures.
+    let stats_file = match &a.stats_json {
+        Some(path) => Some((File::create(path).with_context(|| format!("creating {path}"))?, path.as_str())),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
@@ -128,16 +171,19 @@ pub fn run(a: CaptureArgs) -> Result<()> {
         Box::new(|_| {})
     };
     let mut session = Session::start(&cfg, sink)?;
+    if a.json {
+        printer.borrow_mut().threads.scan_proc(a.pid);
+    }
     eprintln!("harrier: capturing {} syscalls; Ctrl-C to stop", session.syscalls().len());
 
-    let deadline = a.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
+    // Too far to represent: no deadline.
+    let deadline = duration.and_then(|d| Instant::now().checked_add(d));
     let limit = a.events.unwrap_or(u64::MAX);
     let mut last_report = Instant::now();
     let live = !a.json;
     session.run(Duration::from_millis(5), |s| {
         let mut p = printer.borrow_mut();
-        p.threads.end_batch();
-        let _ = p.out.flush();
+        p.end_batch();
         let u = s.user_counters();
         let syscall_events = u.events - u.meta_events;
         if live && last_report.elapsed() >= Duration::from_secs(1) {
@@ -151,14 +197,14 @@ pub fn run(a: CaptureArgs) -> Result<()> {
     })?;
     let stats = session.stop()?;
     let _ = printer.borrow_mut().out.flush();
-    finish(&stats, a.stats_json.as_deref())
+    finish(&stats, stats_file)
 }
 
-fn finish(stats: &Stats, stats_json: Option<&str>) -> Result<()> {
+fn finish(stats: &Stats, stats_json: Option<(File, &str)>) -> Result<()> {
     eprint!("{}", stats.report());
-    if let Some(path) = stats_json {
+    if let Some((mut file, path)) = stats_json {
         let text = serde_json::to_string_pretty(&stats.to_json())?;
-        std::fs::write(path, text + "\n").with_context(|| format!("writing {path}"))?;
+        file.write_all((text + "\n").as_bytes()).with_context(|| format!("writing {path}"))?;
     }
     Ok(())
 }

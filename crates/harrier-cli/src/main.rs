@@ -2,6 +2,7 @@
 
 mod capture;
 
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -22,7 +23,23 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version are not errors; clap prints and exits as usual.
+        Err(e) if matches!(
+            e.kind(),
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        ) => e.exit(),
+        // Usage errors get the same one-line form as every other error, so
+        // scripts and logs see "harrier: error: ..." whatever went wrong;
+        // clap's usage and tip lines are left out. Exit code 2, as clap's.
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("bad arguments");
+            eprintln!("harrier: error: {}", first.strip_prefix("error: ").unwrap_or(first));
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Capture(args) => capture::run(args),
         Command::Bypass(cmd) => harrier_bypass::run(cmd),

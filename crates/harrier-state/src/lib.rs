@@ -50,6 +50,24 @@ impl ThreadTable {
         }
     }
 
+    /// Reads the threads already running (of process `pid`, or all) from
+    /// /proc. Call once the sensor is attached: resolving a thread only at its
+    /// first event would be too late if it has exec'd since (earlier events
+    /// would get the new comm) or exited (no pid, no comm).
+    pub fn scan_proc(&mut self, pid: Option<u32>) {
+        let numbered = |dir: String| -> Vec<u32> {
+            std::fs::read_dir(dir)
+                .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+                .unwrap_or_default()
+        };
+        let procs = pid.map_or_else(|| numbered("/proc".into()), |p| vec![p]);
+        for p in procs {
+            for tid in numbered(format!("/proc/{p}/task")) {
+                self.lookup(tid);
+            }
+        }
+    }
+
     /// Call after each drained batch of events.
     pub fn end_batch(&mut self) {
         for tid in self.exited_last_batch.drain(..) {
@@ -60,11 +78,10 @@ impl ThreadTable {
 
     /// The thread's pid and comm, asking /proc the first time a thread is seen.
     pub fn lookup(&mut self, tid: u32) -> Option<&Thread> {
-        if !self.threads.contains_key(&tid) {
-            let t = from_proc(tid)?;
-            self.threads.insert(tid, t);
+        match self.threads.entry(tid) {
+            std::collections::hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+            std::collections::hash_map::Entry::Vacant(e) => Some(e.insert(from_proc(tid)?)),
         }
-        self.threads.get(&tid)
     }
 
     pub fn len(&self) -> usize {
@@ -102,6 +119,13 @@ mod tests {
         assert!(t.lookup(4_000_001).is_some(), "kept for one more batch");
         t.end_batch();
         assert!(t.lookup(4_000_001).is_none());
+    }
+
+    #[test]
+    fn a_scan_finds_this_process_threads() {
+        let mut t = ThreadTable::new();
+        t.scan_proc(Some(std::process::id()));
+        assert!(t.len() >= 1);
     }
 
     #[test]

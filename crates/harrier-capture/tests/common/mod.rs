@@ -7,18 +7,7 @@ use harrier_schema::decode::{decode, Event, SyscallEvent};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-/// BPF tests need root. Outside CI a non-root run skips them with a note;
-/// under CI=true a missing privilege is a failure, never a silent skip.
-pub fn bpf_available() -> bool {
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("CI=true but not running as root: BPF tests cannot load");
-    }
-    eprintln!("note: not root, skipping a BPF test");
-    false
-}
+pub use harrier_capture::testing::bpf_available;
 
 pub fn gettid() -> u32 {
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
