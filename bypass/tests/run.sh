@@ -118,5 +118,5 @@ stopped() {
 }
 run "stop removes pins, state file, and the bpffs mount it made" stopped
 
-echo "bypass tests: $pass passed, $fail failed"
+echo "bypass: $pass passed, $fail failed"
 [ $fail = 0 ]
