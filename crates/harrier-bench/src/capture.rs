@@ -18,7 +18,10 @@ const UNUSED: &str = "acct";
 #[derive(Clone, Copy, PartialEq)]
 pub enum Workload {
     /// THREADS threads × COUNT raw getpid.
-    Getpid { threads: usize, count: u64 },
+    Getpid {
+        threads: usize,
+        count: u64,
+    },
     Dd,
     Redis,
 }
@@ -58,9 +61,9 @@ fn spawn(w: Workload) -> Result<Paused> {
     match w {
         Workload::Getpid { threads, count } => paused_loop_threads(libc::SYS_getpid, count, threads),
         Workload::Dd => paused_shell("dd if=/dev/zero of=/dev/null bs=1 count=5000000"),
-        Workload::Redis => paused_shell(&format!(
-            "redis-benchmark -p {REDIS_PORT} -t {REDIS_TESTS} -q -n 100000"
-        )),
+        Workload::Redis => {
+            paused_shell(&format!("redis-benchmark -p {REDIS_PORT} -t {REDIS_TESTS} -q -n 100000"))
+        }
     }
 }
 
@@ -91,7 +94,11 @@ fn bpf_ns_per_event(stats: &Stats) -> f64 {
         .iter()
         .filter(|p| p.name.starts_with("hr_exit_") && p.name != "hr_exit_task")
         .fold((0u64, 0u64), |(c, n), p| (c + p.run_cnt, n + p.run_time_ns));
-    if cnt == 0 { f64::NAN } else { ns as f64 / cnt as f64 }
+    if cnt == 0 {
+        f64::NAN
+    } else {
+        ns as f64 / cnt as f64
+    }
 }
 
 pub fn run(case: &Case) -> Result<Run> {
@@ -139,7 +146,16 @@ pub struct Redis(Child);
 impl Redis {
     pub fn start() -> Result<Redis> {
         let child = Command::new("redis-server")
-            .args(["--port", &REDIS_PORT.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &REDIS_PORT.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .stdout(Stdio::null())
             .spawn()
             .context("starting redis-server (make deps installs it)")?;
@@ -183,8 +199,12 @@ pub fn cases(quick: bool) -> Vec<Case> {
         case("dd bs=1: read,write captured", Workload::Dd, Some("read,write"), true, false),
     ];
     if !quick {
-        for (label, set) in [("no sensor", None), ("attached, nothing called", Some(UNUSED)),
-                             ("small set", Some(SMALL_SET)), ("big set", Some(BIG_SET))] {
+        for (label, set) in [
+            ("no sensor", None),
+            ("attached, nothing called", Some(UNUSED)),
+            ("small set", Some(SMALL_SET)),
+            ("big set", Some(BIG_SET)),
+        ] {
             v.push(case(&format!("redis: {label}"), Workload::Redis, set, false, false));
         }
     }
@@ -193,7 +213,8 @@ pub fn cases(quick: bool) -> Vec<Case> {
 
 /// Runs every case `rounds` times, interleaved, and returns per-case medians.
 pub fn measure(cases: &[Case], rounds: usize) -> Result<Vec<Run>> {
-    let _redis = if cases.iter().any(|c| c.workload == Workload::Redis) { Some(Redis::start()?) } else { None };
+    let _redis =
+        if cases.iter().any(|c| c.workload == Workload::Redis) { Some(Redis::start()?) } else { None };
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); cases.len()];
     for r in 0..rounds {
         for (i, c) in cases.iter().enumerate() {

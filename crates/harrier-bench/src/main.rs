@@ -50,7 +50,10 @@ enum Cmd {
 fn kernel_costs(rounds: usize, count: u64) -> Result<()> {
     let rows = costs::measure(rounds, count)?;
     let base = rows[0].1;
-    println!("{:<48} {:>12} {:>12} {:>12}", "getpid loop, median of rounds", "wall ns/call", "Δ vs none", "BPF ns/run");
+    println!(
+        "{:<48} {:>12} {:>12} {:>12}",
+        "getpid loop, median of rounds", "wall ns/call", "Δ vs none", "BPF ns/run"
+    );
     for (label, wall, bpf) in rows {
         let bpf = if bpf.is_nan() { "-".to_string() } else { format!("{bpf:.1}") };
         println!("{label:<48} {wall:>12.1} {:>12.1} {bpf:>12}", wall - base);
@@ -62,9 +65,15 @@ fn kernel_costs(rounds: usize, count: u64) -> Result<()> {
 fn result_cells(case: &capture::Case, run: &capture::Run, base: Option<&capture::Run>) -> [String; 2] {
     use capture::Workload::*;
     let (value, delta) = match (case.workload, base) {
-        (Getpid { .. }, Some(b)) => (format!("{:.1} ns/call", run.result), format!("+{:.1} ns", run.result - b.result)),
-        (Dd, Some(b)) => (format!("{:.2} s", run.result), format!("{:+.0}%", (run.result / b.result - 1.0) * 100.0)),
-        (Redis, Some(b)) => (format!("{:.0} req/s", run.result), format!("{:+.1}%", (run.result / b.result - 1.0) * 100.0)),
+        (Getpid { .. }, Some(b)) => {
+            (format!("{:.1} ns/call", run.result), format!("+{:.1} ns", run.result - b.result))
+        }
+        (Dd, Some(b)) => {
+            (format!("{:.2} s", run.result), format!("{:+.0}%", (run.result / b.result - 1.0) * 100.0))
+        }
+        (Redis, Some(b)) => {
+            (format!("{:.0} req/s", run.result), format!("{:+.1}%", (run.result / b.result - 1.0) * 100.0))
+        }
         (Getpid { .. }, None) => (format!("{:.1} ns/call", run.result), String::new()),
         (Dd, None) => (format!("{:.2} s", run.result), String::new()),
         (Redis, None) => (format!("{:.0} req/s", run.result), String::new()),
@@ -76,32 +85,70 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf) -> Result<()> {
     use report::num;
     let cases = capture::cases(quick);
     let runs = capture::measure(&cases, rounds)?;
-    let header = ["case", "events", "events/s", "BPF ns/event", "bytes/event", "consumer CPU ms/M events", "drops", "workload", "vs no sensor"];
+    let header = [
+        "case",
+        "events",
+        "events/s",
+        "BPF ns/event",
+        "bytes/event",
+        "consumer CPU ms/M events",
+        "drops",
+        "workload",
+        "vs no sensor",
+    ];
     let mut rows = Vec::new();
     for (i, (c, r)) in cases.iter().zip(&runs).enumerate() {
         let base = cases[..=i].iter().rposition(|b| b.workload == c.workload && b.syscalls.is_none());
         let base = base.filter(|&b| b != i).map(|b| &runs[b]);
         let [value, delta] = result_cells(c, r, base);
         rows.push(vec![
-            c.label.clone(), num(r.events, 0), num(r.events_per_s, 0), num(r.bpf_ns, 1),
-            num(r.bytes_per_event, 1), num(r.consumer_ms_per_m, 1), num(r.drops, 0), value, delta,
+            c.label.clone(),
+            num(r.events, 0),
+            num(r.events_per_s, 0),
+            num(r.bpf_ns, 1),
+            num(r.bytes_per_event, 1),
+            num(r.consumer_ms_per_m, 1),
+            num(r.drops, 0),
+            value,
+            delta,
         ]);
     }
     let table = report::Table { header: header.map(String::from).to_vec(), rows };
-    let md = format!("Medians of {rounds} interleaved rounds. BPF ns/event: run-time stats \
-        (BPF_ENABLE_STATS), which include ~57 ns of their own clock reads on this machine.\n\n{}", table.markdown());
+    let md = format!(
+        "Medians of {rounds} interleaved rounds. BPF ns/event: run-time stats \
+        (BPF_ENABLE_STATS), which include ~57 ns of their own clock reads on this machine.\n\n{}",
+        table.markdown()
+    );
     println!("{md}");
     std::fs::create_dir_all(&out)?;
     std::fs::write(out.join("capture.md"), &md)?;
-    let ns: Vec<(String, f64)> = cases.iter().zip(&runs).filter(|(c, _)| c.syscalls.is_some())
-        .map(|(c, r)| (c.label.clone(), r.bpf_ns)).collect();
-    report::bar_chart(&out.join("capture-bpf-ns.png"), "Kernel cost per syscall event (BPF run-time stats)",
-        "ns per event", &ns, Some(125.0))?;
-    let redis: Vec<(String, f64)> = cases.iter().zip(&runs).filter(|(c, _)| c.workload == capture::Workload::Redis)
-        .map(|(c, r)| (c.label.clone(), r.result)).collect();
+    let ns: Vec<(String, f64)> = cases
+        .iter()
+        .zip(&runs)
+        .filter(|(c, _)| c.syscalls.is_some())
+        .map(|(c, r)| (c.label.clone(), r.bpf_ns))
+        .collect();
+    report::bar_chart(
+        &out.join("capture-bpf-ns.png"),
+        "Kernel cost per syscall event (BPF run-time stats)",
+        "ns per event",
+        &ns,
+        Some(125.0),
+    )?;
+    let redis: Vec<(String, f64)> = cases
+        .iter()
+        .zip(&runs)
+        .filter(|(c, _)| c.workload == capture::Workload::Redis)
+        .map(|(c, r)| (c.label.clone(), r.result))
+        .collect();
     if !redis.is_empty() {
-        report::bar_chart(&out.join("capture-redis.png"), "redis-benchmark, mean of 11 tests",
-            "requests per second", &redis, None)?;
+        report::bar_chart(
+            &out.join("capture-redis.png"),
+            "redis-benchmark, mean of 11 tests",
+            "requests per second",
+            &redis,
+            None,
+        )?;
     }
     eprintln!("bench-capture: wrote {}/capture.md and PNG charts", out.display());
     Ok(())

@@ -25,11 +25,16 @@ impl Table {
 
 /// "1234.5" with the precision a reader needs; "-" for missing values.
 pub fn num(v: f64, decimals: usize) -> String {
-    if v.is_nan() { "-".into() } else { format!("{v:.decimals$}") }
+    if v.is_nan() {
+        "-".into()
+    } else {
+        format!("{v:.decimals$}")
+    }
 }
 
 fn register_font() -> Result<()> {
-    let bytes = std::fs::read(FONT).map_err(|e| anyhow!("{FONT}: {e} (make deps installs fonts-dejavu-core)"))?;
+    let bytes =
+        std::fs::read(FONT).map_err(|e| anyhow!("{FONT}: {e} (make deps installs fonts-dejavu-core)"))?;
     // plotters keeps the font for the process's lifetime.
     let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
     plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
@@ -37,7 +42,13 @@ fn register_font() -> Result<()> {
 }
 
 /// A horizontal bar per (label, value), with an optional target line.
-pub fn bar_chart(path: &Path, title: &str, unit: &str, bars: &[(String, f64)], target: Option<f64>) -> Result<()> {
+pub fn bar_chart(
+    path: &Path,
+    title: &str,
+    unit: &str,
+    bars: &[(String, f64)],
+    target: Option<f64>,
+) -> Result<()> {
     register_font()?;
     let bars: Vec<_> = bars.iter().filter(|(_, v)| v.is_finite()).cloned().collect();
     let max = bars.iter().map(|b| b.1).chain(target).fold(0.0, f64::max) * 1.15;

@@ -158,9 +158,8 @@ fn ensure_bpffs() -> Result<bool> {
     }
     let (src, dst, fs) = (c"bpf", CString::new(BPFFS).unwrap(), c"bpf");
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    let r = unsafe {
-        libc::mount(src.as_ptr(), dst.as_ptr(), fs.as_ptr(), flags, c"mode=0755".as_ptr().cast())
-    };
+    let r =
+        unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), fs.as_ptr(), flags, c"mode=0755".as_ptr().cast()) };
     if r != 0 {
         bail!("mounting bpffs on {BPFFS}: {}", std::io::Error::last_os_error());
     }
@@ -193,9 +192,7 @@ fn release_bpffs(st: &State) {
         return;
     }
     let empty = std::fs::read_dir(BPFFS)
-        .map(|d| {
-            d.flatten().all(|e| matches!(e.file_name().to_str(), Some("maps.debug" | "progs.debug")))
-        })
+        .map(|d| d.flatten().all(|e| matches!(e.file_name().to_str(), Some("maps.debug" | "progs.debug"))))
         .unwrap_or(false);
     if !empty {
         eprintln!("harrier bypass: leaving {BPFFS} mounted: other pins live there now");
@@ -236,7 +233,11 @@ fn start(a: &StartArgs) -> Result<()> {
     let _ = remove_pins();
     let mounted = ensure_bpffs()?;
     let bpffs_mode = if mounted { None } else { make_bpffs_searchable()? };
-    let st = State { mounted_bpffs: mounted, bpffs_mode, libs: canon.iter().map(|p| p.display().to_string()).collect() };
+    let st = State {
+        mounted_bpffs: mounted,
+        bpffs_mode,
+        libs: canon.iter().map(|p| p.display().to_string()).collect(),
+    };
     if let Err(e) = load_and_pin(a.slots, quota, &canon).and_then(|_| write_state(&st)) {
         let _ = remove_pins();
         release_bpffs(&st);
@@ -267,7 +268,8 @@ fn load_and_pin(nslots: u32, quota: u32, libs: &[PathBuf]) -> Result<()> {
         ro.quota = quota;
     }
     open.maps.slots.set_max_entries(nslots + 1)?;
-    let mut skel = open.load().context("loading BPF programs (kernel without tp_btf/uprobe/task storage?)")?;
+    let mut skel =
+        open.load().context("loading BPF programs (kernel without tp_btf/uprobe/task storage?)")?;
 
     // Header, then freeze: from now on only BPF programs can write the array.
     let mut hdr = [0u8; HB_ENTRY_SIZE];
@@ -281,10 +283,9 @@ fn load_and_pin(nslots: u32, quota: u32, libs: &[PathBuf]) -> Result<()> {
 
     let mut links: Vec<(String, Link)> = Vec::new();
     for (i, lib) in libs.iter().enumerate() {
-        for (prog, func, name) in [
-            (&skel.progs.hb_register, REGISTER_FN, "register"),
-            (&skel.progs.hb_report, REPORT_FN, "report"),
-        ] {
+        for (prog, func, name) in
+            [(&skel.progs.hb_register, REGISTER_FN, "register"), (&skel.progs.hb_report, REPORT_FN, "report")]
+        {
             let opts = UprobeOpts { func_name: Some(func.into()), ..Default::default() };
             // pid -1: every process that maps this file (uprobes are per inode).
             let l = prog
@@ -482,7 +483,10 @@ fn status() -> Result<()> {
         println!("{name:<32} {n}");
     }
     println!("per uid (fallbacks/bypassed as reported by processes at exit):");
-    println!("{:>8} {:>7} {:>13} {:>8} {:>14} {:>14}", "uid", "in_use", "registrations", "refused", "bypassed", "fallbacks");
+    println!(
+        "{:>8} {:>7} {:>13} {:>8} {:>14} {:>14}",
+        "uid", "in_use", "registrations", "refused", "bypassed", "fallbacks"
+    );
     for (uid, in_use, reg, refused, b, f) in &s.uids {
         println!("{uid:>8} {in_use:>7} {reg:>13} {refused:>8} {b:>14} {f:>14}");
     }

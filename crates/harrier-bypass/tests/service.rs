@@ -94,7 +94,8 @@ fn start_use_stop() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(hold.stdout.take().unwrap()), &mut line).unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(hold.stdout.take().unwrap()), &mut line)
+        .unwrap();
     assert_eq!(line.trim(), "ready");
     guard.children.push(hold);
     let out = {
@@ -129,6 +130,10 @@ fn start_use_stop() {
     assert!(harrier_bypass::run(BypassCommand::Status).is_err());
 
     // After stop, the library falls back and stays right.
-    let out = Command::new(format!("{BUILD_DIR}/bt")).args(["basic", "10000"]).env("LD_PRELOAD", BUILT_LIB).output().unwrap();
+    let out = Command::new(format!("{BUILD_DIR}/bt"))
+        .args(["basic", "10000"])
+        .env("LD_PRELOAD", BUILT_LIB)
+        .output()
+        .unwrap();
     assert_ok(&out, "bt basic after stop");
 }

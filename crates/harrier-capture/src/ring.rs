@@ -35,13 +35,27 @@ impl Ring {
         // position and the data, mapped twice in a row by the kernel so that
         // a record that wraps around reads as one slice.
         let consumer = unsafe {
-            libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
         };
         if consumer == libc::MAP_FAILED {
             bail!("mapping a ring: {}", std::io::Error::last_os_error());
         }
         let producer = unsafe {
-            libc::mmap(std::ptr::null_mut(), page + 2 * size, libc::PROT_READ, libc::MAP_SHARED, fd, page as i64)
+            libc::mmap(
+                std::ptr::null_mut(),
+                page + 2 * size,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                page as i64,
+            )
         };
         if producer == libc::MAP_FAILED {
             let e = std::io::Error::last_os_error();

@@ -67,7 +67,8 @@ impl Session {
         // Tracepoint ids first: an unknown one is a user error, not a load error.
         let exits: Vec<String> = cfg.syscalls.iter().map(|s| format!("sys_exit_{}", s.tracepoint)).collect();
         let exit_ids = tracefs::tracepoint_ids("syscalls", &exits)?;
-        let enters: Vec<String> = cfg.syscalls.iter().map(|s| format!("sys_enter_{}", s.tracepoint)).collect();
+        let enters: Vec<String> =
+            cfg.syscalls.iter().map(|s| format!("sys_enter_{}", s.tracepoint)).collect();
         let enter_ids = tracefs::tracepoint_ids("syscalls", &enters)?;
         let mut attached = Vec::new();
         for (s, id) in cfg.syscalls.iter().zip(&exit_ids) {
@@ -148,9 +149,7 @@ impl Session {
     ) -> Result<()> {
         let obj = self.skel.object();
         let find = |name: &str| {
-            obj.progs_mut()
-                .find(|p| p.name() == name)
-                .ok_or_else(|| anyhow!("BPF program {name} is missing"))
+            obj.progs_mut().find(|p| p.name() == name).ok_or_else(|| anyhow!("BPF program {name} is missing"))
         };
         for name in ["hr_fork", "hr_exec", "hr_exit_task", "hr_rename"] {
             self.links.push(find(name)?.attach().with_context(|| format!("attaching {name}"))?);
@@ -164,9 +163,9 @@ impl Session {
             let id = if s.noreturn { enter_ids[i] } else { exit_ids[i] }
                 .ok_or_else(|| anyhow!("no tracepoint for {}", s.name))?;
             let pfd = tracefs::open_tracepoint_event(id)?;
-            self.links.push(find(&exit_prog)?.attach_perf_event(pfd).with_context(|| {
-                format!("attaching {exit_prog}")
-            })?);
+            self.links.push(
+                find(&exit_prog)?.attach_perf_event(pfd).with_context(|| format!("attaching {exit_prog}"))?,
+            );
             if let Some(other) = s.exit_also {
                 let id = tracefs::tracepoint_ids("syscalls", &[format!("sys_exit_{other}")])?[0]
                     .ok_or_else(|| anyhow!("no sys_exit_{other} tracepoint"))?;
@@ -307,8 +306,7 @@ fn programs_for(s: &SyscallInfo) -> (String, Option<String>) {
 }
 
 fn wanted_programs(attached: &[&SyscallInfo]) -> Vec<String> {
-    let mut v: Vec<String> =
-        ["hr_fork", "hr_exec", "hr_exit_task", "hr_rename"].map(String::from).to_vec();
+    let mut v: Vec<String> = ["hr_fork", "hr_exec", "hr_exit_task", "hr_rename"].map(String::from).to_vec();
     for s in attached {
         let (exit, enter) = programs_for(s);
         v.push(exit);

@@ -22,7 +22,12 @@ pub struct UserCounters {
 
 impl Default for UserCounters {
     fn default() -> Self {
-        UserCounters { events: 0, bytes: 0, meta_events: 0, per_syscall: vec![0; MAX_SYSCALL_NR as usize + 1] }
+        UserCounters {
+            events: 0,
+            bytes: 0,
+            meta_events: 0,
+            per_syscall: vec![0; MAX_SYSCALL_NR as usize + 1],
+        }
     }
 }
 
@@ -61,7 +66,11 @@ pub struct ProgStats {
 
 impl ProgStats {
     pub fn avg_ns(&self) -> f64 {
-        if self.run_cnt == 0 { 0.0 } else { self.run_time_ns as f64 / self.run_cnt as f64 }
+        if self.run_cnt == 0 {
+            0.0
+        } else {
+            self.run_time_ns as f64 / self.run_cnt as f64
+        }
     }
 }
 
@@ -132,24 +141,51 @@ impl Stats {
         let mut s = String::new();
         let _ = writeln!(s, "---------------------- STATS -----------------------");
         let _ = writeln!(s, "Seconds: {:.3}", self.duration.as_secs_f64());
-        let _ = writeln!(s, "[KERNEL] events: {}  drops: {}  ({})", k.events, k.dropped(),
-            DROP_REASONS.iter().zip(k.drops).map(|(r, n)| format!("{r}: {n}")).collect::<Vec<_>>().join(", "));
+        let _ = writeln!(
+            s,
+            "[KERNEL] events: {}  drops: {}  ({})",
+            k.events,
+            k.dropped(),
+            DROP_REASONS.iter().zip(k.drops).map(|(r, n)| format!("{r}: {n}")).collect::<Vec<_>>().join(", ")
+        );
         for (i, c) in self.per_cpu.iter().enumerate() {
             let _ = writeln!(s, "  cpu {i:>3}: events {:>12}  drops {:>10}", c.events, c.dropped());
         }
-        let _ = writeln!(s, "  toctou fallbacks: {}  stash failures: {}  read faults: {}  truncated: {}",
-            k.toctou_fallbacks, k.stash_fails, k.read_faults, k.truncated);
+        let _ = writeln!(
+            s,
+            "  toctou fallbacks: {}  stash failures: {}  read faults: {}  truncated: {}",
+            k.toctou_fallbacks, k.stash_fails, k.read_faults, k.truncated
+        );
         if self.run_time_stats {
-            let _ = writeln!(s, "[BPF] {:<26} {:>12} {:>14} {:>8} {:>9}", "program", "runs", "run time ns", "avg ns", "rec.miss");
+            let _ = writeln!(
+                s,
+                "[BPF] {:<26} {:>12} {:>14} {:>8} {:>9}",
+                "program", "runs", "run time ns", "avg ns", "rec.miss"
+            );
             for p in self.programs.iter().filter(|p| p.run_cnt > 0 || p.recursion_misses > 0) {
-                let _ = writeln!(s, "  {:<30} {:>12} {:>14} {:>8.1} {:>9}", p.name, p.run_cnt, p.run_time_ns, p.avg_ns(), p.recursion_misses);
+                let _ = writeln!(
+                    s,
+                    "  {:<30} {:>12} {:>14} {:>8.1} {:>9}",
+                    p.name,
+                    p.run_cnt,
+                    p.run_time_ns,
+                    p.avg_ns(),
+                    p.recursion_misses
+                );
             }
         } else {
             let _ = writeln!(s, "[BPF] run-time stats unavailable (BPF_ENABLE_STATS refused)");
         }
         let u = &self.user;
-        let _ = writeln!(s, "[USER] events: {} (life-cycle: {})  bytes: {}  avg event: {:.1} B  events/s: {:.0}",
-            u.events, u.meta_events, u.bytes, u.bytes as f64 / u.events.max(1) as f64, self.per_sec(u.events));
+        let _ = writeln!(
+            s,
+            "[USER] events: {} (life-cycle: {})  bytes: {}  avg event: {:.1} B  events/s: {:.0}",
+            u.events,
+            u.meta_events,
+            u.bytes,
+            u.bytes as f64 / u.events.max(1) as f64,
+            self.per_sec(u.events)
+        );
         let _ = writeln!(s, "[SYSCALLS]");
         for (name, n) in u.histogram() {
             let _ = writeln!(s, "  {name:<24} {n:>12}");

@@ -34,10 +34,8 @@ pub fn tracepoint_ids(category: &str, names: &[String]) -> Result<Vec<Option<u64
 fn read_in_private_mount(category: &str, names: &[String]) -> Result<Vec<Option<u64>>> {
     // Everything the child touches is prepared here: after fork() in a
     // multi-threaded process it may only make raw syscalls.
-    let paths: Vec<CString> = names
-        .iter()
-        .map(|n| CString::new(id_path(MOUNTED[0], category, n)).unwrap())
-        .collect();
+    let paths: Vec<CString> =
+        names.iter().map(|n| CString::new(id_path(MOUNTED[0], category, n)).unwrap()).collect();
     let target = CString::new(MOUNTED[0]).unwrap();
     let tracefs = CString::new("tracefs").unwrap();
     let root = CString::new("/").unwrap();
@@ -55,10 +53,14 @@ fn read_in_private_mount(category: &str, names: &[String]) -> Result<Vec<Option<
         if pid == 0 {
             libc::close(pipe[0]);
             let ok = libc::unshare(libc::CLONE_NEWNS) == 0
-                && libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(),
-                               libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) == 0
-                && libc::mount(tracefs.as_ptr(), target.as_ptr(), tracefs.as_ptr(), 0,
-                               std::ptr::null()) == 0;
+                && libc::mount(
+                    std::ptr::null(),
+                    root.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) == 0
+                && libc::mount(tracefs.as_ptr(), target.as_ptr(), tracefs.as_ptr(), 0, std::ptr::null()) == 0;
             if !ok {
                 libc::_exit(2);
             }
@@ -106,7 +108,11 @@ unsafe fn read_u64(path: &CString) -> u64 {
         v = v * 10 + (c - b'0') as u64;
         digits += 1;
     }
-    if digits == 0 { u64::MAX } else { v }
+    if digits == 0 {
+        u64::MAX
+    } else {
+        v
+    }
 }
 
 /// Opens the perf event a BPF program attaches to, on CPU 0 for all tasks

@@ -148,7 +148,7 @@ fn drops_are_counted_exactly() {
     cfg.pid = Some(child as u32);
     cfg.buffer_size = 4096; // ~128 events: the rest must be counted as dropped
     cfg.cpus_per_buffer = 64; // one ring, whichever CPU the child runs on
-    // The consumer is paused: nothing is read until the child is done.
+                              // The consumer is paused: nothing is read until the child is done.
     let c = capture_with(cfg, || unsafe {
         libc::write(go, b"g".as_ptr().cast(), 1);
         let mut status = 0;

@@ -193,9 +193,7 @@ fn read_write_pread64_pwrite64() {
 
 /// An iovec array over `bufs`, for readv/writev.
 fn iovecs(bufs: &mut [&mut [u8]]) -> Vec<libc::iovec> {
-    bufs.iter_mut()
-        .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
-        .collect()
+    bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }).collect()
 }
 
 #[test]
@@ -397,7 +395,8 @@ fn link_linkat_symlink_symlinkat() {
     let (d, dir) = dir_with_file("link", b"");
     let (f, h, h3, s, missing) = (d.path("f"), d.path("h"), d.path("h3"), d.path("s"), d.path("missing"));
     let (fc, hc, h3c, sc, mc) = (cstr(&f), cstr(&h), cstr(&h3), cstr(&s), cstr(&missing));
-    let (rf, rh, rs2, rnos, target) = (cstr("f"), cstr("h"), cstr("s2"), cstr("no/s3"), cstr("/no/such/target"));
+    let (rf, rh, rs2, rnos, target) =
+        (cstr("f"), cstr("h"), cstr("s2"), cstr("no/s3"), cstr("/no/such/target"));
     let dfd = fd(&dir);
     const AT_SYMLINK_FOLLOW: i64 = libc::AT_SYMLINK_FOLLOW as i64;
     let c = capture("link,linkat,symlink,symlinkat", || {
@@ -569,7 +568,8 @@ fn mount_umount2() {
     let m = d.path("m");
     std::fs::create_dir(&m).unwrap();
     let guard = Unmount(cstr(&m));
-    let (src, tmpfs, bogus, opts) = (cstr("harrier-src"), cstr("tmpfs"), cstr("harrier-nosuchfs"), cstr("size=1m"));
+    let (src, tmpfs, bogus, opts) =
+        (cstr("harrier-src"), cstr("tmpfs"), cstr("harrier-nosuchfs"), cstr("size=1m"));
     let flags = (libc::MS_NOSUID | libc::MS_NODEV) as i64;
     let mp = ptr(&guard.0);
     let c = capture("mount,umount2", || {
@@ -585,7 +585,11 @@ fn mount_umount2() {
     assert_eq!(names(&e[0], "flags"), "MS_NOSUID|MS_NODEV");
     paths(&e[0], 0, &[("source", "harrier-src"), ("target", &m), ("fstype", "tmpfs")]);
     expect(&e[1], -ENODEV as i64, &[("flags", 0)]);
-    paths(&e[1], -ENODEV as i64, &[("source", "harrier-src"), ("target", &m), ("fstype", "harrier-nosuchfs")]);
+    paths(
+        &e[1],
+        -ENODEV as i64,
+        &[("source", "harrier-src"), ("target", &m), ("fstype", "harrier-nosuchfs")],
+    );
 
     let e = exactly(&c, "umount2", 2);
     expect(&e[0], 0, &[("flags", 0)]);

@@ -17,7 +17,9 @@ fn raw_lengths(c: &Captured, name: &str) -> Vec<usize> {
     let tid = gettid();
     c.events
         .iter()
-        .filter(|b| matches!(decode(b), Ok(Event::Syscall(e)) if e.header.tid == tid && e.syscall.name == name))
+        .filter(
+            |b| matches!(decode(b), Ok(Event::Syscall(e)) if e.header.tid == tid && e.syscall.name == name),
+        )
         .map(|b| b.len())
         .collect()
 }

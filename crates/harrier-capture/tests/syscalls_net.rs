@@ -23,7 +23,9 @@ impl Addr {
     fn from<T>(sa: T) -> Addr {
         let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
         let len = std::mem::size_of::<T>();
-        unsafe { std::ptr::copy_nonoverlapping((&sa as *const T).cast::<u8>(), &mut ss as *mut _ as *mut u8, len) };
+        unsafe {
+            std::ptr::copy_nonoverlapping((&sa as *const T).cast::<u8>(), &mut ss as *mut _ as *mut u8, len)
+        };
         Addr { ss, len: len as u32 }
     }
 
@@ -419,7 +421,8 @@ fn sendmsg_recvmsg() {
     let mut recv_long = msghdr(&mut from, &mut inv);
     let mut recv_none = msghdr(&mut from, &mut inv);
     let ptr = |m: &libc::msghdr| m as *const _ as i64;
-    let (rp, rlp, rnp) = (&mut recv as *mut _ as i64, &mut recv_long as *mut _ as i64, &mut recv_none as *mut _ as i64);
+    let (rp, rlp, rnp) =
+        (&mut recv as *mut _ as i64, &mut recv_long as *mut _ as i64, &mut recv_none as *mut _ as i64);
     let dontwait = libc::MSG_DONTWAIT as i64;
     let c = capture("sendmsg,recvmsg", || {
         sys(libc::SYS_sendmsg, &[a, ptr(&send), 0]);

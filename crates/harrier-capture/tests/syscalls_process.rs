@@ -261,7 +261,8 @@ fn vfork_child_exits() -> i64 {
 /// This thread's `name` events, less the threads std spawns (CLONE_VM) while
 /// the sensor stops: the capture still sees them.
 fn forks<'a>(c: &'a Captured, tid: u32, name: &str) -> Vec<SyscallEvent<'a>> {
-    let thread_spawn = |e: &SyscallEvent| e.param("flags").is_some() && int(e, "flags") & libc::CLONE_VM as i64 != 0;
+    let thread_spawn =
+        |e: &SyscallEvent| e.param("flags").is_some() && int(e, "flags") & libc::CLONE_VM as i64 != 0;
     named_in_order(c, tid, name).into_iter().filter(|e| !thread_spawn(e)).collect()
 }
 
@@ -335,26 +336,23 @@ fn setuid_setgid_family_in_a_child() {
         return;
     }
     const KEEP: i64 = -1; // "unchanged", seen as the u32 0xffffffff
-    let (c, pid, status) = capture_child(
-        "setuid,setgid,setreuid,setregid,setresuid,setresgid",
-        || {
-            // Groups first, while still root.
-            sys(libc::SYS_setgid, &[1000]);
-            sys(libc::SYS_setregid, &[1001, 1002]);
-            sys(libc::SYS_setresgid, &[1003, 1004, 1005]);
-            // Saved uid 0 lets the child take euid 0 back once.
-            sys(libc::SYS_setresuid, &[2001, 2002, 0]);
-            sys(libc::SYS_setreuid, &[KEEP, 0]);
-            sys(libc::SYS_setuid, &[3000]);
-            // Root is gone for good now: all of these fail.
-            sys(libc::SYS_setuid, &[0]);
-            sys(libc::SYS_setgid, &[0]);
-            sys(libc::SYS_setreuid, &[0, 0]);
-            sys(libc::SYS_setregid, &[0, 0]);
-            sys(libc::SYS_setresuid, &[0, 0, 0]);
-            sys(libc::SYS_setresgid, &[0, 0, 0]);
-        },
-    );
+    let (c, pid, status) = capture_child("setuid,setgid,setreuid,setregid,setresuid,setresgid", || {
+        // Groups first, while still root.
+        sys(libc::SYS_setgid, &[1000]);
+        sys(libc::SYS_setregid, &[1001, 1002]);
+        sys(libc::SYS_setresgid, &[1003, 1004, 1005]);
+        // Saved uid 0 lets the child take euid 0 back once.
+        sys(libc::SYS_setresuid, &[2001, 2002, 0]);
+        sys(libc::SYS_setreuid, &[KEEP, 0]);
+        sys(libc::SYS_setuid, &[3000]);
+        // Root is gone for good now: all of these fail.
+        sys(libc::SYS_setuid, &[0]);
+        sys(libc::SYS_setgid, &[0]);
+        sys(libc::SYS_setreuid, &[0, 0]);
+        sys(libc::SYS_setregid, &[0, 0]);
+        sys(libc::SYS_setresuid, &[0, 0, 0]);
+        sys(libc::SYS_setresgid, &[0, 0, 0]);
+    });
     exited(status, 0);
     let eperm = -EPERM as i64;
     let keep = u32::MAX as i64;
@@ -441,9 +439,9 @@ fn prctl_set_and_get_name() {
     expect(&e[2], -EINVAL as i64, &[("option", 9999), ("arg2", 1), ("arg3", 2)]);
     // The name itself travels in the comm event of this thread.
     let tid = gettid();
-    let renamed = c.all().into_iter().any(|ev| {
-        matches!(ev, Event::Meta(h, Meta::Comm { ref comm }) if h.tid == tid && comm == "harrier-prctl")
-    });
+    let renamed = c.all().into_iter().any(
+        |ev| matches!(ev, Event::Meta(h, Meta::Comm { ref comm }) if h.tid == tid && comm == "harrier-prctl"),
+    );
     assert!(renamed, "no comm event naming harrier-prctl");
 }
 

@@ -87,7 +87,6 @@ impl JsonPrinter {
             self.limit = 0;
         }
     }
-
 }
 
 /// CLOCK_REALTIME - CLOCK_MONOTONIC (the events' clock), for wall-clock timestamps.
@@ -129,7 +128,9 @@ fn config(a: &CaptureArgs) -> Result<Config> {
     let mut cfg = match (&a.syscalls, a.all) {
         (Some(list), _) => Config::new(parse_syscalls(list)?),
         (None, true) => Config::all(),
-        (None, false) => Config::new(harrier_schema::SYSCALLS.iter().filter(|s| s.params.is_some()).collect()),
+        (None, false) => {
+            Config::new(harrier_schema::SYSCALLS.iter().filter(|s| s.params.is_some()).collect())
+        }
     };
     cfg.pid = a.pid;
     cfg.snaplen = a.snaplen;

@@ -26,10 +26,16 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // Help and version are not errors; clap prints and exits as usual.
-        Err(e) if matches!(
-            e.kind(),
-            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-        ) => e.exit(),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            e.exit()
+        }
         // Usage errors get the same one-line form as every other error, so
         // scripts and logs see "harrier: error: ..." whatever went wrong;
         // clap's usage and tip lines are left out. Exit code 2, as clap's.

@@ -202,7 +202,10 @@ impl Drop for GetpidLoad {
 /// A file path unique to this test run.
 fn unique_path(tag: &str) -> String {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
-    std::env::temp_dir().join(format!("harrier-cli-{tag}-{}-{nanos}", std::process::id())).display().to_string()
+    std::env::temp_dir()
+        .join(format!("harrier-cli-{tag}-{}-{nanos}", std::process::id()))
+        .display()
+        .to_string()
 }
 
 // ---------------------------------------------------------------- bad input
@@ -257,9 +260,17 @@ fn a_thread_id_is_not_a_pid() {
 fn a_non_root_user_gets_a_privileges_error() {
     let out = if unsafe { libc::geteuid() } == 0 {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", HARRIER, "capture", "--duration", "1"])
-            .env("RUST_BACKTRACE", "full")
-            .current_dir("/");
+        c.args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            HARRIER,
+            "capture",
+            "--duration",
+            "1",
+        ])
+        .env("RUST_BACKTRACE", "full")
+        .current_dir("/");
         output(c)
     } else {
         output(capture_cmd(&["--duration", "1"]))
@@ -289,7 +300,8 @@ fn json_open_event_of_a_child() {
     // once told to, after the sensor is attached. The shell itself opens
     // /dev/null (the redirection) before it becomes cat.
     let script = format!("read x; exec cat '{path}' </dev/null");
-    let mut child = Proc::spawn(Command::new("sh").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::null()));
+    let mut child =
+        Proc::spawn(Command::new("sh").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::null()));
     let pid = child.id();
     let sensor = Sensor::start(&["--syscalls", "openat,close", "--json", "--pid", &pid.to_string()]);
     child.0.stdin.take().unwrap().write_all(b"go\n").unwrap();
@@ -319,7 +331,8 @@ fn json_open_event_of_a_child() {
     let redirect = events.iter().find(|e| e["syscall"] == "openat" && e["path"] == "/dev/null");
     assert_eq!(redirect.unwrap_or_else(|| panic!("no open of /dev/null: {}", done.stdout))["comm"], "sh");
     // The file's fd is closed by the same thread, with the same number.
-    let closed = events.iter().any(|e| e["syscall"] == "close" && e["fd"] == open["ret"] && e["tid"] == open["tid"]);
+    let closed =
+        events.iter().any(|e| e["syscall"] == "close" && e["fd"] == open["ret"] && e["tid"] == open["tid"]);
     assert!(closed, "no close of fd {} in:\n{}", open["ret"], done.stdout);
 }
 
@@ -334,7 +347,11 @@ fn events_limit_prints_exactly_n_lines() {
     assert!(done.status.success(), "{:?}\n{}", done.status, done.stderr);
     let events = done.events();
     assert_eq!(events.len(), 25, "{}", done.stdout);
-    assert!(events.iter().all(|e| e["syscall"] == "getpid" && e["ret"] == std::process::id()), "{}", done.stdout);
+    assert!(
+        events.iter().all(|e| e["syscall"] == "getpid" && e["ret"] == std::process::id()),
+        "{}",
+        done.stdout
+    );
     done.assert_report();
 }
 
@@ -344,7 +361,8 @@ fn a_closed_stdout_ends_the_capture() {
         return;
     }
     // A quiet process: a few openat calls a second, far from filling a buffer.
-    let quiet = Proc::spawn(Command::new("sh").args(["-c", "while :; do read x < /dev/null; sleep 0.05; done"]));
+    let quiet =
+        Proc::spawn(Command::new("sh").args(["-c", "while :; do read x < /dev/null; sleep 0.05; done"]));
     let quiet_pid = quiet.id().to_string();
     let mut cmd = capture_cmd(&["--syscalls", "openat", "--json", "--pid", &quiet_pid]);
     let mut sensor = Proc::spawn(cmd.stdout(Stdio::piped()).stderr(Stdio::null()));

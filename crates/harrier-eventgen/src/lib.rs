@@ -9,14 +9,13 @@ mod rust;
 pub mod table;
 
 use std::path::Path;
-pub use table::{Tables, TableError};
+pub use table::{TableError, Tables};
 
 /// Reads both tables from the `schema/` folder.
 pub fn load(schema_dir: &Path) -> Result<Tables, Box<dyn std::error::Error>> {
     let read = |name: &str| -> Result<(String, String), Box<dyn std::error::Error>> {
         let path = schema_dir.join(name);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok((path.display().to_string(), text))
     };
     let (sys_file, sys_text) = read("syscalls_x86_64.tbl")?;

@@ -222,8 +222,7 @@ fn parse_param(tok: &str) -> Option<Param> {
     };
     let args: Vec<&str> = if args.is_empty() { vec![] } else { args.split(',').collect() };
     let kind = parse_kind(kind_name, &args)?;
-    let enter_ok = kind.wire() != Wire::Bytes
-        && !matches!(kind, Kind::Tgid | Kind::U32User(..))
+    let enter_ok = kind.wire() != Wire::Bytes && !matches!(kind, Kind::Tgid | Kind::U32User(..))
         || matches!(kind, Kind::Path(_) | Kind::Sockaddr(_, Len::Arg(_)));
     if at_enter && !enter_ok {
         return None;

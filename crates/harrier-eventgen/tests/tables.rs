@@ -30,9 +30,10 @@ fn generated_sides_name_the_same_events() {
 #[test]
 fn bad_lines_are_reported_with_file_and_line() {
     let t = tables();
-    let err = harrier_eventgen::table::parse_events("x.tbl", "schema_version 1\nopenat p=nope(1)\n", &t.syscalls)
-        .err()
-        .unwrap();
+    let err =
+        harrier_eventgen::table::parse_events("x.tbl", "schema_version 1\nopenat p=nope(1)\n", &t.syscalls)
+            .err()
+            .unwrap();
     assert_eq!(err.to_string(), "x.tbl:2: bad parameter 'p=nope(1)'");
     let err = harrier_eventgen::table::parse_events("x.tbl", "schema_version 1\nfrobnicate\n", &t.syscalls)
         .err()

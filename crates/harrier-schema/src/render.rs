@@ -82,10 +82,7 @@ fn enumeration(value: u64, table: Table) -> String {
 }
 
 fn lookup(value: u64, table: Table) -> Option<&'static str> {
-    table
-        .iter()
-        .find(|&&(v, _)| v == value)
-        .map(|&(_, name)| name)
+    table.iter().find(|&&(v, _)| v == value).map(|&(_, name)| name)
 }
 
 /// The access mode is a 2-bit enum (O_RDONLY is 0), the rest are flags.
@@ -358,10 +355,7 @@ mod tests {
 
     #[test]
     fn open_flags_and_composites() {
-        assert_eq!(
-            r("open_flags", 0o2101101),
-            "O_WRONLY|O_CREAT|O_TRUNC|O_LARGEFILE|O_CLOEXEC"
-        );
+        assert_eq!(r("open_flags", 0o2101101), "O_WRONLY|O_CREAT|O_TRUNC|O_LARGEFILE|O_CLOEXEC");
         assert_eq!(r("open_flags", 0), "O_RDONLY");
         assert_eq!(r("open_flags", 0o4010002), "O_RDWR|O_SYNC");
         assert_eq!(r("open_flags", 0o10002), "O_RDWR|O_DSYNC");
@@ -388,10 +382,7 @@ mod tests {
             "CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD|CLONE_SYSVSEM|\
              CLONE_SETTLS|CLONE_PARENT_SETTID|CLONE_CHILD_CLEARTID"
         );
-        assert_eq!(
-            r("clone_flags", 0x1200011),
-            "CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD"
-        );
+        assert_eq!(r("clone_flags", 0x1200011), "CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLD");
         assert_eq!(r("clone_flags", 0x80), "CLONE_NEWTIME");
         assert_eq!(r("clone_flags", 0x100000000), "CLONE_CLEAR_SIGHAND");
         assert_eq!(r("clone_flags", 0x7f), "0x7f");
@@ -400,10 +391,7 @@ mod tests {
 
     #[test]
     fn socket_type_and_accept4_flags() {
-        assert_eq!(
-            r("socket_type", 0x80801),
-            "SOCK_STREAM|SOCK_NONBLOCK|SOCK_CLOEXEC"
-        );
+        assert_eq!(r("socket_type", 0x80801), "SOCK_STREAM|SOCK_NONBLOCK|SOCK_CLOEXEC");
         assert_eq!(r("socket_type", 0o2000000), "SOCK_CLOEXEC");
         assert_eq!(r("socket_type", 0), "0");
         assert_eq!(r("socket_type", 2), "SOCK_DGRAM");
@@ -448,10 +436,7 @@ mod tests {
     fn unknown_renderer_and_table_names() {
         assert_eq!(render("no_such_renderer", 1), None);
         for name in RENDERERS {
-            assert!(
-                render(name, 0).is_some(),
-                "{name} listed but not dispatched"
-            );
+            assert!(render(name, 0).is_some(), "{name} listed but not dispatched");
         }
     }
 }
