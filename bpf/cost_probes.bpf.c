@@ -116,6 +116,32 @@ int reserve(void *ctx)
 	return 0;
 }
 
+/* 4c: + finding the saved user registers (every typed handler with arguments). */
+SEC("tracepoint")
+int regs(void *ctx)
+{
+	struct pt_regs *r;
+
+	if ((bpf_get_current_pid_tgid() >> 32) != filter_tgid)
+		return 0;
+	r = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return r->sp == 0;
+}
+
+/* 4d: + one byte of user memory (what read/write/send/recv data costs). */
+SEC("tracepoint")
+int user_byte(void *ctx)
+{
+	struct pt_regs *r;
+	__u8 b;
+
+	if ((bpf_get_current_pid_tgid() >> 32) != filter_tgid)
+		return 0;
+	r = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	bpf_probe_read_user(&b, 1, (void *)r->sp);
+	return b == 0;
+}
+
 /* 4b: tid and tgid read from the task instead of bpf_get_current_pid_tgid(). */
 SEC("tracepoint")
 int task_filter(void *ctx)

@@ -29,86 +29,30 @@ pub struct Variant {
     matches: bool,
 }
 
+const fn probe(label: &'static str, prog: &'static str, tracepoint: &'static str, matches: bool) -> Variant {
+    Variant { label, prog: Some(prog), tracepoint: Some(tracepoint), matches }
+}
+
+const GETPID_TP: &str = "sys_exit_getpid";
+
+#[rustfmt::skip]
 pub const VARIANTS: &[Variant] = &[
     Variant { label: "no sensor", prog: None, tracepoint: None, matches: false },
-    Variant {
-        label: "unselected: per-syscall tp (getppid attached)",
-        prog: Some("empty"),
-        tracepoint: Some("sys_exit_getppid"),
-        matches: false,
-    },
-    Variant {
-        label: "unselected: sys_exit dispatcher (tp_btf)",
-        prog: Some("dispatcher"),
-        tracepoint: None,
-        matches: false,
-    },
-    Variant {
-        label: "selected, other process (pid filter)",
-        prog: Some("output"),
-        tracepoint: Some("sys_exit_getpid"),
-        matches: false,
-    },
-    Variant {
-        label: "empty program",
-        prog: Some("empty"),
-        tracepoint: Some("sys_exit_getpid"),
-        matches: true,
-    },
-    Variant {
-        label: "+ pid filter",
-        prog: Some("filter_only"),
-        tracepoint: Some("sys_exit_getpid"),
-        matches: true,
-    },
-    Variant {
-        label: "  pid filter via task_struct",
-        prog: Some("task_filter"),
-        tracepoint: Some("sys_exit_getpid"),
-        matches: true,
-    },
-    Variant {
-        label: "+ header in scratch, no clock",
-        prog: Some("header_no_clock"),
-        tracepoint: Some("sys_exit_getpid"),
-        matches: true,
-    },
-    Variant {
-        label: "  with bpf_jiffies64",
-        prog: Some("header_jiffies"),
-        tracepoint: Some("sys_exit_getpid"),
-        matches: true,
-    },
-    Variant {
-        label: "  with bpf_ktime_get_ns",
-        prog: Some("header_mono"),
-        tracepoint: Some("sys_exit_getpid"),
-        matches: true,
-    },
-    Variant {
-        label: "  with bpf_ktime_get_boot_ns",
-        prog: Some("header"),
-        tracepoint: Some("sys_exit_getpid"),
-        matches: true,
-    },
-    Variant {
-        label: "+ bpf_ringbuf_output 24 B",
-        prog: Some("output"),
-        tracepoint: Some("sys_exit_getpid"),
-        matches: true,
-    },
-    Variant {
-        label: "reserve/submit 24 B instead",
-        prog: Some("reserve"),
-        tracepoint: Some("sys_exit_getpid"),
-        matches: true,
-    },
-    Variant {
-        label: "harrier capture --syscalls getpid",
-        prog: Some(CAPTURE),
-        tracepoint: None,
-        matches: true,
-    },
+    probe("unselected: per-syscall tp (getppid attached)", "empty", "sys_exit_getppid", false),
+    Variant { label: "unselected: sys_exit dispatcher (tp_btf)", prog: Some("dispatcher"), tracepoint: None, matches: false },
+    probe("selected, other process (pid filter)", "output", GETPID_TP, false),
+    probe("empty program", "empty", GETPID_TP, true),
+    probe("+ pid filter", "filter_only", GETPID_TP, true),
+    probe("  pid filter via task_struct", "task_filter", GETPID_TP, true),
+    probe("+ header in scratch, no clock", "header_no_clock", GETPID_TP, true),
+    probe("  with bpf_jiffies64", "header_jiffies", GETPID_TP, true),
+    probe("  with bpf_ktime_get_ns", "header_mono", GETPID_TP, true),
+    probe("  with bpf_ktime_get_boot_ns", "header", GETPID_TP, true),
+    probe("+ bpf_ringbuf_output 24 B", "output", GETPID_TP, true),
+    probe("reserve/submit 24 B instead", "reserve", GETPID_TP, true),
+    probe("pid filter + saved registers", "regs", GETPID_TP, true),
+    probe("  + 1 byte of user memory", "user_byte", GETPID_TP, true),
+    Variant { label: "harrier capture --syscalls getpid", prog: Some(CAPTURE), tracepoint: None, matches: true },
 ];
 
 /// Marks the variant that runs the real sensor rather than a probe.
