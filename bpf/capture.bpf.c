@@ -88,7 +88,7 @@ int hr_exit_generic(struct hr_exit_ctx *ctx)
 
 	if (hr_begin_fixed(&em, ctx->nr, ctx->ret, 24 + 6 * 8))
 		return 0;
-	em.regs = hr_task_regs();
+	em.regs = hr_task_regs(&em);
 	hr_put_u64(&em, 24, HR_ARG(&em, di));
 	hr_put_u64(&em, 32, HR_ARG(&em, si));
 	hr_put_u64(&em, 40, HR_ARG(&em, dx));
