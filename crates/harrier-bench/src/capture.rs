@@ -118,10 +118,10 @@ pub fn run(case: &Case) -> Result<Run> {
     let mut session = Session::start_counting(&cfg)?;
     let (cpu0, t0) = (thread_cpu_ns(), Instant::now());
     work.release()?;
-    // The consumer: this thread, draining on a 5 ms timer, as `harrier capture` does.
+    // The consumer: this thread, draining on the same timer as `harrier capture`.
+    let mut pace = session.pace();
     while !work.try_done()? {
-        std::thread::sleep(Duration::from_millis(5));
-        session.drain()?;
+        session.sleep_and_drain(&mut pace)?;
     }
     session.drain()?;
     let (cpu, secs) = (thread_cpu_ns() - cpu0, t0.elapsed().as_secs_f64());

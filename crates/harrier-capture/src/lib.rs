@@ -30,7 +30,7 @@ pub mod testing {
     }
 }
 
-pub use session::{EventSink, Session};
+pub use session::{EventSink, Pace, Session};
 pub use stats::{ProgStats, Stats, UserCounters};
 
 use anyhow::{bail, Result};

@@ -22,6 +22,31 @@ use skel::{CaptureSkel, CaptureSkelBuilder};
 /// Receives every event's bytes, in ring order per CPU.
 pub type EventSink = Box<dyn FnMut(&[u8])>;
 
+/// How long to sleep between drains: 5 ms under load; up to 50 ms when quiet,
+/// as long as a ring would still be at most 1/8 full at the rate just seen.
+/// Each wake-up has a fixed cost, which dominates at low event rates.
+pub struct Pace {
+    pub interval: Duration,
+    ring_bytes: usize,
+}
+
+impl Pace {
+    pub const MIN: Duration = Duration::from_millis(5);
+    pub const MAX: Duration = Duration::from_millis(50);
+
+    pub fn new(ring_bytes: usize) -> Pace {
+        Pace { interval: Self::MIN, ring_bytes }
+    }
+
+    /// `bytes` were drained from `rings` rings after sleeping `interval`.
+    pub fn update(&mut self, bytes: u64, rings: usize) {
+        let per_ring_per_s = bytes as f64 / rings.max(1) as f64 / self.interval.as_secs_f64();
+        let budget = self.ring_bytes as f64 / 8.0;
+        let next = if per_ring_per_s > 0.0 { budget / per_ring_per_s } else { f64::INFINITY };
+        self.interval = Duration::from_secs_f64(next.clamp(Self::MIN.as_secs_f64(), Self::MAX.as_secs_f64()));
+    }
+}
+
 /// Where drained events go: counted, then handed to the sink if there is one.
 struct Consumer {
     counters: UserCounters,
@@ -37,6 +62,7 @@ pub struct Session {
     consumer: Consumer,
     stats_fd: Option<OwnedFd>,
     attached: Vec<&'static SyscallInfo>,
+    buffer_size: usize,
     started: Instant,
     ncpus: usize,
 }
@@ -133,6 +159,7 @@ impl Session {
             consumer: Consumer { counters: UserCounters::default(), sink },
             stats_fd,
             attached: attached.clone(),
+            buffer_size: cfg.buffer_size,
             started: Instant::now(),
             ncpus,
         };
@@ -203,13 +230,28 @@ impl Session {
         Ok(())
     }
 
-    /// Runs until `until` says stop, draining on a timer: with no per-event
-    /// wake-up, a short sleep costs far less than an epoll wake per event.
-    pub fn run(&mut self, interval: Duration, mut until: impl FnMut(&Session) -> bool) -> Result<()> {
+    /// Runs until `until` says stop, draining on a timer (see [`Pace`]): with
+    /// no per-event wake-up, a short sleep costs far less than an epoll wake
+    /// per event.
+    pub fn run(&mut self, mut until: impl FnMut(&Session) -> bool) -> Result<()> {
+        let mut pace = self.pace();
         while !until(self) {
-            std::thread::sleep(interval);
-            self.drain()?;
+            self.sleep_and_drain(&mut pace)?;
         }
+        Ok(())
+    }
+
+    /// A drain timer for this session's ring size.
+    pub fn pace(&self) -> Pace {
+        Pace::new(self.buffer_size)
+    }
+
+    /// One tick of [`Session::run`], for callers with their own loop.
+    pub fn sleep_and_drain(&mut self, pace: &mut Pace) -> Result<()> {
+        std::thread::sleep(pace.interval);
+        let before = self.consumer.counters.bytes;
+        self.drain()?;
+        pace.update(self.consumer.counters.bytes - before, self.readers.len());
         Ok(())
     }
 
@@ -337,5 +379,29 @@ fn privileges(e: libbpf_rs::Error) -> anyhow::Error {
         anyhow!("permission denied loading BPF: run as root (needs CAP_BPF and CAP_PERFMON)")
     } else {
         anyhow::Error::new(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pace;
+    use std::time::Duration;
+
+    #[test]
+    fn pace_sleeps_longer_only_while_the_rings_stay_nearly_empty() {
+        let mut p = Pace::new(8 << 20);
+        p.update(0, 2);
+        assert_eq!(p.interval, Pace::MAX, "quiet: wake rarely");
+        p.update(2 * 64 << 20, 2); // 64 MiB per ring in 50 ms: far past 1/8 of a ring
+        assert_eq!(p.interval, Pace::MIN, "busy: the shortest sleep");
+        // 20 MB/s per ring: 1 MiB (1/8 of 8 MiB) lasts ~52 ms, so the cap applies;
+        // 40 MB/s: ~26 ms.
+        p.interval = Duration::from_millis(10);
+        p.update(2 * 400_000, 2);
+        assert!(
+            (Duration::from_millis(25)..Duration::from_millis(28)).contains(&p.interval),
+            "{:?}",
+            p.interval
+        );
     }
 }

@@ -182,7 +182,7 @@ pub fn run(a: CaptureArgs) -> Result<()> {
     let limit = a.events.unwrap_or(u64::MAX);
     let mut last_report = Instant::now();
     let live = !a.json;
-    session.run(Duration::from_millis(5), |s| {
+    session.run(|s| {
         let mut p = printer.borrow_mut();
         p.end_batch();
         let u = s.user_counters();
