@@ -392,7 +392,7 @@ mod tests {
         let mut p = Pace::new(8 << 20);
         p.update(0, 2);
         assert_eq!(p.interval, Pace::MAX, "quiet: wake rarely");
-        p.update(2 * 64 << 20, 2); // 64 MiB per ring in 50 ms: far past 1/8 of a ring
+        p.update(2 * (64 << 20), 2); // 64 MiB per ring in 50 ms: far past 1/8 of a ring
         assert_eq!(p.interval, Pace::MIN, "busy: the shortest sleep");
         // 20 MB/s per ring: 1 MiB (1/8 of 8 MiB) lasts ~52 ms, so the cap applies;
         // 40 MB/s: ~26 ms.
