@@ -453,20 +453,83 @@ static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry
 	hr_var_end(em, slot, n);
 }
 
-/* What an open really opened: the file behind the returned descriptor. */
-static __always_inline void hr_put_fdpath_ret(struct hr_em *em)
+/* The file behind descriptor fd of the current task, or NULL. */
+static __always_inline struct file *hr_fd_file(struct hr_em *em, __s64 fd)
 {
-	struct task_struct *t = em->task;
+	struct task_struct *t = em->task; /* a local: BPF_CORE_READ relocates its first hop */
 	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
 	struct file **fds = BPF_CORE_READ(fdt, fd);
 	struct file *f = 0;
 
-	if (em->ret >= 0 && em->ret < BPF_CORE_READ(fdt, max_fds))
-		bpf_probe_read_kernel(&f, sizeof(f), &fds[em->ret]);
+	if (fd >= 0 && fd < BPF_CORE_READ(fdt, max_fds))
+		bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f;
+}
+
+/* What an open really opened: the file behind the returned descriptor. */
+static __always_inline void hr_put_fdpath_ret(struct hr_em *em)
+{
+	struct file *f = hr_fd_file(em, em->ret);
+
 	if (f)
 		hr_put_dpath(em, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt));
 	else
 		hr_put_dpath(em, 0, 0);
+}
+
+#define HR_AF_UNIX 1
+#define HR_AF_INET 2
+#define HR_AF_INET6 10
+#define HR_EINPROGRESS 115
+
+/*
+ * What a connect really connected to: the peer the kernel stored in the
+ * socket, written as a struct sockaddr. Only for a connect that succeeded or
+ * is in progress; a racing thread may change the caller's buffer, not this.
+ */
+static __always_inline void hr_put_sockpeer(struct hr_em *em, __u64 fd)
+{
+	__u8 *slot = hr_var_begin(em);
+	struct file *f;
+	struct socket *sock;
+	struct sock *sk;
+	__u16 family;
+	__u32 n = 0;
+
+	if (!slot)
+		return;
+	if (em->ret != 0 && em->ret != -HR_EINPROGRESS)
+		goto out;
+	f = hr_fd_file(em, fd);
+	sock = f ? BPF_CORE_READ(f, private_data) : 0;
+	sk = sock ? BPF_CORE_READ(sock, sk) : 0;
+	if (!sk)
+		goto out;
+	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	__builtin_memset(slot + 2, 0, 28);
+	*(__u16 *)(slot + 2) = family;
+	if (family == HR_AF_INET) {
+		*(__u16 *)(slot + 4) = BPF_CORE_READ(sk, __sk_common.skc_dport);
+		*(__u32 *)(slot + 6) = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		n = 16;
+	} else if (family == HR_AF_INET6) {
+		*(__u16 *)(slot + 4) = BPF_CORE_READ(sk, __sk_common.skc_dport);
+		bpf_core_read(slot + 10, 16, &sk->__sk_common.skc_v6_daddr);
+		n = 28;
+	} else if (family == HR_AF_UNIX) {
+		struct sock *peer = BPF_CORE_READ((struct unix_sock *)sk, peer);
+		struct unix_address *addr = peer ? BPF_CORE_READ((struct unix_sock *)peer, addr) : 0;
+		__u32 len = addr ? BPF_CORE_READ(addr, len) : 0;
+
+		/* An unbound peer has no name: the family alone says unix. */
+		if (len > HR_SOCKADDR_MAX)
+			len = HR_SOCKADDR_MAX;
+		if (len)
+			bpf_probe_read_kernel(slot + 2, len, &addr->name);
+		n = len ? len : 2;
+	}
+out:
+	hr_var_end(em, slot, n);
 }
 
 /* The three execve fields only make sense once the new image runs (ret == 0). */

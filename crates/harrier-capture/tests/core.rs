@@ -172,3 +172,82 @@ fn bad_configuration_is_refused_before_loading() {
     let err = harrier_capture::Session::start(&cfg, Box::new(|_| {})).err().unwrap();
     assert!(err.to_string().contains("power of two"), "{err}");
 }
+
+/// A struct sockaddr_in for 127.0.0.1 whose port another thread can flip
+/// with one 16-bit store.
+struct FlipAddr(Box<[std::sync::atomic::AtomicU16; 8]>);
+
+impl FlipAddr {
+    fn new(port: u16) -> FlipAddr {
+        let w = |v: u16| std::sync::atomic::AtomicU16::new(v);
+        let ip = [127u8, 0, 0, 1];
+        let (ip_lo, ip_hi) = (u16::from_ne_bytes([ip[0], ip[1]]), u16::from_ne_bytes([ip[2], ip[3]]));
+        FlipAddr(Box::new([
+            w(libc::AF_INET as u16),
+            w(port.to_be()),
+            w(ip_lo),
+            w(ip_hi),
+            w(0),
+            w(0),
+            w(0),
+            w(0),
+        ]))
+    }
+
+    fn set_port(&self, port: u16) {
+        self.0[1].store(port.to_be(), Ordering::Relaxed);
+    }
+}
+
+fn peer_port(fd: i32) -> u16 {
+    let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of_val(&sa) as libc::socklen_t;
+    assert_eq!(unsafe { libc::getpeername(fd, (&mut sa as *mut libc::sockaddr_in).cast(), &mut len) }, 0);
+    u16::from_be(sa.sin_port)
+}
+
+#[test]
+fn connect_peers_survive_a_racing_thread() {
+    if !bpf_available() {
+        return;
+    }
+    // Fewer connects than each listener's backlog: nothing needs accepting.
+    const CONNECTS: usize = 100;
+    let listeners = [
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+    ];
+    let ports = listeners.each_ref().map(|l| l.local_addr().unwrap().port());
+    let addr = Arc::new(FlipAddr::new(ports[0]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (a, stop) = (addr.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                a.set_port(ports[1]);
+                a.set_port(ports[0]);
+            }
+        })
+    };
+    let mut connected = Vec::new();
+    let c = capture("connect", || {
+        for _ in 0..CONNECTS {
+            let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+            let r = unsafe { libc::syscall(libc::SYS_connect, fd, addr.0.as_ptr(), 16) };
+            assert_eq!(r, 0, "connect to a listening loopback port");
+            connected.push(format!("127.0.0.1:{}", peer_port(fd)));
+            unsafe { libc::close(fd) };
+        }
+    });
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+
+    let reported: Vec<String> = c
+        .named(gettid(), "connect")
+        .iter()
+        .map(|e| harrier_schema::sockaddr::format(e.param("peer").unwrap().as_bytes().unwrap()))
+        .collect();
+    assert_eq!(reported, connected, "each event names the peer the kernel connected to");
+    let hits = |p: u16| connected.iter().filter(|a| a.ends_with(&format!(":{p}"))).count();
+    assert!(hits(ports[0]) > 0 && hits(ports[1]) > 0, "the race really flipped the port");
+}

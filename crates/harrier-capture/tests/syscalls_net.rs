@@ -215,10 +215,14 @@ fn tcp_ipv4_socket_bind_listen_connect_accept() {
     let e = exactly(&c, "connect", 3);
     expect(&e[0], 0, &[("fd", client)]);
     assert_eq!(addr(&e[0], "addr"), format!("127.0.0.1:{port}"));
+    // The peer the kernel holds: only for a connect that took effect.
+    assert_eq!(addr(&e[0], "peer"), format!("127.0.0.1:{port}"));
     expect(&e[1], -libc::EISCONN as i64, &[("fd", client)]);
     assert_eq!(addr(&e[1], "addr"), format!("127.0.0.1:{}", refused.port()));
+    assert_eq!(addr(&e[1], "peer"), "");
     expect(&e[2], -libc::ECONNREFUSED as i64, &[("fd", other)]);
     assert_eq!(addr(&e[2], "addr"), format!("127.0.0.1:{}", refused.port()));
+    assert_eq!(addr(&e[2], "peer"), "");
 
     let e = exactly(&c, "accept", 2);
     expect(&e[0], conn, &[("fd", server)]);
@@ -260,6 +264,7 @@ fn tcp_ipv6_connect_accept4() {
     expect(&e, 0, &[("fd", client)]);
     assert_eq!(addr(&e, "addr"), format!("[::1]:{}", server_addr.port()));
     assert_eq!(bytes(&e, "addr"), server_addr.bytes());
+    assert_eq!(addr(&e, "peer"), format!("[::1]:{}", server_addr.port()));
 
     let e = exactly(&c, "accept4", 2);
     expect(&e[0], conn, &[("fd", server), ("flags", flags)]);
@@ -303,8 +308,10 @@ fn unix_path_and_abstract_addresses() {
     let e = exactly(&c, "connect", 2);
     expect(&e[0], 0, &[("fd", client)]);
     assert_eq!(addr(&e[0], "addr"), path);
+    assert_eq!(addr(&e[0], "peer"), path, "the listener's name, from the kernel's peer socket");
     expect(&e[1], -ENOENT as i64, &[("fd", lost)]);
     assert_eq!(addr(&e[1], "addr"), missing);
+    assert_eq!(addr(&e[1], "peer"), "");
 }
 
 /// 200 recognisable bytes: longer than the default snaplen (80).

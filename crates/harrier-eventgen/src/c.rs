@@ -62,6 +62,7 @@ fn var_stmt(p: &Param) -> String {
         Kind::MsgData(i, len) => format!("hr_put_msgdata(&em, {}, {})", arg(*i), len_expr(*len)),
         Kind::Argv(i) => format!("hr_put_argv(&em, {})", arg(*i)),
         Kind::FdPathRet => "hr_put_fdpath_ret(&em)".into(),
+        Kind::SockPeer(i) => format!("hr_put_sockpeer(&em, {})", arg(*i)),
         Kind::Exe => "hr_put_exe(&em)".into(),
         Kind::Cwd => "hr_put_cwd(&em)".into(),
         Kind::Args => "hr_put_args(&em)".into(),

@@ -46,6 +46,8 @@ pub enum Kind {
     Argv(u8),
     /// Absolute path of the file behind the returned fd, resolved in the kernel.
     FdPathRet,
+    /// Peer address of the socket behind fd arg i, read from the kernel's socket.
+    SockPeer(u8),
     Exe,
     Cwd,
     Args,
@@ -87,7 +89,7 @@ impl Kind {
     pub fn text_kind(&self) -> &'static str {
         match self {
             Kind::Path(_) | Kind::Exe | Kind::Cwd | Kind::FdPathRet => "Path",
-            Kind::Sockaddr(..) | Kind::MsgAddr(..) => "Sockaddr",
+            Kind::Sockaddr(..) | Kind::MsgAddr(..) | Kind::SockPeer(_) => "Sockaddr",
             Kind::Argv(_) | Kind::Args => "Argv",
             Kind::Fd(_) => "Fd",
             _ if self.wire() == Wire::Bytes => "Data",
@@ -198,6 +200,7 @@ fn parse_kind(kind: &str, args: &[&str]) -> Option<Kind> {
         ("msgdata", 2) => Kind::MsgData(arg(0)?, parse_len(args[1])?),
         ("argv", 1) => Kind::Argv(arg(0)?),
         ("fdpath", 1) if args[0] == "ret" => Kind::FdPathRet,
+        ("sockpeer", 1) => Kind::SockPeer(arg(0)?),
         ("exe", 0) => Kind::Exe,
         ("cwd", 0) => Kind::Cwd,
         ("args", 0) => Kind::Args,
