@@ -74,7 +74,7 @@ impl JsonPrinter {
                 self.printed += 1;
             }
             Ok(Event::Syscall(_)) => {}
-            Err(e) => eprintln!("harrier: skipping a malformed event: {e}"),
+            Err(e) => say!("harrier: skipping a malformed event: {e}"),
         }
     }
 
@@ -175,7 +175,7 @@ pub fn run(a: CaptureArgs) -> Result<()> {
     if a.json {
         printer.borrow_mut().threads.scan_proc(a.pid);
     }
-    eprintln!("harrier: capturing {} syscalls; Ctrl-C to stop", session.syscalls().len());
+    say!("harrier: capturing {} syscalls; Ctrl-C to stop", session.syscalls().len());
 
     // Too far to represent: no deadline.
     let deadline = duration.and_then(|d| Instant::now().checked_add(d));
@@ -188,7 +188,7 @@ pub fn run(a: CaptureArgs) -> Result<()> {
         let u = s.user_counters();
         let syscall_events = u.events - u.meta_events;
         if live && last_report.elapsed() >= Duration::from_secs(1) {
-            eprintln!("  {} events ({} syscalls), {} bytes", u.events, syscall_events, u.bytes);
+            say!("  {} events ({} syscalls), {} bytes", u.events, syscall_events, u.bytes);
             last_report = Instant::now();
         }
         stop.load(Ordering::Relaxed)
@@ -202,7 +202,7 @@ pub fn run(a: CaptureArgs) -> Result<()> {
 }
 
 fn finish(stats: &Stats, stats_json: Option<(File, &str)>) -> Result<()> {
-    eprint!("{}", stats.report());
+    say!("{}", stats.report().trim_end());
     if let Some((mut file, path)) = stats_json {
         let text = serde_json::to_string_pretty(&stats.to_json())?;
         file.write_all((text + "\n").as_bytes()).with_context(|| format!("writing {path}"))?;

@@ -1,5 +1,14 @@
 //! `harrier`: the command-line front of the sensor.
 
+/// eprintln! that ignores a closed stderr (e.g. `2>&1 | head`) instead of
+/// panicking: losing a message must not cost the capture its clean exit.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod capture;
 
 use clap::error::ErrorKind;
@@ -42,7 +51,7 @@ fn main() -> ExitCode {
         Err(e) => {
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("bad arguments");
-            eprintln!("harrier: error: {}", first.strip_prefix("error: ").unwrap_or(first));
+            say!("harrier: error: {}", first.strip_prefix("error: ").unwrap_or(first));
             return ExitCode::from(2);
         }
     };
@@ -53,7 +62,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("harrier: error: {e:#}");
+            say!("harrier: error: {e:#}");
             ExitCode::FAILURE
         }
     }
