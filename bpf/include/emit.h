@@ -3,9 +3,10 @@
  * Event emitters used by the generated handlers (capture.gen.c).
  * Expects the maps cpu_state, rings and stash and the config in capture.bpf.c.
  *
- * An event is built in this CPU's scratch (cpu_state.ev) and copied into the
- * CPU's ring with one bpf_ringbuf_output(): variable-length events need no
- * worst-case reservation, and a dropped event costs no ring space.
+ * A fixed-size event is written in place in its CPU's ring (reserve/submit).
+ * A variable-size one is built in this CPU's scratch (cpu_state.ev) and copied
+ * out with one bpf_ringbuf_output(): no worst-case reservation, and a dropped
+ * event costs no ring space.
  */
 #ifndef HARRIER_EMIT_H
 #define HARRIER_EMIT_H
@@ -50,11 +51,6 @@ static __always_inline struct pt_regs *hr_task_regs(struct hr_em *em)
 	return (struct pt_regs *)bpf_task_pt_regs(em->task);
 }
 
-static __always_inline bool hr_filtered_out(__u64 pid_tgid)
-{
-	return filter_tgid && (__u32)(pid_tgid >> 32) != filter_tgid;
-}
-
 /*
  * The current task and its thread id (0 if the process filter says no).
  * One helper call serves the filter, the header and, later, the saved
@@ -89,6 +85,17 @@ static __always_inline void hr_header(__u8 *ev, __u32 tid, __u32 type, __s64 ret
 	*(__s64 *)(ev + sizeof(*h)) = ret;
 }
 
+static __always_inline void hr_em_init(struct hr_em *em, struct hr_cpu *c, struct task_struct *task,
+				       __u8 *ev, __s64 ret, __u32 off)
+{
+	em->cpu = c;
+	em->task = task;
+	em->ev = ev;
+	em->regs = 0;
+	em->ret = ret;
+	em->off = off;
+}
+
 /*
  * Fixed-size events are written in place in the ring (reserve/submit): no
  * copy, ~17 ns cheaper than bpf_ringbuf_output() here. Non-zero: return.
@@ -99,6 +106,7 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 	__u32 tid = hr_tid(&task);
 	struct hr_cpu *c;
 	void *ring;
+	__u8 *ev;
 
 	if (!tid || !(c = hr_cpu_get()))
 		return 1;
@@ -108,17 +116,13 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 		c->stats.drops[HR_DROP_NO_RING]++;
 		return 1;
 	}
-	em->ev = bpf_ringbuf_reserve(ring, size, 0);
-	if (!em->ev) {
+	ev = bpf_ringbuf_reserve(ring, size, 0);
+	if (!ev) {
 		c->stats.drops[HR_DROP_RING_FULL]++;
 		return 1;
 	}
-	hr_header(em->ev, tid, type, ret, size);
-	em->cpu = c;
-	em->task = task;
-	em->ret = ret;
-	em->off = size;
-	em->regs = 0;
+	hr_header(ev, tid, type, ret, size);
+	hr_em_init(em, c, task, ev, ret, size);
 	return 0;
 }
 
@@ -138,12 +142,7 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 	if (!tid || !(c = hr_cpu_get()))
 		return 1;
 	hr_header(c->ev, tid, type, ret, 0);
-	em->cpu = c;
-	em->task = task;
-	em->ev = c->ev;
-	em->ret = ret;
-	em->off = fixed_end;
-	em->regs = 0;
+	hr_em_init(em, c, task, c->ev, ret, fixed_end);
 	return 0;
 }
 
@@ -236,6 +235,37 @@ static __always_inline void hr_var_end(struct hr_em *em, __u8 *slot, __u32 n)
 	em->off += 2 + n;
 }
 
+/* len bytes (at most max) of user memory as a variable field. */
+static __always_inline void hr_put_user(struct hr_em *em, __u64 uptr, __u64 len, const __u64 max)
+{
+	__u8 *slot = hr_var_begin(em);
+
+	if (!slot)
+		return;
+	if (!uptr)
+		len = 0;
+	if (len > max)
+		len = max;
+	if (len && bpf_probe_read_user(slot + 2, len, (void *)uptr)) {
+		em->cpu->stats.read_faults++;
+		len = 0;
+	}
+	hr_var_end(em, slot, len);
+}
+
+/* len bytes (at most max) of kernel memory, e.g. an entry copy. */
+static __always_inline void hr_put_kernel(struct hr_em *em, const void *src, __u64 len, const __u64 max)
+{
+	__u8 *slot = hr_var_begin(em);
+
+	if (!slot)
+		return;
+	if (len > max)
+		len = max;
+	bpf_probe_read_kernel(slot + 2, len, src);
+	hr_var_end(em, slot, len);
+}
+
 static __always_inline void hr_put_path(struct hr_em *em, __u64 uptr)
 {
 	__u8 *slot = hr_var_begin(em);
@@ -251,36 +281,12 @@ static __always_inline void hr_put_path(struct hr_em *em, __u64 uptr)
 
 static __always_inline void hr_put_buf(struct hr_em *em, __u64 uptr, __u64 len)
 {
-	__u8 *slot = hr_var_begin(em);
-
-	if (!slot)
-		return;
-	if (len > snaplen)
-		len = snaplen;
-	if (len > HR_SNAP_MAX)
-		len = HR_SNAP_MAX;
-	if (len && bpf_probe_read_user(slot + 2, len, (void *)uptr)) {
-		em->cpu->stats.read_faults++;
-		len = 0;
-	}
-	hr_var_end(em, slot, len);
+	hr_put_user(em, uptr, len < snaplen ? len : snaplen, HR_SNAP_MAX);
 }
 
 static __always_inline void hr_put_sockaddr(struct hr_em *em, __u64 uptr, __u64 len)
 {
-	__u8 *slot = hr_var_begin(em);
-
-	if (!slot)
-		return;
-	if (!uptr)
-		len = 0;
-	if (len > HR_SOCKADDR_MAX)
-		len = HR_SOCKADDR_MAX;
-	if (len && bpf_probe_read_user(slot + 2, len, (void *)uptr)) {
-		em->cpu->stats.read_faults++;
-		len = 0;
-	}
-	hr_var_end(em, slot, len);
+	hr_put_user(em, uptr, len, HR_SOCKADDR_MAX);
 }
 
 /* Gathers up to min(limit, snaplen) bytes from an iovec array. */
@@ -466,15 +472,19 @@ static __always_inline struct file *hr_fd_file(struct hr_em *em, __s64 fd)
 	return f;
 }
 
-/* What an open really opened: the file behind the returned descriptor. */
-static __always_inline void hr_put_fdpath_ret(struct hr_em *em)
+/* The absolute path of a file; an empty field for NULL. */
+static __always_inline void hr_put_file_path(struct hr_em *em, struct file *f)
 {
-	struct file *f = hr_fd_file(em, em->ret);
-
 	if (f)
 		hr_put_dpath(em, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt));
 	else
 		hr_put_dpath(em, 0, 0);
+}
+
+/* What an open really opened: the file behind the returned descriptor. */
+static __always_inline void hr_put_fdpath_ret(struct hr_em *em)
+{
+	hr_put_file_path(em, hr_fd_file(em, em->ret));
 }
 
 #define HR_AF_UNIX 1
@@ -536,12 +546,8 @@ out:
 static __always_inline void hr_put_exe(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
-	struct file *f = em->ret == 0 ? BPF_CORE_READ(t, mm, exe_file) : 0;
 
-	if (f)
-		hr_put_dpath(em, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt));
-	else
-		hr_put_dpath(em, 0, 0);
+	hr_put_file_path(em, em->ret == 0 ? BPF_CORE_READ(t, mm, exe_file) : 0);
 }
 
 static __always_inline void hr_put_cwd(struct hr_em *em)
@@ -559,20 +565,8 @@ static __always_inline void hr_put_args(struct hr_em *em)
 	struct task_struct *t = em->task;
 	__u64 start = BPF_CORE_READ(t, mm, arg_start);
 	__u64 end = BPF_CORE_READ(t, mm, arg_end);
-	__u8 *slot = hr_var_begin(em);
-	__u64 n = end - start;
 
-	if (!slot)
-		return;
-	if (em->ret != 0 || end < start)
-		n = 0;
-	if (n > HR_SNAP_MAX)
-		n = HR_SNAP_MAX;
-	if (n && bpf_probe_read_user(slot + 2, n, (void *)start)) {
-		em->cpu->stats.read_faults++;
-		n = 0;
-	}
-	hr_var_end(em, slot, n);
+	hr_put_user(em, start, em->ret == 0 && end > start ? end - start : 0, HR_SNAP_MAX);
 }
 
 /* ---- TOCTOU: pointer arguments copied at entry, merged at exit ---- */
@@ -580,16 +574,14 @@ static __always_inline void hr_put_args(struct hr_em *em)
 static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
 {
 	struct hr_stash *st;
+	struct task_struct *task;
+	struct hr_cpu *c;
 
-	if (hr_filtered_out(bpf_get_current_pid_tgid()))
+	if (!hr_tid(&task))
 		return 0;
-	st = bpf_task_storage_get(&stash, bpf_get_current_task_btf(), 0,
-				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	st = bpf_task_storage_get(&stash, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st) {
-		__u32 zero = 0;
-		struct hr_cpu *c = bpf_map_lookup_elem(&cpu_state, &zero);
-
-		if (c)
+		if ((c = hr_cpu_get()))
 			c->stats.stash_fails++;
 		return 0;
 	}
@@ -623,59 +615,33 @@ static __always_inline bool hr_stash_is(__u32 nr)
 }
 
 /* The stash for this syscall, consumed; NULL if entry did not fill it. */
-static __always_inline struct hr_stash *hr_stash_take(__u32 nr)
+static __always_inline struct hr_stash *hr_stash_take(struct hr_em *em, __u32 nr)
 {
-	struct hr_stash *st = bpf_task_storage_get(&stash, bpf_get_current_task_btf(), 0, 0);
-	__u32 zero = 0;
-	struct hr_cpu *c;
+	struct hr_stash *st = bpf_task_storage_get(&stash, em->task, 0, 0);
 
 	if (st && st->nr == nr) {
 		st->nr = 0;
 		return st;
 	}
-	c = bpf_map_lookup_elem(&cpu_state, &zero);
-	if (c)
-		c->stats.toctou_fallbacks++;
+	em->cpu->stats.toctou_fallbacks++;
 	return 0;
 }
 
 static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stash *st, __u64 uptr)
 {
-	__u8 *slot;
-	__u32 n;
-
-	if (!st || st->path_len == HR_STASH_UNSET) {
+	if (!st || st->path_len == HR_STASH_UNSET)
 		hr_put_path(em, uptr);
-		return;
-	}
-	slot = hr_var_begin(em);
-	if (!slot)
-		return;
-	n = st->path_len;
-	if (n > HR_PATH_MAX - 1)
-		n = HR_PATH_MAX - 1;
-	bpf_probe_read_kernel(slot + 2, n, st->path);
-	hr_var_end(em, slot, n);
+	else
+		hr_put_kernel(em, st->path, st->path_len, HR_PATH_MAX - 1);
 }
 
 static __always_inline void hr_put_sockaddr_stashed(struct hr_em *em, struct hr_stash *st,
 						    __u64 uptr, __u64 len)
 {
-	__u8 *slot;
-	__u32 n;
-
-	if (!st || !st->extra_len) {
+	if (!st || !st->extra_len)
 		hr_put_sockaddr(em, uptr, len);
-		return;
-	}
-	slot = hr_var_begin(em);
-	if (!slot)
-		return;
-	n = st->extra_len;
-	if (n > HR_STASH_EXTRA)
-		n = HR_STASH_EXTRA;
-	bpf_probe_read_kernel(slot + 2, n, st->extra);
-	hr_var_end(em, slot, n);
+	else
+		hr_put_kernel(em, st->extra, st->extra_len, HR_STASH_EXTRA);
 }
 
 /* A plain argument as it was at entry, or as the registers say now. */

@@ -91,19 +91,8 @@ impl Session {
         let nrings = ncpus.div_ceil(cfg.cpus_per_buffer);
 
         // Tracepoint ids first: an unknown one is a user error, not a load error.
-        let exits: Vec<String> = cfg.syscalls.iter().map(|s| format!("sys_exit_{}", s.tracepoint)).collect();
-        let exit_ids = tracefs::tracepoint_ids("syscalls", &exits)?;
-        let enters: Vec<String> =
-            cfg.syscalls.iter().map(|s| format!("sys_enter_{}", s.tracepoint)).collect();
-        let enter_ids = tracefs::tracepoint_ids("syscalls", &enters)?;
-        let mut attached = Vec::new();
-        for (s, id) in cfg.syscalls.iter().zip(&exit_ids) {
-            match id {
-                Some(_) => attached.push(*s),
-                None if cfg.skip_missing => {}
-                None => bail!("syscall '{}' has no tracepoint on this kernel", s.name),
-            }
-        }
+        let plan = plan(cfg)?;
+        let attached: Vec<&'static SyscallInfo> = plan.iter().map(|a| a.syscall).collect();
 
         // The object outlives this function inside the Session; its backing
         // storage is tiny and leaked once per session.
@@ -114,10 +103,14 @@ impl Session {
         rodata.filter_tgid = cfg.pid.unwrap_or(0);
         rodata.snaplen = cfg.snaplen;
 
-        let wanted: Vec<String> = wanted_programs(&attached);
+        let mut wanted: Vec<&str> = LIFE_CYCLE.to_vec();
+        for a in &plan {
+            wanted.push(&a.exit_prog);
+            wanted.extend(a.enter.as_ref().map(|(p, _)| p.as_str()));
+        }
         for mut p in open.open_object_mut().progs_mut() {
             let name = p.name().to_string_lossy().into_owned();
-            p.set_autoload(wanted.contains(&name));
+            p.set_autoload(wanted.contains(&name.as_str()));
         }
 
         let opts = libbpf_sys::bpf_map_create_opts {
@@ -158,51 +151,32 @@ impl Session {
             skel,
             consumer: Consumer { counters: UserCounters::default(), sink },
             stats_fd,
-            attached: attached.clone(),
+            attached,
             buffer_size: cfg.buffer_size,
             started: Instant::now(),
             ncpus,
         };
-        session.attach(&attached, cfg, &exit_ids, &enter_ids)?;
+        session.attach(&plan)?;
         Ok(session)
     }
 
-    fn attach(
-        &mut self,
-        attached: &[&'static SyscallInfo],
-        cfg: &Config,
-        exit_ids: &[Option<u64>],
-        enter_ids: &[Option<u64>],
-    ) -> Result<()> {
+    fn attach(&mut self, plan: &[Attachment]) -> Result<()> {
         let obj = self.skel.object();
         let find = |name: &str| {
             obj.progs_mut().find(|p| p.name() == name).ok_or_else(|| anyhow!("BPF program {name} is missing"))
         };
-        for name in ["hr_fork", "hr_exec", "hr_exit_task", "hr_rename"] {
+        for name in LIFE_CYCLE {
             self.links.push(find(name)?.attach().with_context(|| format!("attaching {name}"))?);
         }
-        for (i, s) in cfg.syscalls.iter().enumerate() {
-            if !attached.iter().any(|a| a.nr == s.nr) {
-                continue;
+        for a in plan {
+            for &id in &a.exit_ids {
+                let prog = find(&a.exit_prog)?;
+                let link = prog.attach_perf_event(tracefs::open_tracepoint_event(id)?);
+                self.links.push(link.with_context(|| format!("attaching {}", a.exit_prog))?);
             }
-            let (exit_prog, enter_prog) = programs_for(s);
-            // A syscall that never returns is seen at entry instead.
-            let id = if s.noreturn { enter_ids[i] } else { exit_ids[i] }
-                .ok_or_else(|| anyhow!("no tracepoint for {}", s.name))?;
-            let pfd = tracefs::open_tracepoint_event(id)?;
-            self.links.push(
-                find(&exit_prog)?.attach_perf_event(pfd).with_context(|| format!("attaching {exit_prog}"))?,
-            );
-            if let Some(other) = s.exit_also {
-                let id = tracefs::tracepoint_ids("syscalls", &[format!("sys_exit_{other}")])?[0]
-                    .ok_or_else(|| anyhow!("no sys_exit_{other} tracepoint"))?;
-                let pfd = tracefs::open_tracepoint_event(id)?;
-                self.links.push(find(&exit_prog)?.attach_perf_event(pfd)?);
-            }
-            if let Some(enter_prog) = enter_prog {
-                let id = enter_ids[i].ok_or_else(|| anyhow!("no sys_enter tracepoint for {}", s.name))?;
-                let pfd = tracefs::open_tracepoint_event(id)?;
-                self.links.push(find(&enter_prog)?.attach_perf_event(pfd)?);
+            if let Some((prog, id)) = &a.enter {
+                let link = find(prog)?.attach_perf_event(tracefs::open_tracepoint_event(*id)?);
+                self.links.push(link.with_context(|| format!("attaching {prog}"))?);
             }
         }
         Ok(())
@@ -335,26 +309,63 @@ fn detach_all(links: Vec<Link>) {
     });
 }
 
-/// Which programs serve a syscall: its typed exit handler (or the generic
-/// one), and an entry handler when parameters are read at entry.
-fn programs_for(s: &SyscallInfo) -> (String, Option<String>) {
-    match s.params {
-        Some(params) => {
-            let enter = params.iter().any(|p| p.at_enter).then(|| format!("hr_enter_{}", s.name));
-            (format!("hr_exit_{}", s.name), enter)
-        }
-        None => ("hr_exit_generic".to_string(), None),
-    }
+/// Process life-cycle programs (tp_btf), attached in every session.
+const LIFE_CYCLE: [&str; 4] = ["hr_fork", "hr_exec", "hr_exit_task", "hr_rename"];
+
+/// Where one selected syscall's programs go.
+struct Attachment {
+    syscall: &'static SyscallInfo,
+    /// Its typed handler, or hr_exit_generic.
+    exit_prog: String,
+    /// Tracepoints it sits on: sys_exit_X (sys_enter_X if it never returns),
+    /// and the exit_also syscall's sys_exit.
+    exit_ids: Vec<u64>,
+    /// The entry handler copying pointer arguments, and sys_enter_X.
+    enter: Option<(String, u64)>,
 }
 
-fn wanted_programs(attached: &[&SyscallInfo]) -> Vec<String> {
-    let mut v: Vec<String> = ["hr_fork", "hr_exec", "hr_exit_task", "hr_rename"].map(String::from).to_vec();
-    for s in attached {
-        let (exit, enter) = programs_for(s);
-        v.push(exit);
-        v.extend(enter);
+/// Resolves every tracepoint the selection needs, with one id lookup (which
+/// may have to mount tracefs privately). Syscalls without one are an error,
+/// or skipped with `skip_missing` (--all).
+fn plan(cfg: &Config) -> Result<Vec<Attachment>> {
+    let main_tp = |s: &SyscallInfo| match s.noreturn {
+        true => format!("sys_enter_{}", s.tracepoint),
+        false => format!("sys_exit_{}", s.tracepoint),
+    };
+    let mut names = Vec::new();
+    for s in &cfg.syscalls {
+        names.push(main_tp(s));
+        names.push(format!("sys_enter_{}", s.tracepoint));
+        names.extend(s.exit_also.map(|o| format!("sys_exit_{o}")));
     }
-    v
+    let found = tracefs::tracepoint_ids("syscalls", &names)?;
+    let ids: std::collections::HashMap<&str, u64> =
+        names.iter().zip(found).filter_map(|(n, id)| Some((n.as_str(), id?))).collect();
+    let id_of = |name: &str| ids.get(name).copied();
+    let require = |name: String| id_of(&name).ok_or_else(|| anyhow!("no tracepoint {name} on this kernel"));
+    let mut plan = Vec::new();
+    for &s in &cfg.syscalls {
+        let Some(main) = id_of(&main_tp(s)) else {
+            if cfg.skip_missing {
+                continue;
+            }
+            bail!("syscall '{}' has no tracepoint on this kernel", s.name);
+        };
+        let mut exit_ids = vec![main];
+        if let Some(other) = s.exit_also {
+            exit_ids.push(require(format!("sys_exit_{other}"))?);
+        }
+        let (exit_prog, enter) = match s.params {
+            Some(params) if params.iter().any(|p| p.at_enter) => {
+                let id = require(format!("sys_enter_{}", s.tracepoint))?;
+                (format!("hr_exit_{}", s.name), Some((format!("hr_enter_{}", s.name), id)))
+            }
+            Some(_) => (format!("hr_exit_{}", s.name), None),
+            None => ("hr_exit_generic".to_string(), None),
+        };
+        plan.push(Attachment { syscall: s, exit_prog, exit_ids, enter });
+    }
+    Ok(plan)
 }
 
 /// Tells each CPU which ring it writes: CPU c uses ring c / cpus_per_buffer.
