@@ -165,16 +165,15 @@ pub fn run(a: CaptureArgs) -> Result<()> {
         printed: 0,
         limit: a.events.unwrap_or(u64::MAX),
     }));
-    let sink: harrier_capture::EventSink = if a.json {
+    // The summary only counts: no per-event call into a sink at all.
+    let mut session = if a.json {
         let p = printer.clone();
-        Box::new(move |b| p.borrow_mut().event(b))
-    } else {
-        Box::new(|_| {})
-    };
-    let mut session = Session::start(&cfg, sink)?;
-    if a.json {
+        let session = Session::start(&cfg, Box::new(move |b| p.borrow_mut().event(b)))?;
         printer.borrow_mut().threads.scan_proc(a.pid);
-    }
+        session
+    } else {
+        Session::start_counting(&cfg)?
+    };
     say!("harrier: capturing {} syscalls; Ctrl-C to stop", session.syscalls().len());
 
     // Too far to represent: no deadline.
