@@ -624,6 +624,7 @@ static __always_inline struct hr_stash *hr_stash_take(struct hr_em *em, __u32 nr
 		return st;
 	}
 	em->cpu->stats.toctou_fallbacks++;
+	((struct hr_hdr *)em->ev)->type |= HR_ARGS_AT_EXIT;
 	return 0;
 }
 

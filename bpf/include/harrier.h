@@ -14,9 +14,13 @@
 struct hr_hdr {
 	__u64 ts;	/* CLOCK_MONOTONIC ns (bpf_ktime_get_ns: cheaper than boot time) */
 	__u32 tid;	/* kernel (init pid namespace) thread id */
-	__u16 type;	/* syscall number, or HR_META_* */
+	__u16 type;	/* syscall number or HR_META_*, | HR_ARGS_AT_EXIT */
 	__u16 len;	/* total length, header included */
 };
+
+/* Set in type when an exit found no entry copy (the syscall was already in
+ * flight when the sensor attached): its pointer arguments were read at exit. */
+#define HR_ARGS_AT_EXIT 0x8000
 
 /* Process life-cycle events, from sched tracepoints (not syscalls): they keep
  * user space's tid -> pid/comm table exact without a field in every event. */

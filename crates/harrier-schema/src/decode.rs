@@ -188,6 +188,9 @@ impl SyscallEvent<'_> {
         m.insert("comm".into(), json!(comm));
         m.insert("syscall".into(), json!(self.syscall.name));
         m.insert("ret".into(), json!(self.ret));
+        if self.header.args_at_exit {
+            m.insert("args_at_exit".into(), json!(true));
+        }
         let descs = self.syscall.params.unwrap_or_default();
         for (i, (name, v)) in self.params.iter().enumerate() {
             param_json(&mut m, descs.get(i), name, v);
@@ -241,6 +244,18 @@ mod tests {
         let b = event(87, 0, &[]); // unlink with its path left out
         let Event::Syscall(e) = decode(&b).unwrap() else { panic!() };
         assert_eq!(e.param("path"), Some(&Value::Missing));
+    }
+
+    #[test]
+    fn args_read_at_exit_are_flagged_not_a_new_type() {
+        let mut body = vec![0u8; 12];
+        body.extend(0u16.to_le_bytes());
+        let b = event(257 | crate::wire::ARGS_AT_EXIT, -2, &body);
+        let Event::Syscall(e) = decode(&b).unwrap() else { panic!() };
+        assert_eq!((e.syscall.name, e.header.kind, e.header.args_at_exit), ("openat", 257, true));
+        assert_eq!(e.to_json(1, "cat", 0)["args_at_exit"], true);
+        let Event::Syscall(e) = decode(&event(257, -2, &body)).unwrap() else { panic!() };
+        assert!(!e.header.args_at_exit && e.to_json(1, "cat", 0).get("args_at_exit").is_none());
     }
 
     #[test]

@@ -9,6 +9,10 @@ pub const HEADER_LEN: usize = 16;
 /// Header plus the return value: where parameters start.
 pub const PARAMS_BASE: usize = 24;
 
+/// Set in the type field when the syscall's pointer arguments were read at
+/// exit, not entry: it was already in flight when the sensor attached.
+pub const ARGS_AT_EXIT: u16 = 0x8000;
+
 /// Process life-cycle events from sched tracepoints (type numbers above any syscall).
 pub const META_FORK: u16 = 1000;
 pub const META_EXEC: u16 = 1001;
@@ -65,8 +69,10 @@ impl CpuStats {
 pub struct Header {
     pub ts: u64,
     pub tid: u32,
+    /// Syscall number or `META_*`, without the `ARGS_AT_EXIT` flag.
     pub kind: u16,
     pub len: u16,
+    pub args_at_exit: bool,
 }
 
 impl Header {
@@ -74,11 +80,13 @@ impl Header {
         if b.len() < HEADER_LEN {
             return None;
         }
+        let kind = u16::from_le_bytes(b[12..14].try_into().unwrap());
         Some(Header {
             ts: u64::from_le_bytes(b[0..8].try_into().unwrap()),
             tid: u32::from_le_bytes(b[8..12].try_into().unwrap()),
-            kind: u16::from_le_bytes(b[12..14].try_into().unwrap()),
+            kind: kind & !ARGS_AT_EXIT,
             len: u16::from_le_bytes(b[14..16].try_into().unwrap()),
+            args_at_exit: kind & ARGS_AT_EXIT != 0,
         })
     }
 
