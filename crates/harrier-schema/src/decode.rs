@@ -254,7 +254,8 @@ mod tests {
         let Event::Syscall(e) = decode(&b).unwrap() else { panic!() };
         assert_eq!((e.syscall.name, e.header.kind, e.header.args_at_exit), ("openat", 257, true));
         assert_eq!(e.to_json(1, "cat", 0)["args_at_exit"], true);
-        let Event::Syscall(e) = decode(&event(257, -2, &body)).unwrap() else { panic!() };
+        let b = event(257, -2, &body);
+        let Event::Syscall(e) = decode(&b).unwrap() else { panic!() };
         assert!(!e.header.args_at_exit && e.to_json(1, "cat", 0).get("args_at_exit").is_none());
     }
 
