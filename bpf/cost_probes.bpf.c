@@ -167,3 +167,69 @@ int BPF_PROG(dispatcher, struct pt_regs *regs, long ret)
 		return 0;
 	return 0;
 }
+
+/*
+ * 6: a single-producer ring per CPU in an mmapable array, written with plain
+ * stores: no helper call, no lock. Preemption is off in syscall tracepoints
+ * (perf_syscall_exit), so one CPU's writer cannot be interleaved.
+ */
+#define ARING_SIZE (1u << 20)
+struct aring {
+	__u64 head;		/* written by BPF */
+	__u64 pad1[7];
+	__u64 tail;		/* written by the consumer */
+	__u64 pad2[7];
+	__u8 data[ARING_SIZE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct aring);
+} arings SEC(".maps");
+
+static __always_inline int aring_put(__u64 id, __u64 ts)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct aring *r = bpf_map_lookup_elem(&arings, &cpu);
+	__u64 head, off;
+	struct hr_hdr *h;
+
+	if (!r)
+		return 0;
+	head = r->head;
+	/* Nobody consumes in this probe: the check is done, its result ignored. */
+	if (head - *(volatile __u64 *)&r->tail > ARING_SIZE - 32)
+		r->pad1[0]++;
+	off = head & (ARING_SIZE - 1);
+	if (off > ARING_SIZE - 32)
+		return 0;
+	h = (struct hr_hdr *)(r->data + off);
+	fill(h, id, ts);
+	*(__s64 *)(h + 1) = 0;
+	asm volatile("" ::: "memory");
+	*(volatile __u64 *)&r->head = head + 32;
+	return 0;
+}
+
+SEC("tracepoint")
+int aring(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if ((id >> 32) != filter_tgid)
+		return 0;
+	return aring_put(id, bpf_ktime_get_ns());
+}
+
+SEC("tracepoint")
+int aring_no_clock(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if ((id >> 32) != filter_tgid)
+		return 0;
+	return aring_put(id, 0);
+}

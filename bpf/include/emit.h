@@ -3,10 +3,11 @@
  * Event emitters used by the generated handlers (capture.gen.c).
  * Expects the maps cpu_state, rings and stash and the config in capture.bpf.c.
  *
- * A fixed-size event is written in place in its CPU's ring (reserve/submit).
- * A variable-size one is built in this CPU's scratch (cpu_state.ev) and copied
- * out with one bpf_ringbuf_output(): no worst-case reservation, and a dropped
- * event costs no ring space.
+ * Per-CPU rings (arings): every event is written in place with plain stores
+ * and published by moving head; no helper call, no lock, no copy.
+ * Shared rings (BPF ringbufs, --cpus-per-buffer > 1): a fixed-size event is
+ * written in place (reserve/submit); a variable-size one is built in this
+ * CPU's scratch (cpu_state.ev) and copied out with one bpf_ringbuf_output().
  */
 #ifndef HARRIER_EMIT_H
 #define HARRIER_EMIT_H
@@ -31,7 +32,9 @@ struct hr_enter_ctx {
 struct hr_em {
 	struct hr_cpu *cpu;
 	struct task_struct *task;	/* current */
-	__u8 *ev;		/* the event: ring memory (fixed) or scratch (variable) */
+	__u8 *ev;		/* the event: ring memory, or scratch (shared, variable) */
+	struct hr_aring *ring;	/* per-CPU ring, published at submit */
+	__u64 head;		/* where this event starts in it */
 	struct pt_regs *regs;
 	__s64 ret;
 	__u32 off;		/* bytes written so far */
@@ -97,9 +100,43 @@ static __always_inline void hr_em_init(struct hr_em *em, struct hr_cpu *c, struc
 }
 
 /*
- * Fixed-size events are written in place in the ring (reserve/submit): no
- * copy, ~17 ns cheaper than bpf_ringbuf_output() here. Non-zero: return.
+ * Room for `need` bytes in this CPU's array ring, or NULL (counted as a
+ * drop). A record never starts past aring_last, so it needs no wrap handling.
  */
+static __always_inline __u8 *hr_aring_claim(struct hr_em *em, struct hr_cpu *c, __u64 need)
+{
+	struct hr_aring *r = bpf_map_lookup_elem(&arings, &c->ring);
+	__u64 head, off, start;
+
+	if (!r) {
+		c->stats.drops[HR_DROP_NO_RING]++;
+		return 0;
+	}
+	head = r->head;
+	off = head & aring_mask;
+	start = head;
+	if (off > aring_last) {
+		start += aring_mask + 1 - off;
+		off = 0;
+	}
+	if (start + need - *(volatile __u64 *)&r->tail > aring_mask + 1) {
+		c->stats.drops[HR_DROP_RING_FULL]++;
+		return 0;
+	}
+	em->ring = r;
+	em->head = start;
+	return r->data + off;
+}
+
+/* Makes the event visible: x86 keeps stores in order, so the compiler
+ * barrier is all that orders the record before the new head. */
+static __always_inline void hr_aring_publish(struct hr_em *em, __u64 len)
+{
+	asm volatile("" ::: "memory");
+	*(volatile __u64 *)&em->ring->head = em->head + ((len + 7) & ~7ULL);
+}
+
+/* Non-zero: return. Fixed-size events are always written in place. */
 static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 ret, const __u32 size)
 {
 	struct task_struct *task;
@@ -111,14 +148,18 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 	if (!tid || !(c = hr_cpu_get()))
 		return 1;
 	c->stats.events++;
-	ring = bpf_map_lookup_elem(&rings, &c->ring);
-	if (!ring) {
-		c->stats.drops[HR_DROP_NO_RING]++;
-		return 1;
-	}
-	ev = bpf_ringbuf_reserve(ring, size, 0);
-	if (!ev) {
-		c->stats.drops[HR_DROP_RING_FULL]++;
+	if (shared_rings) {
+		ring = bpf_map_lookup_elem(&rings, &c->ring);
+		if (!ring) {
+			c->stats.drops[HR_DROP_NO_RING]++;
+			return 1;
+		}
+		ev = bpf_ringbuf_reserve(ring, size, 0);
+		if (!ev) {
+			c->stats.drops[HR_DROP_RING_FULL]++;
+			return 1;
+		}
+	} else if (!(ev = hr_aring_claim(em, c, size))) {
 		return 1;
 	}
 	hr_header(ev, tid, type, ret, size);
@@ -128,21 +169,32 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 
 static __always_inline int hr_submit_fixed(struct hr_em *em)
 {
-	bpf_ringbuf_submit(em->ev, BPF_RB_NO_WAKEUP);
+	if (shared_rings)
+		bpf_ringbuf_submit(em->ev, BPF_RB_NO_WAKEUP);
+	else
+		hr_aring_publish(em, em->off);
 	return 0;
 }
 
-/* Variable-size events are built in per-CPU scratch, then copied out. */
+/* Variable-size events: in place in a per-CPU ring (which must have room
+ * for the largest event), else in per-CPU scratch, copied out at submit. */
 static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u32 fixed_end)
 {
 	struct task_struct *task;
 	__u32 tid = hr_tid(&task);
 	struct hr_cpu *c;
+	__u8 *ev;
 
 	if (!tid || !(c = hr_cpu_get()))
 		return 1;
-	hr_header(c->ev, tid, type, ret, 0);
-	hr_em_init(em, c, task, c->ev, ret, fixed_end);
+	if (shared_rings) {
+		ev = c->ev;
+	} else if (!(ev = hr_aring_claim(em, c, HR_SCRATCH))) {
+		c->stats.events++;
+		return 1;
+	}
+	hr_header(ev, tid, type, ret, 0);
+	hr_em_init(em, c, task, ev, ret, fixed_end);
 	return 0;
 }
 
@@ -153,8 +205,12 @@ static __always_inline int hr_submit(struct hr_em *em)
 	void *ring;
 
 	hr_clamp(len, HR_EVENT_MAX);
-	((struct hr_hdr *)c->ev)->len = len;
+	((struct hr_hdr *)em->ev)->len = len;
 	c->stats.events++;
+	if (!shared_rings) {
+		hr_aring_publish(em, len);
+		return 0;
+	}
 	ring = bpf_map_lookup_elem(&rings, &c->ring);
 	if (!ring) {
 		c->stats.drops[HR_DROP_NO_RING]++;
@@ -224,7 +280,7 @@ static __always_inline __u8 *hr_var_begin(struct hr_em *em)
 		return 0;
 	}
 	hr_clamp(o, HR_VAR_LIMIT);
-	return em->cpu->ev + o;
+	return em->ev + o;
 }
 
 static __always_inline void hr_var_end(struct hr_em *em, __u8 *slot, __u32 n)

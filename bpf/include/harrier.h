@@ -61,4 +61,21 @@ struct hr_cpu_stats {
 #define HR_SCRATCH	(HR_EVENT_MAX + HR_SNAP_MAX + 256)
 #define HR_PATHBUF	(HR_PATH_MAX + 256)
 
+/*
+ * A per-CPU ring: one producer (the CPU's programs, which run with preemption
+ * off and never nest), one consumer. head and tail are free-running byte
+ * counts on their own cache lines; records are 8-byte aligned and never wrap:
+ * one starting past `aring_last` (size - slack, see wire.rs) moves to the
+ * next lap, on both sides.
+ */
+struct hr_aring {
+	__u64 head;		/* written by BPF after the record */
+	__u64 pad1[7];
+	__u64 tail;		/* written by the consumer */
+	__u64 pad2[7];
+	__u8 data[];
+};
+
+#define HR_ARING_DATA	128	/* offsetof(struct hr_aring, data) */
+
 #endif

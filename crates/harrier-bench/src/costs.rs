@@ -52,6 +52,8 @@ pub const VARIANTS: &[Variant] = &[
     probe("reserve/submit 24 B instead", "reserve", GETPID_TP, true),
     probe("pid filter + saved registers", "regs", GETPID_TP, true),
     probe("  + 1 byte of user memory", "user_byte", GETPID_TP, true),
+    probe("array ring, plain stores, no clock", "aring_no_clock", GETPID_TP, true),
+    probe("array ring, plain stores + ktime_get_ns", "aring", GETPID_TP, true),
     Variant { label: "harrier capture --syscalls getpid", prog: Some(CAPTURE), tracepoint: None, matches: true },
 ];
 

@@ -9,6 +9,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod aring;
 mod ring;
 mod session;
 mod stats;
@@ -40,6 +41,8 @@ use harrier_schema::{syscall_by_name, SyscallInfo, SYSCALLS};
 pub const SNAPLEN_MAX: u32 = 4096;
 pub const DEFAULT_SNAPLEN: u32 = 80;
 pub const DEFAULT_BUFFER_SIZE: usize = 8 << 20;
+/// A ring must hold two of the largest events.
+pub const MIN_BUFFER_SIZE: usize = 64 << 10;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -49,7 +52,7 @@ pub struct Config {
     /// Only this process (thread group); None: every process.
     pub pid: Option<u32>,
     pub snaplen: u32,
-    /// Bytes per ring: a power of two, at least one page.
+    /// Bytes per ring: a power of two, at least [`MIN_BUFFER_SIZE`].
     pub buffer_size: usize,
     pub cpus_per_buffer: usize,
     /// Per-program run counts and times (BPF_ENABLE_STATS for this process).
@@ -75,15 +78,15 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<()> {
-        let page = 4096;
         if self.syscalls.is_empty() {
             bail!("no syscalls selected");
         }
         if self.snaplen > SNAPLEN_MAX {
             bail!("snaplen {} is larger than the maximum, {SNAPLEN_MAX}", self.snaplen);
         }
-        if self.buffer_size < page || !self.buffer_size.is_power_of_two() || self.buffer_size > 1 << 30 {
-            bail!("buffer size {} must be a power of two between 4096 and 1G", self.buffer_size);
+        let size = self.buffer_size;
+        if size < MIN_BUFFER_SIZE || !size.is_power_of_two() || size > 1 << 30 {
+            bail!("buffer size {size} must be a power of two between 64K and 1G");
         }
         if self.cpus_per_buffer == 0 {
             bail!("cpus per buffer must be at least 1");
@@ -143,6 +146,8 @@ mod tests {
         c.buffer_size = 5000;
         assert!(c.validate().unwrap_err().to_string().contains("power of two"));
         c.buffer_size = 4096;
+        assert!(c.validate().unwrap_err().to_string().contains("between 64K and 1G"));
+        c.buffer_size = 65536;
         c.snaplen = 5000;
         assert!(c.validate().unwrap_err().to_string().contains("snaplen"));
     }

@@ -1,12 +1,13 @@
 //! A running sensor: the loaded BPF object, its rings and its attachments.
 //! Dropping a Session detaches everything, so a second one can start at once.
 
+use crate::aring::ArrayRings;
 use crate::ring::Ring;
 use crate::stats::{ProgStats, Stats, UserCounters};
 use crate::tracefs;
 use crate::Config;
 use anyhow::{anyhow, bail, Context, Result};
-use harrier_schema::wire::{CpuStats, Header};
+use harrier_schema::wire::{CpuStats, Header, ARING_DATA, ARING_SLACK};
 use harrier_schema::SyscallInfo;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, MapType};
@@ -47,6 +48,39 @@ impl Pace {
     }
 }
 
+/// The rings events arrive in.
+enum Rings {
+    /// One lock-free ring per CPU, all in one mapped array map (the default).
+    PerCpu { rings: ArrayRings, count: usize },
+    /// BPF ringbufs, one per group of CPUs (--cpus-per-buffer > 1).
+    Shared { readers: Vec<Ring>, _maps: Vec<MapHandle> },
+}
+
+impl Rings {
+    fn count(&self) -> usize {
+        match self {
+            Rings::PerCpu { count, .. } => *count,
+            Rings::Shared { readers, .. } => readers.len(),
+        }
+    }
+
+    fn consume(&mut self, f: &mut impl FnMut(&[u8])) -> Result<()> {
+        match self {
+            Rings::PerCpu { rings, count } => {
+                for i in 0..*count {
+                    rings.consume(i, f)?;
+                }
+            }
+            Rings::Shared { readers, .. } => {
+                for r in readers {
+                    r.consume(f);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Where drained events go: counted, then handed to the sink if there is one.
 struct Consumer {
     counters: UserCounters,
@@ -56,8 +90,7 @@ struct Consumer {
 pub struct Session {
     // Field order is drop order: detach first, then free the object.
     links: Vec<Link>,
-    readers: Vec<Ring>,
-    _rings: Vec<MapHandle>,
+    rings: Rings,
     skel: CaptureSkel<'static>,
     consumer: Consumer,
     stats_fd: Option<OwnedFd>,
@@ -102,6 +135,10 @@ impl Session {
         let rodata = open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("no .rodata"))?;
         rodata.filter_tgid = cfg.pid.unwrap_or(0);
         rodata.snaplen = cfg.snaplen;
+        let shared = cfg.cpus_per_buffer > 1;
+        rodata.shared_rings = shared;
+        rodata.aring_mask = cfg.buffer_size as u64 - 1;
+        rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
 
         let mut wanted: Vec<&str> = LIFE_CYCLE.to_vec();
         for a in &plan {
@@ -117,19 +154,29 @@ impl Session {
             sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
             ..Default::default()
         };
-        let mut rings = Vec::with_capacity(nrings);
-        for i in 0..nrings {
+        // Per-CPU mode still needs one (page-sized, unused) ringbuf: the
+        // map-in-map is created from an inner map.
+        let (nbpf, bpf_size) = if shared { (nrings, cfg.buffer_size) } else { (1, 4096) };
+        let mut bpf_rings = Vec::with_capacity(nbpf);
+        for i in 0..nbpf {
             let name = format!("hr_ring{i}");
-            let m = MapHandle::create(MapType::RingBuf, Some(&name), 0, 0, cfg.buffer_size as u32, &opts)
+            let m = MapHandle::create(MapType::RingBuf, Some(&name), 0, 0, bpf_size as u32, &opts)
                 .map_err(privileges)
-                .with_context(|| format!("creating a {}-byte ring", cfg.buffer_size))?;
-            rings.push(m);
+                .with_context(|| format!("creating a {bpf_size}-byte ring"))?;
+            bpf_rings.push(m);
         }
-        open.maps.rings.set_inner_map_fd(rings[0].as_fd())?;
-        open.maps.rings.set_max_entries(nrings as u32)?;
+        open.maps.rings.set_inner_map_fd(bpf_rings[0].as_fd())?;
+        open.maps.rings.set_max_entries(nbpf as u32)?;
+        if !shared {
+            open.maps.arings.set_value_size((ARING_DATA + cfg.buffer_size) as u32)?;
+            open.maps.arings.set_max_entries(ncpus as u32)?;
+        }
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
-        for (i, r) in rings.iter().enumerate() {
+        if !shared {
+            bpf_rings.clear(); // closed now, not as a stray close() once attached
+        }
+        for (i, r) in bpf_rings.iter().enumerate() {
             let fd = r.as_fd().as_raw_fd();
             skel.maps.rings.update(&(i as u32).to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)?;
         }
@@ -143,11 +190,17 @@ impl Session {
             None
         };
 
-        let readers = rings.iter().map(|r| Ring::map(r.as_fd(), cfg.buffer_size)).collect::<Result<_>>()?;
+        let rings = if shared {
+            let readers =
+                bpf_rings.iter().map(|r| Ring::map(r.as_fd(), cfg.buffer_size)).collect::<Result<_>>()?;
+            Rings::Shared { readers, _maps: bpf_rings }
+        } else {
+            let rings = ArrayRings::map(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size)?;
+            Rings::PerCpu { rings, count: ncpus }
+        };
         let mut session = Session {
             links: Vec::new(),
-            readers,
-            _rings: rings,
+            rings,
             skel,
             consumer: Consumer { counters: UserCounters::default(), sink },
             stats_fd,
@@ -191,17 +244,14 @@ impl Session {
     /// count, then hand over; decoding is the sink's choice.
     pub fn drain(&mut self) -> Result<()> {
         let Consumer { counters, sink } = &mut self.consumer;
-        for r in &mut self.readers {
-            r.consume(&mut |data: &[u8]| {
-                if let Some(h) = Header::parse(data) {
-                    counters.count(&h, data.len());
-                }
-                if let Some(s) = sink.as_mut() {
-                    s(data);
-                }
-            });
-        }
-        Ok(())
+        self.rings.consume(&mut |data: &[u8]| {
+            if let Some(h) = Header::parse(data) {
+                counters.count(&h, data.len());
+            }
+            if let Some(s) = sink.as_mut() {
+                s(data);
+            }
+        })
     }
 
     /// Runs until `until` says stop, draining on a timer (see [`Pace`]): with
@@ -225,7 +275,7 @@ impl Session {
         std::thread::sleep(pace.interval);
         let before = self.consumer.counters.bytes;
         self.drain()?;
-        pace.update(self.consumer.counters.bytes - before, self.readers.len());
+        pace.update(self.consumer.counters.bytes - before, self.rings.count());
         Ok(())
     }
 

@@ -19,6 +19,13 @@ pub const META_EXEC: u16 = 1001;
 pub const META_EXIT: u16 = 1002;
 pub const META_COMM: u16 = 1003;
 
+/// Per-CPU array rings (`struct hr_aring`): head at 0, tail at 64, data here.
+pub const ARING_DATA: usize = 128;
+/// Room a record may need, rounded up to 8 (`HR_SCRATCH` in harrier.h): no
+/// record starts later than `size - ARING_SLACK`. BPF is handed this value,
+/// so the verifier refuses to load if it were too small.
+pub const ARING_SLACK: usize = (16384 + 2 + 4096 + 4096 + 256 + 7) & !7;
+
 /// Drop reasons, in the order of `enum hr_drop_reason`.
 pub const DROP_REASONS: [&str; 2] = ["ring_full", "no_ring"];
 
