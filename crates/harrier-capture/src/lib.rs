@@ -43,6 +43,8 @@ pub const DEFAULT_SNAPLEN: u32 = 80;
 pub const DEFAULT_BUFFER_SIZE: usize = 8 << 20;
 /// A ring must hold two of the largest events.
 pub const MIN_BUFFER_SIZE: usize = 64 << 10;
+/// The verifier accepts map value offsets below 512 MiB (BPF_MAX_VAR_OFF).
+pub const MAX_BUFFER_SIZE: usize = 256 << 20;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -85,8 +87,8 @@ impl Config {
             bail!("snaplen {} is larger than the maximum, {SNAPLEN_MAX}", self.snaplen);
         }
         let size = self.buffer_size;
-        if size < MIN_BUFFER_SIZE || !size.is_power_of_two() || size > 1 << 30 {
-            bail!("buffer size {size} must be a power of two between 64K and 1G");
+        if size < MIN_BUFFER_SIZE || !size.is_power_of_two() || size > MAX_BUFFER_SIZE {
+            bail!("buffer size {size} must be a power of two between 64K and 256M");
         }
         if self.cpus_per_buffer == 0 {
             bail!("cpus per buffer must be at least 1");
@@ -146,7 +148,7 @@ mod tests {
         c.buffer_size = 5000;
         assert!(c.validate().unwrap_err().to_string().contains("power of two"));
         c.buffer_size = 4096;
-        assert!(c.validate().unwrap_err().to_string().contains("between 64K and 1G"));
+        assert!(c.validate().unwrap_err().to_string().contains("between 64K and 256M"));
         c.buffer_size = 65536;
         c.snaplen = 5000;
         assert!(c.validate().unwrap_err().to_string().contains("snaplen"));

@@ -434,12 +434,15 @@ fn set_cpu_rings(skel: &CaptureSkel, ncpus: usize, cpus_per_buffer: usize) -> Re
     Ok(())
 }
 
-/// Turns the kernel's EPERM into the one-line error a user can act on.
+/// Turns the kernel's EPERM/EACCES into the one-line error a user can act on.
+/// As root it is usually the verifier (EACCES), rarely a missing capability.
 fn privileges(e: libbpf_rs::Error) -> anyhow::Error {
-    if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
-        anyhow!("permission denied loading BPF: run as root (needs CAP_BPF and CAP_PERFMON)")
-    } else {
+    if e.kind() != libbpf_rs::ErrorKind::PermissionDenied {
         anyhow::Error::new(e)
+    } else if unsafe { libc::geteuid() } == 0 {
+        anyhow!("the kernel refused a BPF program: see the verifier log above (or CAP_BPF/CAP_PERFMON is missing)")
+    } else {
+        anyhow!("permission denied loading BPF: run as root (needs CAP_BPF and CAP_PERFMON)")
     }
 }
 

@@ -265,7 +265,8 @@ fn records_survive_many_laps_of_a_small_ring() {
                 let len = 4 + (seq as usize * 7) % 196;
                 unsafe { libc::write(fd, buf.as_ptr().cast(), len) };
                 if seq % 64 == 0 {
-                    std::thread::sleep(std::time::Duration::from_micros(200)); // let the consumer keep up
+                    // ~9 KB per ms: a 5 ms drain interval stays under one 64 KiB lap.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                 }
             }
             done.store(true, Ordering::Relaxed);
