@@ -10,6 +10,7 @@
 //! ```
 
 mod aring;
+mod merge;
 mod ring;
 mod session;
 mod stats;

@@ -2,6 +2,7 @@
 //! Dropping a Session detaches everything, so a second one can start at once.
 
 use crate::aring::ArrayRings;
+use crate::merge::Merger;
 use crate::ring::Ring;
 use crate::stats::{ProgStats, Stats, UserCounters};
 use crate::tracefs;
@@ -64,17 +65,13 @@ impl Rings {
         }
     }
 
-    fn consume(&mut self, f: &mut impl FnMut(&[u8])) -> Result<()> {
+    fn consume(&mut self, i: usize, f: &mut impl FnMut(&[u8])) -> Result<()> {
         match self {
-            Rings::PerCpu { rings, count } => {
-                for i in 0..*count {
-                    rings.consume(i, f)?;
-                }
+            Rings::PerCpu { rings, .. } => {
+                rings.consume(i, f)?;
             }
             Rings::Shared { readers, .. } => {
-                for r in readers {
-                    r.consume(f);
-                }
+                readers[i].consume(f);
             }
         }
         Ok(())
@@ -85,6 +82,7 @@ impl Rings {
 struct Consumer {
     counters: UserCounters,
     sink: Option<EventSink>,
+    merger: Merger,
 }
 
 pub struct Session {
@@ -202,7 +200,7 @@ impl Session {
             links: Vec::new(),
             rings,
             skel,
-            consumer: Consumer { counters: UserCounters::default(), sink },
+            consumer: Consumer { counters: UserCounters::default(), sink, merger: Merger::default() },
             stats_fd,
             attached,
             buffer_size: cfg.buffer_size,
@@ -240,18 +238,26 @@ impl Session {
         &self.attached
     }
 
-    /// Hands every event waiting in the rings to the sink. The hot path:
-    /// count, then hand over; decoding is the sink's choice.
+    /// Hands every event waiting in the rings to the sink, in time order
+    /// across rings (see [`Merger`]). The hot path: count, then hand over;
+    /// decoding is the sink's choice. Without a sink, events are only counted.
     pub fn drain(&mut self) -> Result<()> {
-        let Consumer { counters, sink } = &mut self.consumer;
-        self.rings.consume(&mut |data: &[u8]| {
-            if let Some(h) = Header::parse(data) {
-                counters.count(&h, data.len());
-            }
-            if let Some(s) = sink.as_mut() {
-                s(data);
-            }
-        })
+        let Consumer { counters, sink, merger } = &mut self.consumer;
+        for i in 0..self.rings.count() {
+            self.rings.consume(i, &mut |data: &[u8]| {
+                if let Some(h) = Header::parse(data) {
+                    counters.count(&h, data.len());
+                    if sink.is_some() {
+                        merger.push(data);
+                    }
+                }
+            })?;
+            merger.end_run();
+        }
+        if let Some(s) = sink.as_mut() {
+            merger.drain(&mut |data| s(data));
+        }
+        Ok(())
     }
 
     /// Runs until `until` says stop, draining on a timer (see [`Pace`]): with
