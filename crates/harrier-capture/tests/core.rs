@@ -35,21 +35,20 @@ fn exactly_one_exit_event_per_syscall() {
 
 /// Two same-length paths, differing in one byte, so flipping is one store.
 struct FlipTarget {
-    dir: std::path::PathBuf,
+    _dir: common::TempDir,
     buf: Box<[AtomicU8]>,
     flip_at: usize,
 }
 
 impl FlipTarget {
     fn new() -> FlipTarget {
-        let dir = std::env::temp_dir().join(format!("hr-toctou-{}-{}", std::process::id(), gettid()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = common::TempDir::new("toctou"); // removed on drop, also when the test fails
         for name in ["a", "b"] {
-            std::fs::write(dir.join(name), name).unwrap();
+            std::fs::write(dir.path(name), name).unwrap();
         }
-        let path = format!("{}/a\0", dir.display());
+        let path = format!("{}\0", dir.path("a"));
         let buf: Box<[AtomicU8]> = path.bytes().map(AtomicU8::new).collect();
-        FlipTarget { flip_at: path.len() - 2, dir, buf }
+        FlipTarget { flip_at: path.len() - 2, _dir: dir, buf }
     }
 
     fn ptr(&self) -> *const libc::c_char {
@@ -120,7 +119,6 @@ fn open_paths_survive_a_racing_thread() {
     // Counted machine-wide, fallbacks may come from other threads' opens in
     // flight at attach; ours all started after it.
     assert!(events.iter().all(|e| !e.header.args_at_exit), "every exit found its entry copy");
-    std::fs::remove_dir_all(&target.dir).unwrap();
 }
 
 /// Whether thread `tid` of this process is inside syscall `nr` right now.
