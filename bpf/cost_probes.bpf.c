@@ -174,26 +174,19 @@ int BPF_PROG(dispatcher, struct pt_regs *regs, long ret)
  * (perf_syscall_exit), so one CPU's writer cannot be interleaved.
  */
 #define ARING_SIZE (1u << 20)
-struct aring {
-	__u64 head;		/* written by BPF */
-	__u64 pad1[7];
-	__u64 tail;		/* written by the consumer */
-	__u64 pad2[7];
-	__u8 data[ARING_SIZE];
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct aring);
+	__uint(key_size, 4);
+	__uint(value_size, HR_ARING_DATA + ARING_SIZE);
 } arings SEC(".maps");
 
 static __always_inline int aring_put(__u64 id, __u64 ts)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
-	struct aring *r = bpf_map_lookup_elem(&arings, &cpu);
+	struct hr_aring *r = bpf_map_lookup_elem(&arings, &cpu);
 	__u64 head, off;
 	struct hr_hdr *h;
 

@@ -9,10 +9,11 @@ use harrier_schema::wire::{ARING_DATA, ARING_SLACK, HEADER_LEN};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The whole array map, mapped once; each [`ArrayRing`] is one entry of it.
+/// The whole array map, mapped once; ring i is entry i.
 pub struct ArrayRings {
     base: *mut u8,
     len: usize,
+    count: usize,
     entry: usize,
     size: usize,
 }
@@ -29,7 +30,11 @@ impl ArrayRings {
         if base == libc::MAP_FAILED {
             bail!("mapping the rings: {}", std::io::Error::last_os_error());
         }
-        Ok(ArrayRings { base: base.cast(), len, entry, size })
+        Ok(ArrayRings { base: base.cast(), len, count, entry, size })
+    }
+
+    pub fn count(&self) -> usize {
+        self.count
     }
 
     /// Hands every published record of ring `i` to `f`; returns how many.

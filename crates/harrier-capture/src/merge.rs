@@ -17,9 +17,8 @@ pub struct Merger {
 }
 
 impl Merger {
-    /// Adds a record (at least the 8-byte timestamp) to the current run.
-    pub fn push(&mut self, rec: &[u8]) {
-        let ts = u64::from_le_bytes(rec[..8].try_into().unwrap());
+    /// Adds a record, stamped `ts`, to the current run.
+    pub fn push(&mut self, ts: u64, rec: &[u8]) {
         self.records.push((ts, self.arena.len(), rec.len()));
         self.arena.extend_from_slice(rec);
     }
@@ -61,26 +60,20 @@ impl Merger {
 mod tests {
     use super::Merger;
 
-    fn rec(ts: u64, tag: u8) -> Vec<u8> {
-        let mut v = ts.to_le_bytes().to_vec();
-        v.push(tag);
-        v
-    }
-
     #[test]
     fn runs_merge_by_timestamp_and_ties_keep_run_order() {
         let mut m = Merger::default();
         m.end_run(); // an empty first ring
         for (ts, tag) in [(1, b'a'), (5, b'b'), (9, b'c')] {
-            m.push(&rec(ts, tag));
+            m.push(ts, &[tag]);
         }
         m.end_run();
         m.end_run(); // an empty ring
         for (ts, tag) in [(2, b'x'), (5, b'y'), (20, b'z')] {
-            m.push(&rec(ts, tag));
+            m.push(ts, &[tag]);
         }
         let mut out = Vec::new();
-        m.drain(&mut |r| out.push(r[8]));
+        m.drain(&mut |r| out.push(r[0]));
         assert_eq!(out, b"axbycz");
         m.drain(&mut |_| panic!("drained twice"));
     }

@@ -52,7 +52,7 @@ impl Pace {
 /// The rings events arrive in.
 enum Rings {
     /// One lock-free ring per CPU, all in one mapped array map (the default).
-    PerCpu { rings: ArrayRings, count: usize },
+    PerCpu(ArrayRings),
     /// BPF ringbufs, one per group of CPUs (--cpus-per-buffer > 1).
     Shared { readers: Vec<Ring>, _maps: Vec<MapHandle> },
 }
@@ -60,14 +60,14 @@ enum Rings {
 impl Rings {
     fn count(&self) -> usize {
         match self {
-            Rings::PerCpu { count, .. } => *count,
+            Rings::PerCpu(rings) => rings.count(),
             Rings::Shared { readers, .. } => readers.len(),
         }
     }
 
     fn consume(&mut self, i: usize, f: &mut impl FnMut(&[u8])) -> Result<()> {
         match self {
-            Rings::PerCpu { rings, .. } => {
+            Rings::PerCpu(rings) => {
                 rings.consume(i, f)?;
             }
             Rings::Shared { readers, .. } => {
@@ -152,28 +152,25 @@ impl Session {
             sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
             ..Default::default()
         };
-        // Per-CPU mode still needs one (page-sized, unused) ringbuf: the
-        // map-in-map is created from an inner map.
-        let (nbpf, bpf_size) = if shared { (nrings, cfg.buffer_size) } else { (1, 4096) };
-        let mut bpf_rings = Vec::with_capacity(nbpf);
-        for i in 0..nbpf {
-            let name = format!("hr_ring{i}");
-            let m = MapHandle::create(MapType::RingBuf, Some(&name), 0, 0, bpf_size as u32, &opts)
-                .map_err(privileges)
-                .with_context(|| format!("creating a {bpf_size}-byte ring"))?;
-            bpf_rings.push(m);
-        }
-        open.maps.rings.set_inner_map_fd(bpf_rings[0].as_fd())?;
-        open.maps.rings.set_max_entries(nbpf as u32)?;
-        if !shared {
+        // Only the mode in use is sized; the other keeps its one small entry
+        // (libbpf creates the ringbuf template itself when none is given).
+        let mut bpf_rings = Vec::new();
+        if shared {
+            for i in 0..nrings {
+                let name = format!("hr_ring{i}");
+                let m = MapHandle::create(MapType::RingBuf, Some(&name), 0, 0, cfg.buffer_size as u32, &opts)
+                    .map_err(privileges)
+                    .with_context(|| format!("creating a {}-byte ring", cfg.buffer_size))?;
+                bpf_rings.push(m);
+            }
+            open.maps.rings.set_inner_map_fd(bpf_rings[0].as_fd())?;
+            open.maps.rings.set_max_entries(nrings as u32)?;
+        } else {
             open.maps.arings.set_value_size((ARING_DATA + cfg.buffer_size) as u32)?;
             open.maps.arings.set_max_entries(ncpus as u32)?;
         }
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
-        if !shared {
-            bpf_rings.clear(); // closed now, not as a stray close() once attached
-        }
         for (i, r) in bpf_rings.iter().enumerate() {
             let fd = r.as_fd().as_raw_fd();
             skel.maps.rings.update(&(i as u32).to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)?;
@@ -193,8 +190,7 @@ impl Session {
                 bpf_rings.iter().map(|r| Ring::map(r.as_fd(), cfg.buffer_size)).collect::<Result<_>>()?;
             Rings::Shared { readers, _maps: bpf_rings }
         } else {
-            let rings = ArrayRings::map(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size)?;
-            Rings::PerCpu { rings, count: ncpus }
+            Rings::PerCpu(ArrayRings::map(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size)?)
         };
         let mut session = Session {
             links: Vec::new(),
@@ -248,7 +244,7 @@ impl Session {
                 if let Some(h) = Header::parse(data) {
                     counters.count(&h, data.len());
                     if sink.is_some() {
-                        merger.push(data);
+                        merger.push(h.ts, data);
                     }
                 }
             })?;
