@@ -66,7 +66,7 @@ pub const MAX_FAST_STOP_TRACEPOINTS: usize = 10;
 /// break-even share is Y / (X + Y).
 pub const DISPATCHER_SHARE: f64 = 0.45;
 
-const SAMPLE: Duration = Duration::from_millis(200);
+pub const SAMPLE: Duration = Duration::from_millis(200);
 
 /// Where one selected syscall's programs go.
 pub(crate) struct Attachment {
@@ -164,9 +164,21 @@ pub struct AttachChoice {
 }
 
 pub(crate) fn choose(requested: AttachMode, plan: &[Attachment]) -> Result<AttachChoice> {
-    if requested != AttachMode::Auto {
-        return Ok(AttachChoice { mode: requested, reason: "requested".into(), selected_share: None });
+    match requested {
+        AttachMode::Auto => rule(plan, || sample_syscalls(SAMPLE).context("sampling the machine's syscalls")),
+        mode => Ok(AttachChoice { mode, reason: "requested".into(), selected_share: None }),
     }
+}
+
+/// What `auto` picks for `cfg` given a syscall sample (counts by number),
+/// e.g. one taken while a benchmark's workload runs.
+pub fn auto_choice(cfg: &Config, counts: &[u64]) -> Result<AttachChoice> {
+    rule(&plan(cfg)?, || Ok(counts.to_vec()))
+}
+
+/// The rule of [`AUTO_RULE`]; samples only when the stop budget allows
+/// per-syscall tracepoints at all.
+fn rule(plan: &[Attachment], sample: impl FnOnce() -> Result<Vec<u64>>) -> Result<AttachChoice> {
     let per_syscall = tracepoints(plan, AttachMode::PerSyscall);
     if per_syscall > MAX_FAST_STOP_TRACEPOINTS {
         return Ok(AttachChoice {
@@ -175,7 +187,7 @@ pub(crate) fn choose(requested: AttachMode, plan: &[Attachment]) -> Result<Attac
             selected_share: None,
         });
     }
-    let counts = sample_syscalls(SAMPLE).context("sampling the machine's syscalls")?;
+    let counts = sample()?;
     let total: u64 = counts.iter().sum();
     let selected: u64 = plan.iter().filter_map(|a| counts.get(a.syscall.nr as usize)).sum();
     let share = if total == 0 { 0.0 } else { selected as f64 / total as f64 };
