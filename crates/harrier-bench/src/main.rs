@@ -154,7 +154,7 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf, stop: bool) -> Result
     if stop {
         let rows = stop::measure(rounds)?;
         let t = report::Table {
-            header: ["selection", "attach", "SIGINT to exit (s)", "hr_* programs left after exit"]
+            header: ["selection", "attach", "SIGINT to exit (s)", "hr_* links left after exit"]
                 .map(String::from)
                 .to_vec(),
             rows: rows

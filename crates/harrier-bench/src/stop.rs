@@ -69,20 +69,37 @@ fn one_stop(args: &[String], mode: &str, settle: Duration) -> Result<f64> {
     Ok(secs)
 }
 
-/// BPF programs named hr_* still loaded on the machine.
-pub fn leftover_programs() -> usize {
+/// Name of BPF program `id` (empty if it is gone).
+fn prog_name(id: u32) -> Vec<u8> {
+    let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+    if fd < 0 {
+        return Vec::new();
+    }
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of_val(&info) as u32;
+    let ok = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) } == 0;
+    unsafe { libc::close(fd) };
+    match ok {
+        true => info.name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect(),
+        false => Vec::new(),
+    }
+}
+
+/// BPF links on the machine whose program is one of Harrier's (hr_*):
+/// what is still attached. (Programs themselves are freed a moment after
+/// their last link, asynchronously, so links are the measure.)
+pub fn attached_links() -> usize {
     let mut id = 0u32;
     let mut n = 0;
-    while unsafe { libbpf_sys::bpf_prog_get_next_id(id, &mut id) } == 0 {
-        let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+    while unsafe { libbpf_sys::bpf_link_get_next_id(id, &mut id) } == 0 {
+        let fd = unsafe { libbpf_sys::bpf_link_get_fd_by_id(id) };
         if fd < 0 {
             continue;
         }
-        let mut info = libbpf_sys::bpf_prog_info::default();
+        let mut info = libbpf_sys::bpf_link_info::default();
         let mut len = std::mem::size_of_val(&info) as u32;
-        if unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) } == 0 {
-            let name: Vec<u8> = info.name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-            n += name.starts_with(b"hr_") as usize;
+        if unsafe { libbpf_sys::bpf_link_get_info_by_fd(fd, &mut info, &mut len) } == 0 {
+            n += prog_name(info.prog_id).starts_with(b"hr_") as usize;
         }
         unsafe { libc::close(fd) };
     }
@@ -95,11 +112,15 @@ pub fn measure(rounds: usize) -> Result<Vec<(String, String, f64, usize)>> {
     for sel in selections() {
         for mode in ["auto", "per-syscall", "dispatcher"] {
             let mut v = Vec::new();
+            let mut left = 0;
             for r in 0..rounds {
                 eprintln!("bench-capture: stop {}/{rounds}: {} [{mode}]", r + 1, sel.label);
+                // Another sensor's links (e.g. a test running beside us) are not ours.
+                let before = attached_links();
                 v.push(one_stop(&sel.args, mode, Duration::from_secs(1))?);
+                left = left.max(attached_links().saturating_sub(before));
             }
-            rows.push((sel.label.to_string(), mode.to_string(), median(&mut v), leftover_programs()));
+            rows.push((sel.label.to_string(), mode.to_string(), median(&mut v), left));
         }
     }
     Ok(rows)
