@@ -161,13 +161,17 @@ pub struct AttachChoice {
     pub reason: String,
     /// Selected share of the sampled syscalls, when a sample was taken.
     pub selected_share: Option<f64>,
+    /// Perf tracepoints this mode attaches (each ~75 ms to detach).
+    pub tracepoints: usize,
 }
 
 pub(crate) fn choose(requested: AttachMode, plan: &[Attachment]) -> Result<AttachChoice> {
-    match requested {
-        AttachMode::Auto => rule(plan, || sample_syscalls(SAMPLE).context("sampling the machine's syscalls")),
-        mode => Ok(AttachChoice { mode, reason: "requested".into(), selected_share: None }),
-    }
+    let mut choice = match requested {
+        AttachMode::Auto => rule(plan, || sample_syscalls(SAMPLE).context("sampling the machine's syscalls"))?,
+        mode => AttachChoice { mode, reason: "requested".into(), selected_share: None, tracepoints: 0 },
+    };
+    choice.tracepoints = tracepoints(plan, choice.mode);
+    Ok(choice)
 }
 
 /// What `auto` picks for `cfg` given a syscall sample (counts by number),
@@ -185,6 +189,7 @@ fn rule(plan: &[Attachment], sample: impl FnOnce() -> Result<Vec<u64>>) -> Resul
             mode: AttachMode::Dispatcher,
             reason: format!("{per_syscall} per-syscall tracepoints would not detach within 1 s"),
             selected_share: None,
+            tracepoints: tracepoints(plan, AttachMode::Dispatcher),
         });
     }
     let counts = sample()?;
@@ -200,6 +205,7 @@ fn rule(plan: &[Attachment], sample: impl FnOnce() -> Result<Vec<u64>>) -> Resul
             DISPATCHER_SHARE * 100.0
         ),
         selected_share: Some(share),
+        tracepoints: tracepoints(plan, mode),
     })
 }
 
@@ -226,4 +232,57 @@ pub fn sample_syscalls(window: Duration) -> Result<Vec<u64>> {
         counts.push(sum);
     }
     Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harrier_schema::syscall_by_name;
+
+    fn plan_of(names: &[&str]) -> Vec<Attachment> {
+        names
+            .iter()
+            .map(|n| {
+                let s = syscall_by_name(n).unwrap();
+                let enter_id = s.params.is_some_and(|p| p.iter().any(|p| p.at_enter)).then_some(2);
+                Attachment { syscall: s, exit_ids: vec![1], enter_id }
+            })
+            .collect()
+    }
+
+    fn counts(pairs: &[(&str, u64)]) -> Vec<u64> {
+        let mut v = vec![0; crate::NR_SLOTS];
+        for (n, c) in pairs {
+            v[syscall_by_name(n).unwrap().nr as usize] = *c;
+        }
+        v
+    }
+
+    #[test]
+    fn auto_takes_the_dispatcher_when_the_selection_is_most_of_the_load() {
+        let plan = plan_of(&["read", "write"]);
+        let busy = rule(&plan, || Ok(counts(&[("read", 60), ("write", 30), ("futex", 10)]))).unwrap();
+        assert_eq!(busy.mode, AttachMode::Dispatcher, "{}", busy.reason);
+        let sparse = rule(&plan, || Ok(counts(&[("read", 10), ("futex", 90)]))).unwrap();
+        assert_eq!(sparse.mode, AttachMode::PerSyscall, "{}", sparse.reason);
+        let idle = rule(&plan, || Ok(counts(&[]))).unwrap();
+        assert_eq!(idle.mode, AttachMode::PerSyscall, "an idle machine pays nothing per-syscall");
+    }
+
+    #[test]
+    fn auto_keeps_the_stop_under_a_second_without_sampling() {
+        let many: Vec<&str> = harrier_schema::SYSCALLS.iter().take(11).map(|s| s.name).collect();
+        let c = rule(&plan_of(&many), || panic!("no sample needed")).unwrap();
+        assert_eq!(c.mode, AttachMode::Dispatcher);
+        // openat: an exit and an entry tracepoint per-syscall; only the entry with the dispatcher.
+        let p = plan_of(&["openat", "exit_group", "read"]);
+        assert_eq!(tracepoints(&p, AttachMode::PerSyscall), 4);
+        assert_eq!(tracepoints(&p, AttachMode::Dispatcher), 2);
+    }
+
+    #[test]
+    fn attach_modes_parse_by_name() {
+        assert_eq!("dispatcher".parse::<AttachMode>().unwrap(), AttachMode::Dispatcher);
+        assert!("fast".parse::<AttachMode>().unwrap_err().to_string().contains("unknown attach mode 'fast'"));
+    }
 }

@@ -190,6 +190,13 @@ pub fn run(a: CaptureArgs) -> Result<()> {
         choice.mode,
         choice.reason
     );
+    if choice.tracepoints > harrier_capture::attach::MAX_FAST_STOP_TRACEPOINTS {
+        say!(
+            "harrier: note: {} tracepoints take ~{:.1} s to detach when stopping (--attach auto avoids this)",
+            choice.tracepoints,
+            choice.tracepoints as f64 * 0.075
+        );
+    }
 
     // Too far to represent: no deadline.
     let deadline = duration.and_then(|d| Instant::now().checked_add(d));
