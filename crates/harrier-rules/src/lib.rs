@@ -13,3 +13,4 @@ pub mod parser;
 pub mod ruleset;
 pub mod value;
 pub mod yaml;
+pub mod testing;

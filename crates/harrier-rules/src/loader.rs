@@ -420,9 +420,21 @@ impl<'f> Loader<'f> {
                 None => {}
                 Some(Node::Seq { items, .. }) => {
                     for row in items {
-                        if single {
+                        if single || fields.is_empty() {
+                            // Without fields (appending values to an earlier exception) the
+                            // shape is checked when the rule compiles.
                             match row {
                                 Node::Scalar { value, .. } => values.push(vec![ExcValue::One(value.clone())]),
+                                Node::Seq { items: cells, .. } if !single => {
+                                    let mut tuple = Vec::new();
+                                    for c in cells {
+                                        match c {
+                                            Node::Scalar { value, .. } => tuple.push(ExcValue::One(value.clone())),
+                                            _ => tuple.push(ExcValue::Many(self.str_list(f, c, "exception value").unwrap_or_default())),
+                                        }
+                                    }
+                                    values.push(tuple)
+                                }
                                 Node::Seq { .. } => {
                                     let v = self.str_list(f, row, "exception value").unwrap_or_default();
                                     values.push(vec![ExcValue::Many(v)])

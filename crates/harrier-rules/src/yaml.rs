@@ -233,41 +233,42 @@ pub fn locate(text: &str, node_pos: Pos, style: Style, value: &str, offset: usiz
     // Char index → byte index of the node's start.
     let start = text.char_indices().nth(node_pos.index).map(|(b, _)| b).unwrap_or(text.len());
     let mut src = text[start..].char_indices().peekable();
-    // Skip the block header line (`>-`, `|`) or the opening quote.
-    match style {
-        Style::Block => {
+    // Skip the block header line (`>-`, `|`) or the opening quote, if the mark is on it.
+    let first = text[start..].chars().next();
+    match (style, first) {
+        (Style::Block, Some('>' | '|')) => {
             for (_, c) in src.by_ref() {
                 if c == '\n' {
                     break;
                 }
             }
         }
-        Style::Quoted => {
+        (Style::Quoted, Some('"' | '\'')) => {
             src.next();
         }
-        Style::Plain => {}
+        _ => {}
     }
-    let mut last = start;
+    // Byte offset just after the last matched character.
+    let mut after = start;
     for (vi, vc) in value.char_indices() {
         if vc.is_whitespace() {
             continue;
         }
-        // Find the same character in the source, skipping blanks.
+        // Find the same character in the source, skipping blanks (and escapes).
         let found = loop {
             match src.next() {
                 Some((si, sc)) if sc == vc => break Some(start + si),
                 Some((_, sc)) if sc.is_whitespace() || sc == '\\' => continue,
-                Some(_) => break None,
-                None => break None,
+                _ => break None,
             }
         };
         let Some(at) = found else { break };
-        last = at;
         if vi >= offset {
             return pos_of(text, at);
         }
+        after = at + vc.len_utf8();
     }
-    pos_of(text, last)
+    pos_of(text, after)
 }
 
 /// 1-based line and column of a byte offset.
