@@ -366,7 +366,8 @@ impl<'a> Compiler<'a> {
         let mut rows = Vec::new();
         for tuple in &e.values {
             if tuple.len() != refs.len() {
-                let msg = format!("a value has {} items but the exception has {} fields", tuple.len(), refs.len());
+                let msg =
+                    format!("a value has {} items but the exception has {} fields", tuple.len(), refs.len());
                 return Err(self.error(&site, &(0..0), msg, None));
             }
             let mut ands = Vec::new();

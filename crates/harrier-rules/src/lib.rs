@@ -11,6 +11,11 @@ pub mod matchers;
 pub mod output;
 pub mod parser;
 pub mod ruleset;
+pub mod testing;
 pub mod value;
 pub mod yaml;
-pub mod testing;
+
+/// Harrier's default ruleset (rules/harrier_rules.yaml), in Falco's language.
+pub const DEFAULT_RULES: &str = include_str!("../rules/harrier_rules.yaml");
+/// The name the default ruleset's diagnostics use.
+pub const DEFAULT_RULES_NAME: &str = "harrier_rules.yaml";

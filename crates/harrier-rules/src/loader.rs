@@ -429,8 +429,12 @@ impl<'f> Loader<'f> {
                                     let mut tuple = Vec::new();
                                     for c in cells {
                                         match c {
-                                            Node::Scalar { value, .. } => tuple.push(ExcValue::One(value.clone())),
-                                            _ => tuple.push(ExcValue::Many(self.str_list(f, c, "exception value").unwrap_or_default())),
+                                            Node::Scalar { value, .. } => {
+                                                tuple.push(ExcValue::One(value.clone()))
+                                            }
+                                            _ => tuple.push(ExcValue::Many(
+                                                self.str_list(f, c, "exception value").unwrap_or_default(),
+                                            )),
                                         }
                                     }
                                     values.push(tuple)

@@ -107,11 +107,18 @@ pub fn path_prefix(prefix: &[u8], s: &[u8]) -> bool {
 }
 
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(hay, needle).is_some()
 }
 
 pub fn icontains(hay: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
+    let Some(&first) = needle.first() else { return true };
+    if hay.len() < needle.len() {
+        return false;
+    }
+    // Candidate starts: either case of the first byte, found with memchr2.
+    let (lo, up) = (first.to_ascii_lowercase(), first.to_ascii_uppercase());
+    let last = hay.len() - needle.len();
+    memchr::memchr2_iter(lo, up, &hay[..=last]).any(|i| hay[i..i + needle.len()].eq_ignore_ascii_case(needle))
 }
 
 /// Writes `n` in decimal into `buf`, returning the digits.

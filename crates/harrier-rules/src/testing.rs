@@ -51,18 +51,22 @@ impl From<bool> for Owned {
 }
 
 /// An event: its type and the values of the fields it has. A field absent from the table
-/// has no value. A lookup is a linear scan: no allocation.
+/// has no value. Values are indexed by field, so a lookup costs about what a real
+/// source's would (no allocation).
 #[derive(Debug, Clone)]
 pub struct FakeEvent {
     pub ty: EventType,
-    pub values: Vec<(Field, FieldArg, Vec<Owned>)>,
+    /// Per field (by `Field as usize`): (argument, values).
+    slots: Vec<Vec<(FieldArg, Vec<Owned>)>>,
 }
 
 impl FakeEvent {
     /// An event of the named type; `evt.type` is set too.
     pub fn new(ty: &str) -> FakeEvent {
         let t = EventType::from_name(ty).unwrap_or_else(|| panic!("unknown event type {ty}"));
-        FakeEvent { ty: t, values: vec![(Field::EvtType, FieldArg::None, vec![Owned::from(ty)])] }
+        let mut ev = FakeEvent { ty: t, slots: vec![Vec::new(); crate::FIELDS.len()] };
+        ev.slots[Field::EvtType as usize].push((FieldArg::None, vec![Owned::from(ty)]));
+        ev
     }
     /// Sets a field by its name as written in a rule (`proc.aname[2]`, `evt.arg.flags`).
     pub fn set(mut self, name: &str, v: impl Into<Owned>) -> Self {
@@ -80,8 +84,9 @@ impl FakeEvent {
             None => (name, None),
         };
         let (f, a) = crate::fields::resolve(base, arg).unwrap_or_else(|e| panic!("{name}: {e:?}"));
-        self.values.retain(|(ff, aa, _)| !(*ff == f && *aa == a));
-        self.values.push((f, a, vs));
+        let slot = &mut self.slots[f as usize];
+        slot.retain(|(aa, _)| *aa != a);
+        slot.push((a, vs));
     }
 }
 
@@ -90,8 +95,8 @@ impl EventSource for FakeEvent {
         self.ty
     }
     fn extract(&self, field: Field, arg: &FieldArg, out: &mut dyn FnMut(Value<'_>) -> bool) {
-        for (f, a, vs) in &self.values {
-            if *f == field && a == arg {
+        for (a, vs) in &self.slots[field as usize] {
+            if a == arg {
                 for v in vs {
                     if out(v.value()) {
                         return;

@@ -16,7 +16,8 @@ fn rules_with(yaml: &str, opts: &LoadOptions) -> RuleSet {
 
 /// One rule with this condition, matching against `ev`.
 fn holds(cond: &str, ev: &FakeEvent) -> bool {
-    let y = format!("- rule: r\n  desc: d\n  condition: {}\n  output: o\n  priority: WARNING\n", yaml_str(cond));
+    let y =
+        format!("- rule: r\n  desc: d\n  condition: {}\n  output: o\n  priority: WARNING\n", yaml_str(cond));
     let rs = rules(&y);
     rs.evaluate(ev, |_| {}) == 1
 }
@@ -61,7 +62,14 @@ fn comparisons_on_strings() {
 fn a_field_without_a_value_compares_false() {
     let ev = open("/etc/shadow");
     // proc.pname is not set on this event: every comparison is false, including != and not in.
-    for cond in ["proc.pname = x", "proc.pname != x", "proc.pname contains x", "proc.pname in (x)", "proc.pid > 1", "proc.pid != 1"] {
+    for cond in [
+        "proc.pname = x",
+        "proc.pname != x",
+        "proc.pname contains x",
+        "proc.pname in (x)",
+        "proc.pid > 1",
+        "proc.pid != 1",
+    ] {
         assert!(!holds(cond, &ev), "{cond}");
     }
     assert!(holds("not proc.pname = x", &ev));
@@ -114,7 +122,8 @@ fn type_errors_are_load_errors_with_positions() {
         ("undefined_macro", "undefined macro 'undefined_macro'"),
         ("proc.name in undefined_list", "undefined list"),
     ] {
-        let y = format!("- rule: r\n  desc: d\n  condition: {}\n  output: o\n  priority: INFO\n", yaml_str(cond));
+        let y =
+            format!("- rule: r\n  desc: d\n  condition: {}\n  output: o\n  priority: INFO\n", yaml_str(cond));
         let err = RuleSet::load(&[("t.yaml", y.as_str())], &LoadOptions::default()).expect_err(cond);
         let msg = err[0].to_string();
         assert!(msg.starts_with("t.yaml:3:"), "{cond}: {msg}");
@@ -128,7 +137,11 @@ fn unknown_field_makes_the_rule_unsupported_or_fails_strict() {
     let rs = rules(y);
     let rep = rs.check_report().to_string();
     assert!(rep.contains("not evaluable: unsupported field ka.verb"), "{rep}");
-    assert!(rs.warnings()[0].to_string().starts_with("t.yaml:3:34: warning: rule 'r': unknown field 'ka.verb'"), "{:?}", rs.warnings());
+    assert!(
+        rs.warnings()[0].to_string().starts_with("t.yaml:3:34: warning: rule 'r': unknown field 'ka.verb'"),
+        "{:?}",
+        rs.warnings()
+    );
     let strict = LoadOptions { strict: true, ..Default::default() };
     let e = RuleSet::load(&[("t.yaml", y)], &strict).unwrap_err();
     assert_eq!(e[0].to_string(), "t.yaml:3:34: rule 'r': unknown field 'ka.verb'");
@@ -137,7 +150,10 @@ fn unknown_field_makes_the_rule_unsupported_or_fails_strict() {
         supported: std::sync::Arc::new(|f| f != harrier_rules::Field::ProcEnv),
         ..Default::default()
     };
-    let rs = rules_with("- rule: r\n  desc: d\n  condition: proc.env contains X\n  output: o\n  priority: INFO\n", &opts);
+    let rs = rules_with(
+        "- rule: r\n  desc: d\n  condition: proc.env contains X\n  output: o\n  priority: INFO\n",
+        &opts,
+    );
     assert!(rs.check_report().to_string().contains("unsupported field proc.env"));
 }
 
@@ -234,7 +250,14 @@ fn evt_type_index_and_matching_modes() {
     assert!(!d.event_types.contains(harrier_rules::events::EventType::from_name("execve").unwrap()));
     assert_eq!(format!("{:?}", rs.rules()[1].event_types), "{\"openat\"}");
     // A minimum priority drops less severe rules.
-    let min = rules_with(y, &LoadOptions { min_priority: Priority::Warning, rule_matching: RuleMatching::All, ..Default::default() });
+    let min = rules_with(
+        y,
+        &LoadOptions {
+            min_priority: Priority::Warning,
+            rule_matching: RuleMatching::All,
+            ..Default::default()
+        },
+    );
     assert_eq!(names(&min, &ev), ["a"]);
     assert!(min.check_report().to_string().contains("b: below the minimum priority"));
 }
@@ -284,7 +307,10 @@ fn append_output_adds_text_and_fields() {
         }],
         ..Default::default()
     };
-    let rs = rules_with("- rule: r\n  desc: d\n  condition: evt.type = openat\n  output: hit %proc.name\n  priority: INFO\n", &opts);
+    let rs = rules_with(
+        "- rule: r\n  desc: d\n  condition: evt.type = openat\n  output: hit %proc.name\n  priority: INFO\n",
+        &opts,
+    );
     let ev = open("/x").set("proc.env", "A=1 B=2").set("proc.cwd", "/root");
     let (text, fields) = rs.rules()[0].format_output(&ev);
     assert_eq!(text, "hit cat env=A=1 B=2");

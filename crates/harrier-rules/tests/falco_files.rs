@@ -1,44 +1,11 @@
-//! Falco's own rule files (../shared/data/falco-rules, or FALCO_RULES_DIR) load, and how
-//! many of their rules Harrier evaluates.
+//! Falco's own rule files load, and how many of their rules Harrier evaluates.
+
+mod common;
 
 use harrier_rules::ruleset::{LoadOptions, RuleSet, RuleStatus};
-use std::path::PathBuf;
-
-/// FALCO_RULES_DIR, else the first `shared/data/falco-rules` above the crate (the project's
-/// machines keep Falco's files there; they are not copied into the repository).
-fn dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("FALCO_RULES_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    let mut p = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        let c = p.join("shared/data/falco-rules");
-        if c.join("falco_rules.yaml").exists() {
-            return Some(c);
-        }
-        if !p.pop() {
-            break;
-        }
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("Falco's rule files not found: set FALCO_RULES_DIR");
-    }
-    eprintln!("note: Falco's rule files not found (set FALCO_RULES_DIR); skipped");
-    None
-}
 
 fn load(names: &[&str]) -> Option<RuleSet> {
-    let dir = dir()?;
-    let files: Vec<(String, String)> = names
-        .iter()
-        .map(|n| {
-            let p = dir.join(n);
-            (
-                p.display().to_string(),
-                std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-            )
-        })
-        .collect();
+    let files = common::read_falco(names)?;
     match RuleSet::load(&files, &LoadOptions::default()) {
         Ok(r) => Some(r),
         Err(d) => panic!("{}", d.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")),
@@ -54,11 +21,21 @@ fn stable_rules_all_evaluable() {
     let bad: Vec<_> = rs
         .rules()
         .iter()
-        .filter(|r| !matches!(r.status, RuleStatus::Evaluable | RuleStatus::Disabled))
+        .filter(|r| r.status != RuleStatus::Evaluable)
         .map(|r| (&r.name, &r.status))
         .collect();
     assert!(bad.is_empty(), "not evaluable: {bad:?}");
     assert_eq!(rep.evaluable(), 25);
+    assert_eq!(rep.active(), 25);
+    // Every rule is restricted to a few event types (none needs every syscall).
+    for r in rs.rules() {
+        assert!(!r.event_types.is_empty() && r.event_types.len() < 10, "{}: {:?}", r.name, r.event_types);
+    }
+    let attach = rs.event_types().syscall_names();
+    println!("syscalls to attach: {attach:?}");
+    for s in ["execve", "openat", "connect", "ptrace", "socket", "symlinkat", "linkat"] {
+        assert!(attach.contains(&s), "{s} missing from {attach:?}");
+    }
 }
 
 #[test]
@@ -69,7 +46,15 @@ fn incubating_and_sandbox_counts() {
     };
     let rep = rs.check_report();
     println!("{rep}");
-    for w in rs.warnings() {
-        println!("{w}");
-    }
+    let per_file = |f: &str| {
+        let rules: Vec<_> = rs.rules().iter().filter(|r| r.file.ends_with(f)).collect();
+        let evaluable =
+            rules.iter().filter(|r| matches!(r.status, RuleStatus::Evaluable | RuleStatus::Disabled)).count();
+        let enabled = rules.iter().filter(|r| r.status == RuleStatus::Evaluable).count();
+        println!("{f}: {} rules, {evaluable} evaluable, {enabled} enabled by default", rules.len());
+        (rules.len(), evaluable, enabled)
+    };
+    assert_eq!(per_file("/falco_rules.yaml"), (25, 25, 25));
+    assert_eq!(per_file("/falco-incubating_rules.yaml"), (31, 31, 31));
+    assert_eq!(per_file("/falco-sandbox_rules.yaml"), (37, 37, 25));
 }

@@ -11,7 +11,11 @@ fn load(files: &[(&str, &str)]) -> RuleSet {
 }
 
 fn errors(files: &[(&str, &str)]) -> Vec<String> {
-    RuleSet::load(files, &LoadOptions::default()).expect_err("should fail").iter().map(|d| d.to_string()).collect()
+    RuleSet::load(files, &LoadOptions::default())
+        .expect_err("should fail")
+        .iter()
+        .map(|d| d.to_string())
+        .collect()
 }
 
 fn fired(rs: &RuleSet, ev: &FakeEvent) -> Vec<String> {
@@ -46,7 +50,10 @@ fn lists_nest_and_macros_expand() {
     assert_eq!(fired(&rs, &exec("bash")), ["Shell"]);
     assert!(fired(&rs, &exec("fish")).is_empty());
     let r = &rs.rules()[0];
-    assert_eq!((r.priority, r.tags.as_slice(), r.line, r.col), (Priority::Warning, &["shell".to_string()][..], 8, 3));
+    assert_eq!(
+        (r.priority, r.tags.as_slice(), r.line, r.col),
+        (Priority::Warning, &["shell".to_string()][..], 8, 3)
+    );
 }
 
 #[test]
@@ -135,7 +142,13 @@ fn exceptions_compile_into_the_condition() {
       fields: [proc.name]
 "#;
     let rs = load(&[("e.yaml", y)]);
-    let ev = |p: &str, f: &str| FakeEvent::new("openat").set("proc.name", p).set("fd.name", f).set("proc.pname", "make").set("fd.filename", "x");
+    let ev = |p: &str, f: &str| {
+        FakeEvent::new("openat")
+            .set("proc.name", p)
+            .set("fd.name", f)
+            .set("proc.pname", "make")
+            .set("fd.filename", "x")
+    };
     assert_eq!(fired(&rs, &ev("cat", "/etc/shadow")), ["Write etc"]);
     assert!(fired(&rs, &ev("apt", "/etc/apt/sources.list")).is_empty());
     assert_eq!(fired(&rs, &ev("apt", "/etc/dpkg/x")), ["Write etc"]);
@@ -182,7 +195,10 @@ fn positions_inside_folded_conditions_and_macros() {
     let y = "- macro: m\n  condition: >\n    evt.type = open and\n    bogus.field = 1\n- rule: r\n  desc: d\n  condition: (proc.name = a) and m\n  output: o\n  priority: INFO\n";
     let opts = LoadOptions { strict: true, ..Default::default() };
     let e = RuleSet::load(&[("f.yaml", y)], &opts).unwrap_err();
-    assert_eq!(e[0].to_string(), "f.yaml:4:5: rule 'r': unknown field 'bogus.field' (in macro 'm' used at f.yaml:7:34)");
+    assert_eq!(
+        e[0].to_string(),
+        "f.yaml:4:5: rule 'r': unknown field 'bogus.field' (in macro 'm' used at f.yaml:7:34)"
+    );
     let y = "- rule: r\n  desc: d\n  condition: >\n    evt.type = open\n      and proc.name in (a,\n      b c)\n  output: o\n  priority: INFO\n";
     let e = errors(&[("g.yaml", y)]);
     assert!(e[0].starts_with("g.yaml:6:9: rule 'r': expected ',' or ')'"), "{e:?}");

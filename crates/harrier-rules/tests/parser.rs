@@ -58,7 +58,9 @@ fn arguments_lists_values() {
     assert_eq!(name, "proc.aname");
     let Ast::Check { lhs, .. } = parse("proc.aname[2] = bash").unwrap() else { panic!() };
     assert_eq!(lhs.arg.as_deref(), Some("2"));
-    let Ast::Check { lhs, .. } = parse("container.mount.dest[/var/run/docker.sock] exists").unwrap() else { panic!() };
+    let Ast::Check { lhs, .. } = parse("container.mount.dest[/var/run/docker.sock] exists").unwrap() else {
+        panic!()
+    };
     assert_eq!(lhs.arg.as_deref(), Some("/var/run/docker.sock"));
     assert_eq!(check("evt.arg.flags contains O_TRUNC").0, "evt.arg.flags");
     let (_, _, rhs) = check("proc.name in (a, 'b c', \"d\", shell_binaries)");
