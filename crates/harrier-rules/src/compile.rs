@@ -410,7 +410,7 @@ fn strip_quotes(s: &str) -> &str {
 }
 
 fn first_line(s: &str) -> String {
-    s.lines().filter(|l| !l.trim().is_empty()).last().unwrap_or(s).trim().to_string()
+    s.lines().rfind(|l| !l.trim().is_empty()).unwrap_or(s).trim().to_string()
 }
 
 /// The event types on which `e` can be true. A comparison on a field without a value is

@@ -133,8 +133,11 @@ pub enum Expr {
 /// so each combination is rendered once and the steady state allocates nothing.
 #[derive(Default)]
 pub struct FlagCache {
-    map: Mutex<std::collections::HashMap<(usize, u64), Box<[u8]>, matchers::FxBuild>>,
+    map: Mutex<FlagMap>,
 }
+
+/// (renderer name's address, bits) → rendered text.
+type FlagMap = std::collections::HashMap<(usize, u64), Box<[u8]>, matchers::FxBuild>;
 
 impl std::fmt::Debug for FlagCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -169,6 +172,21 @@ pub struct Ctx<'a, S: EventSource + ?Sized> {
 }
 
 impl Expr {
+    /// Every field the expression reads.
+    pub fn fields(&self, out: &mut Vec<Field>) {
+        match self {
+            Expr::Const(_) | Expr::EvtType { .. } => {}
+            Expr::And(v) | Expr::Or(v) => v.iter().for_each(|e| e.fields(out)),
+            Expr::Not(e) => e.fields(out),
+            Expr::Check(c) => {
+                out.push(c.sel.field);
+                if let CRhs::Field(r) = &c.rhs {
+                    out.push(r.field);
+                }
+            }
+        }
+    }
+
     pub fn eval<S: EventSource + ?Sized>(&self, cx: &Ctx<'_, S>) -> bool {
         match self {
             Expr::Const(b) => *b,

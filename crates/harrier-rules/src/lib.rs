@@ -19,3 +19,4 @@ pub mod yaml;
 pub const DEFAULT_RULES: &str = include_str!("../rules/harrier_rules.yaml");
 /// The name the default ruleset's diagnostics use.
 pub const DEFAULT_RULES_NAME: &str = "harrier_rules.yaml";
+pub mod docs;

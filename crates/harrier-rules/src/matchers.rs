@@ -180,7 +180,7 @@ pub fn b64_decode_in_place(buf: &mut [u8]) -> Option<usize> {
 /// Hex text to bytes (bcontains/bstartswith operands).
 pub fn parse_hex(s: &str) -> Option<Vec<u8>> {
     let s: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
-    if s.len() % 2 != 0 {
+    if s.len() & 1 == 1 {
         return None;
     }
     s.chunks(2).map(|p| u8::from_str_radix(std::str::from_utf8(p).ok()?, 16).ok()).collect()

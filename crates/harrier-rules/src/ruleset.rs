@@ -98,6 +98,9 @@ pub struct Rule {
     pub status: RuleStatus,
     /// Event types on which the rule can match (empty when not evaluated).
     pub event_types: EventSet,
+    /// Fields of the condition that never have a value in Harrier (Kubernetes metadata):
+    /// comparisons on them are always false.
+    pub valueless_fields: Vec<&'static str>,
     /// Where the rule is defined.
     pub file: String,
     pub line: u32,
@@ -250,7 +253,16 @@ impl RuleSet {
                 (RuleStatus::Evaluable, Some(e)) => possible_events(e),
                 _ => EventSet::empty(),
             };
+            let mut used = Vec::new();
+            if let Some(e) = &expr {
+                e.fields(&mut used);
+            }
+            let mut valueless_fields: Vec<&'static str> =
+                used.iter().filter(|f| f.info().events == fields::Events::Never).map(|f| f.name()).collect();
+            valueless_fields.sort_unstable();
+            valueless_fields.dedup();
             rules.push(Rule {
+                valueless_fields,
                 index: i as u32,
                 name: r.name.clone(),
                 desc: r.desc.clone(),
@@ -369,6 +381,8 @@ impl fmt::Display for CheckReport<'_> {
                     let ev = &r.event_types;
                     if ev.is_all() {
                         "evaluable (all event types)".to_string()
+                    } else if ev.is_empty() {
+                        "evaluable, but no event can match it here".to_string()
                     } else {
                         format!("evaluable ({})", ev.iter().map(|e| e.name()).collect::<Vec<_>>().join(","))
                     }
@@ -378,7 +392,12 @@ impl fmt::Display for CheckReport<'_> {
                 RuleStatus::BelowPriority => "below the minimum priority".into(),
                 RuleStatus::OtherSource(s) => format!("not evaluable: source {s}"),
             };
-            writeln!(f, "{}:{}: {}: {what}", r.file, r.line, r.name)?;
+            let note = if r.valueless_fields.is_empty() {
+                String::new()
+            } else {
+                format!(" [never set in Harrier: {}]", r.valueless_fields.join(", "))
+            };
+            writeln!(f, "{}:{}: {}: {what}{note}", r.file, r.line, r.name)?;
         }
         write!(f, "{} rules: {} evaluable, {} active", self.total(), self.evaluable(), self.active())
     }
