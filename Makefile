@@ -10,9 +10,10 @@ deps:
 build: deps
 	$(CARGO) build --release --locked --workspace
 
-# The main job. Until the rules engine lands this is a live capture summary.
+# The main job: Falco's rule language on live syscalls, the embedded default rules,
+# alerts on stdout (Ctrl-C stops it and prints what it saw).
 run: build
-	$(HARRIER) capture
+	$(HARRIER) run
 
 test: build
 	$(CARGO) test --release --locked --workspace

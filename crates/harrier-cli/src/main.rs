@@ -10,6 +10,9 @@ macro_rules! say {
 }
 
 mod capture;
+mod rules_cmd;
+mod rules_load;
+mod run;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
@@ -24,6 +27,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Detect threats with Falco's rules: alerts on stdout, a file or HTTP.
+    Run(run::RunArgs),
+    /// Rule files: check what loads and what Harrier evaluates.
+    #[command(subcommand)]
+    Rules(rules_cmd::RulesCommand),
     /// Capture syscalls, one event per syscall at exit; print a summary or JSON.
     Capture(capture::CaptureArgs),
     /// Answer getpid() & co. from a read-only BPF map (see libharrier-bypass.so).
@@ -56,6 +64,8 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Rules(cmd) => rules_cmd::run(cmd),
         Command::Capture(args) => capture::run(args),
         Command::Bypass(cmd) => harrier_bypass::run(cmd),
     };

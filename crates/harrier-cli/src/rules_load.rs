@@ -1,0 +1,70 @@
+//! Loading rule files for `harrier run` and `harrier rules check`.
+
+use anyhow::{bail, Context, Result};
+use harrier_engine::config::RunConfig;
+use harrier_rules::ruleset::{AppendOutput, LoadOptions, RuleSet};
+use std::sync::Arc;
+
+/// Rule files in order: a directory contributes its *.yaml/*.yml, sorted.
+fn expand(paths: &[String]) -> Result<Vec<(String, String)>> {
+    let mut files = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).with_context(|| format!("rules file {p}"))?;
+        let mut names = Vec::new();
+        if meta.is_dir() {
+            for e in std::fs::read_dir(p).with_context(|| format!("reading {p}"))? {
+                let path = e?.path();
+                if path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                    names.push(path.display().to_string());
+                }
+            }
+            names.sort();
+        } else {
+            names.push(p.clone());
+        }
+        for n in names {
+            let text = std::fs::read_to_string(&n).with_context(|| format!("reading {n}"))?;
+            files.push((n, text));
+        }
+    }
+    Ok(files)
+}
+
+/// The rules of `cfg` (the embedded defaults when it names none).
+pub fn load(cfg: &RunConfig) -> Result<RuleSet> {
+    let files = if cfg.rules_files.is_empty() {
+        vec![(harrier_rules::DEFAULT_RULES_NAME.to_string(), harrier_rules::DEFAULT_RULES.to_string())]
+    } else {
+        expand(&cfg.rules_files)?
+    };
+    let append = AppendOutput {
+        extra_fields: cfg.append_fields.iter().map(|f| (f.clone(), None)).collect(),
+        ..Default::default()
+    };
+    let opts = LoadOptions {
+        rule_matching: cfg.rule_matching,
+        min_priority: cfg.priority,
+        supported: Arc::new(harrier_engine::source::supported),
+        append_output: if cfg.append_fields.is_empty() { Vec::new() } else { vec![append] },
+        ..Default::default()
+    };
+    match RuleSet::load(&files, &opts) {
+        Ok(rules) => {
+            for w in rules.warnings() {
+                say!("{w}");
+            }
+            Ok(rules)
+        }
+        Err(diags) => {
+            let errors: Vec<_> = diags.iter().filter(|d| d.is_error()).collect();
+            // Every error on its own line; the last one is the exit message.
+            for d in &diags[..diags.len().saturating_sub(1)] {
+                say!("{d}");
+            }
+            match (errors.len(), diags.last()) {
+                (_, Some(last)) => bail!("{last}"),
+                _ => bail!("the rules did not load"),
+            }
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! `harrier run`: live capture → state → Falco's rules → alerts.
+
+use crate::rules_load;
+use anyhow::{bail, Context, Result};
+use harrier_capture::{parse_size, AttachMode, Config, Session};
+use harrier_engine::config::RunConfig;
+use harrier_engine::metrics::{self, Metrics, RuleLabels, Sample};
+use harrier_engine::state::EngineState;
+use harrier_engine::statsfile::StatsFile;
+use harrier_engine::Engine;
+use harrier_outputs::sinks::{FileSink, Http, Stdout};
+use harrier_outputs::{JsonShape, Outputs};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// A falco.yaml-style config (rules_files, priority, json_output, outputs...).
+    #[arg(long, short = 'c')]
+    config: Option<String>,
+    /// Rule file or directory (repeatable; replaces rules_files; default: the embedded rules).
+    #[arg(long = "rules", short = 'r')]
+    rules: Vec<String>,
+    /// Least severe priority evaluated (e.g. warning).
+    #[arg(long)]
+    priority: Option<String>,
+    /// Alerts as JSON (Falco's shape) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Report every matching rule per event, not only the first.
+    #[arg(long)]
+    all_matches: bool,
+    /// Also append alerts to this file.
+    #[arg(long)]
+    file_output: Option<String>,
+    /// Also POST each alert as JSON to this URL (Falcosidekick, event-generator).
+    #[arg(long)]
+    http_output: Option<String>,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:8765).
+    #[arg(long)]
+    metrics_addr: Option<String>,
+    /// Write Falco-style stats lines (JSON) to this file.
+    #[arg(long)]
+    stats_file: Option<String>,
+    /// Interval of the stats lines, ms.
+    #[arg(long, default_value_t = 1000)]
+    stats_interval: u64,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// auto, per-syscall or dispatcher (see `harrier capture --help`).
+    #[arg(long, default_value = "auto")]
+    attach: AttachMode,
+    /// Per-program BPF run-time stats (costs every BPF program on the machine ~57 ns per run).
+    #[arg(long)]
+    bpf_stats: bool,
+    /// Ring size per CPU.
+    #[arg(long, default_value = "8M")]
+    buffer_size: String,
+}
+
+fn settings(a: &RunArgs) -> Result<RunConfig> {
+    let mut c = match &a.config {
+        Some(path) => RunConfig::load(path)?,
+        None => RunConfig::default(),
+    };
+    for w in &c.warnings {
+        say!("harrier: warning: {w}");
+    }
+    if !a.rules.is_empty() {
+        c.rules_files = a.rules.clone();
+    }
+    if let Some(p) = &a.priority {
+        c.priority = harrier_rules::loader::Priority::parse(p).with_context(|| format!("unknown priority '{p}'"))?;
+    }
+    if a.json {
+        c.json_output = true;
+    }
+    if a.all_matches {
+        c.rule_matching = harrier_rules::ruleset::RuleMatching::All;
+    }
+    if a.file_output.is_some() {
+        c.file_output = a.file_output.clone();
+    }
+    if a.http_output.is_some() {
+        c.http_output = a.http_output.clone();
+    }
+    if a.metrics_addr.is_some() {
+        c.metrics_addr = a.metrics_addr.clone();
+    }
+    Ok(c)
+}
+
+fn outputs(c: &RunConfig) -> Result<Outputs> {
+    let shape = JsonShape {
+        include_output: c.json_include_output_property,
+        include_tags: c.json_include_tags_property,
+    };
+    let json = c.json_output.then_some(shape);
+    let mut o = Outputs::new(c.outputs_queue_capacity);
+    if c.stdout_output {
+        o.add("stdout", Box::new(Stdout::new(json)));
+    }
+    if let Some(f) = &c.file_output {
+        o.add("file", Box::new(FileSink::open(f, json)?));
+    }
+    if let Some(u) = &c.http_output {
+        o.add("http", Box::new(Http::new(u, shape)?));
+    }
+    Ok(o)
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    let c = settings(&a)?;
+    let rules = rules_load::load(&c)?;
+    let (total, active) = (rules.check_report().total(), rules.check_report().active());
+    let interest = harrier_engine::interest::interest(&rules);
+    let duration = match a.duration {
+        Some(d) if !(d > 0.0 && d < 1e9) => bail!("duration must be a positive number of seconds, not {d}"),
+        d => d.map(Duration::from_secs_f64),
+    };
+    let mut cfg = Config::new(interest.syscalls.clone());
+    cfg.attach = a.attach;
+    cfg.run_time_stats = a.bpf_stats;
+    cfg.buffer_size = parse_size(&a.buffer_size)?;
+    cfg.skip_missing = true;
+    cfg.validate()?;
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("harrier run needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN)");
+    }
+    let mut stats_file = match &a.stats_file {
+        Some(p) => Some(std::fs::File::create(p).with_context(|| format!("creating {p}"))?),
+        None => None,
+    };
+    let metrics = Arc::new(Mutex::new(Metrics::new()));
+    if let Some(addr) = &c.metrics_addr {
+        metrics::serve(addr, metrics.clone())?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+
+    let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outputs(&c)?, c.rule_matching)));
+    let sink = engine.clone();
+    let mut session = Session::start(&cfg, Box::new(move |ev| sink.borrow_mut().on_event(ev)))?;
+    engine.borrow_mut().state.scan_proc();
+    let choice = session.attach_choice();
+    say!(
+        "harrier: {} rules loaded, {} evaluated; {}; {} attach ({})",
+        total,
+        active,
+        interest.summary(),
+        choice.mode,
+        choice.reason
+    );
+    for r in &interest.unbounded_rules {
+        say!("harrier: note: rule '{r}' has no evt.type: it sees typed syscalls only");
+    }
+
+    let tsc_per_ns = harrier_engine::tsc_per_ns(Duration::from_millis(20));
+    let started = Instant::now();
+    let deadline = duration.map(|d| started + d);
+    let mut stats_line = StatsFile::default();
+    let mut last_stats = Instant::now();
+    let mut last_metrics = Instant::now();
+    let mut last_cpu = (metrics::self_usage().0, Instant::now());
+    session.run(|s| {
+        let mut e = engine.borrow_mut();
+        e.end_batch();
+        let kernel = s.kernel_stats().ok();
+        let (events, drops) = kernel.map_or((0, 0), |k| {
+            (k.iter().map(|c| c.events).sum::<u64>(), k.iter().map(|c| c.dropped()).sum::<u64>())
+        });
+        if let Some(f) = stats_file.as_mut() {
+            if last_stats.elapsed() >= Duration::from_millis(a.stats_interval) {
+                let _ = stats_line.write(f, events, drops);
+                last_stats = Instant::now();
+            }
+        }
+        if c.metrics_addr.is_some() && last_metrics.elapsed() >= Duration::from_secs(1) {
+            let (cpu, rss) = metrics::self_usage();
+            let ratio = (cpu - last_cpu.0) / last_cpu.1.elapsed().as_secs_f64().max(1e-3);
+            last_cpu = (cpu, Instant::now());
+            let rules = e
+                .rules()
+                .rules()
+                .iter()
+                .zip(&e.counters.per_rule)
+                .filter(|(r, _)| r.is_active())
+                .map(|(r, k)| {
+                    let labels = RuleLabels {
+                        rule_name: r.name.clone(),
+                        priority: r.priority.as_str().to_string(),
+                        source: r.source.clone(),
+                        tags: r.tags.join(","),
+                    };
+                    (labels, k.matches, k.evaluations, k.cycles as f64 / tsc_per_ns / 1e9)
+                })
+                .collect();
+            let output_drops = e.outputs().stats().into_iter().map(|o| (o.name.clone(), o.lost())).collect();
+            if let Ok(mut m) = metrics.lock() {
+                m.update(Sample { events, drops, rules, output_drops, cpu_ratio: ratio, rss_bytes: rss });
+            }
+            last_metrics = Instant::now();
+        }
+        stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d)
+    })?;
+    let stats = session.stop()?;
+    let engine = Rc::try_unwrap(engine).ok().expect("the session released the engine").into_inner();
+    let counters = engine.counters.clone();
+    let out_stats = engine.into_outputs().close(Duration::from_secs(2));
+    if let Some(f) = stats_file.as_mut() {
+        let k = stats.kernel_total();
+        let _ = stats_line.write(f, k.events, stats.total_drops());
+    }
+    say!(
+        "harrier: {} events, {} dropped in the kernel, {} alerts, {} events with no candidate rule",
+        counters.events,
+        stats.total_drops(),
+        counters.alerts,
+        counters.events_without_rules
+    );
+    for o in out_stats {
+        say!("harrier: output {}: {} sent, {} lost (queue full {}, failed {})", o.name, o.sent, o.lost(), o.dropped_queue_full, o.failed);
+    }
+    Ok(())
+}

@@ -1,0 +1,216 @@
+//! `harrier run --config FILE`: the falco.yaml keys that apply to Harrier,
+//! read with their positions so a bad value names file:line:column. Keys
+//! Falco has and Harrier does not use are warned about, never fatal.
+
+use anyhow::{bail, Result};
+use harrier_rules::loader::Priority;
+use harrier_rules::ruleset::RuleMatching;
+use harrier_rules::yaml::{self, Node};
+
+/// Everything `harrier run` takes from a config file (CLI flags override).
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Rule files or directories of *.yaml, in order; empty: the embedded defaults.
+    pub rules_files: Vec<String>,
+    pub priority: Priority,
+    pub rule_matching: RuleMatching,
+    pub json_output: bool,
+    pub json_include_output_property: bool,
+    pub json_include_tags_property: bool,
+    pub stdout_output: bool,
+    pub file_output: Option<String>,
+    pub http_output: Option<String>,
+    /// Prometheus endpoint address (webserver.listen_address:listen_port).
+    pub metrics_addr: Option<String>,
+    pub outputs_queue_capacity: usize,
+    /// Falco's append_output: extra fields (e.g. proc.env) on every alert.
+    pub append_fields: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+impl Default for RunConfig {
+    fn default() -> RunConfig {
+        RunConfig {
+            rules_files: Vec::new(),
+            priority: Priority::Debug,
+            rule_matching: RuleMatching::First,
+            json_output: false,
+            json_include_output_property: true,
+            json_include_tags_property: true,
+            stdout_output: true,
+            file_output: None,
+            http_output: None,
+            metrics_addr: None,
+            outputs_queue_capacity: 1024,
+            append_fields: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+struct Reader<'a> {
+    file: &'a str,
+}
+
+impl Reader<'_> {
+    fn err(&self, n: &Node, msg: impl std::fmt::Display) -> anyhow::Error {
+        let p = n.pos();
+        anyhow::anyhow!("{}:{}:{}: {msg}", self.file, p.line, p.col)
+    }
+
+    fn str<'n>(&self, n: &'n Node, key: &str) -> Result<&'n str> {
+        n.as_str().ok_or_else(|| self.err(n, format!("{key} must be a scalar, not {}", n.kind())))
+    }
+
+    fn bool(&self, n: &Node, key: &str) -> Result<bool> {
+        match self.str(n, key)? {
+            "true" | "True" | "yes" => Ok(true),
+            "false" | "False" | "no" => Ok(false),
+            v => Err(self.err(n, format!("{key} must be true or false, not '{v}'"))),
+        }
+    }
+
+    fn strings(&self, n: &Node, key: &str) -> Result<Vec<String>> {
+        match n {
+            Node::Seq { items, .. } => items.iter().map(|i| self.str(i, key).map(String::from)).collect(),
+            _ => Ok(vec![self.str(n, key)?.to_string()]),
+        }
+    }
+
+    /// `key: {enabled: bool, ...}`: whether it is enabled.
+    fn enabled(&self, n: &Node, key: &str) -> Result<bool> {
+        match n.get("enabled") {
+            Some(e) => self.bool(e, &format!("{key}.enabled")),
+            None => Ok(false),
+        }
+    }
+}
+
+impl RunConfig {
+    pub fn load(path: &str) -> Result<RunConfig> {
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading {path}: {e}"))?;
+        RunConfig::parse(path, &text)
+    }
+
+    pub fn parse(file: &str, text: &str) -> Result<RunConfig> {
+        let r = Reader { file };
+        let docs = yaml::parse(text).map_err(|e| anyhow::anyhow!("{file}:{}:{}: {}", e.pos.line, e.pos.col, e.msg))?;
+        let mut c = RunConfig::default();
+        let Some(root) = docs.first() else { return Ok(c) };
+        let Node::Map { entries, .. } = root else {
+            bail!(r.err(root, format!("the config must be a mapping, not {}", root.kind())));
+        };
+        for (k, v) in entries {
+            let key = r.str(k, "a key")?;
+            match key {
+                "rules_files" | "rules_file" => c.rules_files = r.strings(v, key)?,
+                "priority" => {
+                    let p = r.str(v, key)?;
+                    c.priority = Priority::parse(p).ok_or_else(|| r.err(v, format!("unknown priority '{p}'")))?;
+                }
+                "rule_matching" => {
+                    c.rule_matching = match r.str(v, key)? {
+                        "first" => RuleMatching::First,
+                        "all" => RuleMatching::All,
+                        m => bail!(r.err(v, format!("rule_matching must be first or all, not '{m}'"))),
+                    }
+                }
+                "json_output" => c.json_output = r.bool(v, key)?,
+                "json_include_output_property" => c.json_include_output_property = r.bool(v, key)?,
+                "json_include_tags_property" => c.json_include_tags_property = r.bool(v, key)?,
+                "stdout_output" => c.stdout_output = r.enabled(v, key)?,
+                "file_output" => {
+                    if r.enabled(v, key)? {
+                        let f = v.get("filename").ok_or_else(|| r.err(v, "file_output needs a filename"))?;
+                        c.file_output = Some(r.str(f, "file_output.filename")?.to_string());
+                    }
+                }
+                "http_output" => {
+                    if r.enabled(v, key)? {
+                        let u = v.get("url").ok_or_else(|| r.err(v, "http_output needs a url"))?;
+                        c.http_output = Some(r.str(u, "http_output.url")?.to_string());
+                    }
+                }
+                "webserver" => {
+                    if r.enabled(v, key)? {
+                        let addr = v.get("listen_address").map(|a| r.str(a, "webserver.listen_address")).transpose()?;
+                        let port = v.get("listen_port").map(|p| r.str(p, "webserver.listen_port")).transpose()?;
+                        c.metrics_addr = Some(format!("{}:{}", addr.unwrap_or("0.0.0.0"), port.unwrap_or("8765")));
+                    }
+                }
+                "outputs_queue" => {
+                    if let Some(cap) = v.get("capacity") {
+                        let s = r.str(cap, "outputs_queue.capacity")?;
+                        c.outputs_queue_capacity = match s.parse::<usize>() {
+                            Ok(0) => 1 << 20, // Falco: 0 means unbounded; we keep a bound
+                            Ok(n) => n,
+                            Err(_) => bail!(r.err(cap, format!("outputs_queue.capacity must be a number, not '{s}'"))),
+                        };
+                    }
+                }
+                "append_output" => {
+                    let Node::Seq { items, .. } = v else {
+                        bail!(r.err(v, "append_output must be a list"));
+                    };
+                    for item in items {
+                        if let Some(fields) = item.get("extra_fields") {
+                            let Node::Seq { items, .. } = fields else {
+                                bail!(r.err(fields, "extra_fields must be a list"));
+                            };
+                            for f in items {
+                                match f {
+                                    Node::Scalar { value, .. } => c.append_fields.push(value.clone()),
+                                    _ => c.warnings.push(format!(
+                                        "{file}:{}:{}: only field names are supported in extra_fields",
+                                        f.pos().line,
+                                        f.pos().col
+                                    )),
+                                }
+                            }
+                        }
+                    }
+                }
+                "metrics" => {} // Falco's metrics rule output: Harrier serves Prometheus instead
+                _ => {
+                    let p = k.pos();
+                    c.warnings.push(format!("{file}:{}:{}: '{key}' is not used by harrier", p.line, p.col));
+                }
+            }
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn falco_keys_are_read_and_others_warned_about() {
+        let c = RunConfig::parse(
+            "falco.yaml",
+            "rules_files:\n  - /etc/falco/falco_rules.yaml\npriority: warning\nrule_matching: all\n\
+             json_output: true\nstdout_output:\n  enabled: false\nfile_output:\n  enabled: true\n  \
+             filename: /tmp/a.json\nhttp_output:\n  enabled: true\n  url: http://127.0.0.1:2801/\n\
+             webserver:\n  enabled: true\n  listen_port: 8765\nplugins: []\n\
+             append_output:\n  - extra_fields:\n      - proc.env\n",
+        )
+        .unwrap();
+        assert_eq!(c.rules_files, ["/etc/falco/falco_rules.yaml"]);
+        assert_eq!((c.priority, c.rule_matching), (Priority::Warning, RuleMatching::All));
+        assert!(c.json_output && !c.stdout_output);
+        assert_eq!(c.file_output.as_deref(), Some("/tmp/a.json"));
+        assert_eq!(c.http_output.as_deref(), Some("http://127.0.0.1:2801/"));
+        assert_eq!(c.metrics_addr.as_deref(), Some("0.0.0.0:8765"));
+        assert_eq!(c.append_fields, ["proc.env"]);
+        assert_eq!(c.warnings, ["falco.yaml:17:1: 'plugins' is not used by harrier"]);
+    }
+
+    #[test]
+    fn bad_values_name_file_line_and_column() {
+        let e = RunConfig::parse("c.yaml", "json_output: maybe\n").unwrap_err().to_string();
+        assert_eq!(e, "c.yaml:1:14: json_output must be true or false, not 'maybe'");
+        let e = RunConfig::parse("c.yaml", "a: 1\npriority: loud\n").unwrap_err().to_string();
+        assert_eq!(e, "c.yaml:2:11: unknown priority 'loud'");
+    }
+}

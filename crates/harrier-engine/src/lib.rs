@@ -1,0 +1,214 @@
+//! `harrier run`: the capture engine's event stream → state tables → Falco's
+//! rules → alerts. The engine is one more sink on the capture stream: it sees
+//! every event in time order, keeps the state tables current, and meets each
+//! event with only the rules that can match its type.
+
+pub mod config;
+pub mod interest;
+pub mod metrics;
+pub mod source;
+pub mod state;
+pub mod statsfile;
+pub mod view;
+
+use harrier_outputs::{Alert, Outputs};
+use harrier_rules::events::{EventType, PSEUDO_BASE, PSEUDO_EVENTS};
+use harrier_rules::output::OutputValue;
+use harrier_rules::ruleset::{RuleMatching, RuleSet};
+use harrier_schema::view::SyscallView;
+use serde_json::{Map, Value as Json};
+use source::Source;
+use state::EngineState;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// Per-rule cost and hits (the profiler Falco never built).
+#[derive(Debug, Clone, Default)]
+pub struct RuleCounter {
+    pub evaluations: u64,
+    pub matches: u64,
+    /// Time spent evaluating the condition, in TSC cycles.
+    pub cycles: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EngineCounters {
+    pub events: u64,
+    /// Events no rule could match (their type has no candidate rule).
+    pub events_without_rules: u64,
+    pub alerts: u64,
+    pub decode_errors: u64,
+    pub per_rule: Vec<RuleCounter>,
+}
+
+pub struct Engine {
+    rules: RuleSet,
+    pub state: EngineState,
+    outputs: Outputs,
+    host: String,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC: events carry monotonic time.
+    epoch_offset: u64,
+    capture_start_ns: u64,
+    scratch: RefCell<String>,
+    pub counters: EngineCounters,
+    procexit: EventType,
+    all_matches: bool,
+}
+
+fn tsc() -> u64 {
+    // SAFETY: rdtsc has no preconditions on x86_64.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// CLOCK_REALTIME - CLOCK_MONOTONIC, for wall-clock event times.
+pub fn epoch_offset() -> u64 {
+    let now = |clock| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    now(libc::CLOCK_REALTIME).saturating_sub(now(libc::CLOCK_MONOTONIC))
+}
+
+impl Engine {
+    pub fn new(rules: RuleSet, state: EngineState, outputs: Outputs, matching: RuleMatching) -> Engine {
+        let offset = epoch_offset();
+        let per_rule = vec![RuleCounter::default(); rules.rules().len()];
+        let procexit = PSEUDO_EVENTS.iter().position(|e| *e == "procexit").unwrap_or(0);
+        Engine {
+            rules,
+            state,
+            outputs,
+            host: harrier_outputs::hostname(),
+            epoch_offset: offset,
+            capture_start_ns: offset + monotonic_now(),
+            scratch: RefCell::new(String::with_capacity(4096)),
+            counters: EngineCounters { per_rule, ..Default::default() },
+            procexit: EventType(PSEUDO_BASE + procexit as u16),
+            all_matches: matching == RuleMatching::All,
+        }
+    }
+
+    pub fn rules(&self) -> &RuleSet {
+        &self.rules
+    }
+
+    pub fn outputs(&self) -> &Outputs {
+        &self.outputs
+    }
+
+    /// Hands the outputs over for closing (flush with a deadline).
+    pub fn into_outputs(self) -> Outputs {
+        self.outputs
+    }
+
+    /// One event from the capture stream (bytes as the rings hold them).
+    pub fn on_event(&mut self, bytes: &[u8]) {
+        self.counters.events += 1;
+        let view = match SyscallView::new(bytes) {
+            Ok(v) => v,
+            Err(_) => {
+                self.counters.decode_errors += 1;
+                return;
+            }
+        };
+        let Some(view) = view else {
+            // A life-cycle event: state first; a process exit is Falco's procexit.
+            let exit = self.state.apply_meta(bytes);
+            if let Some(tid) = exit {
+                let ts = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+                self.evaluate(None, self.procexit, tid, ts);
+            }
+            return;
+        };
+        let ty = EventType(view.syscall.nr as u16);
+        // A close is judged with the fd it closes still in the table.
+        let close = view.syscall.name == "close";
+        if !close {
+            self.state.apply(&view);
+        }
+        self.evaluate(Some(&view), ty, view.header.tid, view.header.ts);
+        if close {
+            self.state.apply(&view);
+        }
+    }
+
+    fn evaluate(&mut self, view: Option<&SyscallView>, ty: EventType, tid: u32, ts: u64) {
+        let candidates = self.rules.candidates(ty);
+        if candidates.is_empty() {
+            self.counters.events_without_rules += 1;
+            return;
+        }
+        let src = Source {
+            view,
+            ty,
+            tid,
+            num: self.counters.events,
+            wall_ns: ts + self.epoch_offset,
+            capture_start_ns: self.capture_start_ns,
+            host: &self.host,
+            state: &self.state,
+            scratch: &self.scratch,
+        };
+        for &i in candidates {
+            let t0 = tsc();
+            let hit = self.rules.rule_matches(i, &src);
+            let c = &mut self.counters.per_rule[i as usize];
+            c.cycles += tsc().wrapping_sub(t0);
+            c.evaluations += 1;
+            if !hit {
+                continue;
+            }
+            c.matches += 1;
+            self.counters.alerts += 1;
+            let rule = self.rules.rule(i);
+            let (output, fields) = rule.format_output(&src);
+            let mut output_fields = Map::new();
+            for (name, v) in fields {
+                output_fields.insert(name, json_value(v));
+            }
+            self.outputs.emit(Arc::new(Alert {
+                time_ns: src.wall_ns,
+                rule: rule.name.clone(),
+                priority: rule.priority.as_str(),
+                output,
+                output_fields,
+                tags: rule.tags.clone(),
+                source: rule.source.clone(),
+                hostname: self.host.clone(),
+                uuid: harrier_outputs::new_uuid(),
+            }));
+            if !self.all_matches {
+                break;
+            }
+        }
+    }
+
+    /// After each drained batch: forget what exited a batch ago.
+    pub fn end_batch(&mut self) {
+        self.state.end_batch();
+    }
+}
+
+fn json_value(v: OutputValue) -> Json {
+    match v {
+        OutputValue::Null => Json::Null,
+        OutputValue::Str(s) => Json::String(s),
+        OutputValue::U64(n) => n.into(),
+        OutputValue::S64(n) => n.into(),
+        OutputValue::Bool(b) => b.into(),
+    }
+}
+
+fn monotonic_now() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// TSC cycles per ns, measured over `window` (for per-rule times).
+pub fn tsc_per_ns(window: std::time::Duration) -> f64 {
+    let (c0, t0) = (tsc(), std::time::Instant::now());
+    std::thread::sleep(window);
+    (tsc() - c0) as f64 / t0.elapsed().as_nanos().max(1) as f64
+}

@@ -1,0 +1,184 @@
+//! Prometheus metrics (`--metrics-addr`): Falco's names for what Falco has,
+//! plus per-rule evaluation counts and CPU time, which Falco lacks.
+
+use anyhow::{Context, Result};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleLabels {
+    pub rule_name: String,
+    pub priority: String,
+    pub source: String,
+    pub tags: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleName {
+    pub rule_name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutputName {
+    pub output: String,
+}
+
+/// Cumulative figures, sampled by the main loop.
+#[derive(Debug, Clone, Default)]
+pub struct Sample {
+    pub events: u64,
+    pub drops: u64,
+    /// Per rule: (labels, matches, evaluations, cpu seconds).
+    pub rules: Vec<(RuleLabels, u64, u64, f64)>,
+    /// Per output: alerts lost (queue full or failed).
+    pub output_drops: Vec<(String, u64)>,
+    pub cpu_ratio: f64,
+    pub rss_bytes: u64,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    events: Counter,
+    drops: Counter,
+    matches: Family<RuleLabels, Counter>,
+    evaluations: Family<RuleName, Counter>,
+    rule_cpu: Family<RuleName, Counter<f64, AtomicU64>>,
+    output_drops: Family<OutputName, Counter>,
+    cpu: Gauge<f64, AtomicU64>,
+    rss: Gauge,
+    last: Sample,
+}
+
+/// Counters only go up: add what grew since the last sample.
+fn grow(c: &Counter, now: u64, before: u64) {
+    c.inc_by(now.saturating_sub(before));
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let events = Counter::default();
+        let drops = Counter::default();
+        let matches = Family::<RuleLabels, Counter>::default();
+        let evaluations = Family::<RuleName, Counter>::default();
+        let rule_cpu = Family::<RuleName, Counter<f64, AtomicU64>>::default();
+        let output_drops = Family::<OutputName, Counter>::default();
+        let cpu = Gauge::<f64, AtomicU64>::default();
+        let rss = Gauge::default();
+        registry.register("falcosecurity_scap_n_evts", "Events received from the kernel", events.clone());
+        registry.register("falcosecurity_scap_n_drops", "Events lost in the kernel (full rings)", drops.clone());
+        registry.register("falcosecurity_falco_rules_matches", "Alerts per rule", matches.clone());
+        registry.register("harrier_rule_evaluations", "Condition evaluations per rule", evaluations.clone());
+        registry.register("harrier_rule_cpu_seconds", "CPU time evaluating each rule's condition", rule_cpu.clone());
+        registry.register(
+            "falcosecurity_falco_outputs_queue_num_drops",
+            "Alerts lost per output (queue full or delivery failed)",
+            output_drops.clone(),
+        );
+        registry.register("falcosecurity_falco_cpu_usage_ratio", "CPU used by the sensor (cores)", cpu.clone());
+        registry.register("falcosecurity_falco_memory_rss_bytes", "Resident memory of the sensor", rss.clone());
+        Metrics { registry, events, drops, matches, evaluations, rule_cpu, output_drops, cpu, rss, last: Sample::default() }
+    }
+
+    pub fn update(&mut self, s: Sample) {
+        grow(&self.events, s.events, self.last.events);
+        grow(&self.drops, s.drops, self.last.drops);
+        for (i, (labels, m, e, cpu)) in s.rules.iter().enumerate() {
+            let (m0, e0, c0) = self.last.rules.get(i).map_or((0, 0, 0.0), |r| (r.1, r.2, r.3));
+            grow(&self.matches.get_or_create(labels), *m, m0);
+            let name = RuleName { rule_name: labels.rule_name.clone() };
+            grow(&self.evaluations.get_or_create(&name), *e, e0);
+            self.rule_cpu.get_or_create(&name).inc_by((cpu - c0).max(0.0));
+        }
+        for (i, (name, n)) in s.output_drops.iter().enumerate() {
+            let before = self.last.output_drops.get(i).map_or(0, |o| o.1);
+            grow(&self.output_drops.get_or_create(&OutputName { output: name.clone() }), *n, before);
+        }
+        self.cpu.set(s.cpu_ratio);
+        self.rss.set(s.rss_bytes as i64);
+        self.last = s;
+    }
+
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// Serves the metrics on `addr` (any path) from a thread of its own.
+pub fn serve(addr: &str, metrics: Arc<std::sync::Mutex<Metrics>>) -> Result<()> {
+    let server = tiny_http::Server::http(addr).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| format!("listening on {addr}"))?;
+    std::thread::Builder::new().name("metrics".into()).spawn(move || {
+        for req in server.incoming_requests() {
+            let body = metrics.lock().map(|m| m.text()).unwrap_or_default();
+            let header = tiny_http::Header::from_bytes(
+                "Content-Type",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
+            .unwrap();
+            let _ = req.respond(tiny_http::Response::from_string(body).with_header(header));
+        }
+    })?;
+    Ok(())
+}
+
+/// This process's CPU time (user + system) and RSS, from /proc/self.
+pub fn self_usage() -> (f64, u64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let cpu = f.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    let rss = f.get(21).and_then(|r| r.parse::<u64>().ok()).unwrap_or(0) * page;
+    (cpu / tick, rss)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn falcos_names_and_per_rule_cost_are_exposed() {
+        let mut m = Metrics::new();
+        let labels = RuleLabels {
+            rule_name: "Write below binary dir".into(),
+            priority: "Error".into(),
+            source: "syscall".into(),
+            tags: "filesystem".into(),
+        };
+        m.update(Sample {
+            events: 10,
+            drops: 1,
+            rules: vec![(labels.clone(), 2, 7, 0.5)],
+            output_drops: vec![("http".into(), 3)],
+            ..Default::default()
+        });
+        m.update(Sample { events: 15, drops: 1, rules: vec![(labels, 3, 9, 0.75)], ..Default::default() });
+        let t = m.text();
+        for want in [
+            "falcosecurity_scap_n_evts_total 15",
+            "falcosecurity_scap_n_drops_total 1",
+            "falcosecurity_falco_rules_matches_total{rule_name=\"Write below binary dir\",priority=\"Error\",source=\"syscall\",tags=\"filesystem\"} 3",
+            "harrier_rule_evaluations_total{rule_name=\"Write below binary dir\"} 9",
+            "harrier_rule_cpu_seconds_total{rule_name=\"Write below binary dir\"} 0.75",
+            "falcosecurity_falco_outputs_queue_num_drops_total{output=\"http\"} 3",
+        ] {
+            assert!(t.contains(want), "{want} missing from:\n{t}");
+        }
+    }
+}

@@ -1,0 +1,572 @@
+//! Rule fields for one event: the `EventSource` the rules engine evaluates.
+//! Values borrow from the event's bytes and the state tables; text that has
+//! to be built (times, addresses, joined paths) goes to a scratch buffer the
+//! engine reuses, so extraction allocates nothing once warm.
+
+use crate::view::{FdInfo, ProcInfo, StateView};
+use harrier_rules::events::EventType;
+use harrier_rules::fields::{Field, FieldArg};
+use harrier_rules::value::{EventSource, Value};
+use harrier_schema::decode::Value as Param;
+use harrier_schema::view::SyscallView;
+use harrier_schema::TextKind;
+use std::cell::RefCell;
+use std::fmt::Write;
+
+/// One event as the rules see it.
+pub struct Source<'a, S: StateView + ?Sized> {
+    /// None for pseudo events (procexit).
+    pub view: Option<&'a SyscallView<'a>>,
+    pub ty: EventType,
+    pub tid: u32,
+    pub num: u64,
+    /// Wall-clock ns since the epoch.
+    pub wall_ns: u64,
+    pub capture_start_ns: u64,
+    pub host: &'a str,
+    pub state: &'a S,
+    pub scratch: &'a RefCell<String>,
+}
+
+/// Fields this engine extracts. A rule using another is reported as not
+/// evaluable (naming the field) instead of silently never matching.
+pub fn supported(f: Field) -> bool {
+    use Field::*;
+    matches!(
+        f,
+        EvtNum
+            | EvtTime
+            | EvtTimeS
+            | EvtTimeIso8601
+            | EvtDatetime
+            | EvtRawtime
+            | EvtRawtimeS
+            | EvtRawtimeNs
+            | EvtReltime
+            | EvtHostname
+            | EvtType
+            | EvtTypeIs
+            | EvtDir
+            | EvtArgs
+            | EvtArg
+            | EvtRawarg
+            | EvtInfo
+            | EvtBuffer
+            | EvtBuflen
+            | EvtRes
+            | EvtRawres
+            | EvtFailed
+            | EvtIsOpenRead
+            | EvtIsOpenWrite
+            | EvtIsOpenExec
+            | EvtIsOpenCreate
+            | EvtSource
+            | ProcPid
+            | ProcExe
+            | ProcName
+            | ProcArgs
+            | ProcEnv
+            | ProcCmdline
+            | ProcExeline
+            | ProcCwd
+            | ProcPpid
+            | ProcPname
+            | ProcPcmdline
+            | ProcPexe
+            | ProcPexepath
+            | ProcApid
+            | ProcAname
+            | ProcAcmdline
+            | ProcAexe
+            | ProcAexepath
+            | ProcExepath
+            | ProcIsExeUpperLayer
+            | ProcIsExeFromMemfd
+            | ProcSid
+            | ProcTty
+            | ProcVpid
+            | ProcVpgid
+            | ProcIsVpgidLeader
+            | ProcIsSidLeader
+            | ProcPidTs
+            | ThreadTid
+            | ThreadIsmain
+            | ThreadCapEffective
+            | FdNum
+            | FdType
+            | FdTypechar
+            | FdName
+            | FdNameraw
+            | FdDirectory
+            | FdFilename
+            | FdIp
+            | FdCip
+            | FdSip
+            | FdPort
+            | FdCport
+            | FdSport
+            | FdL4proto
+            | FdSockfamily
+            | FdIsServer
+            | FdConnected
+            | FdIsConnected
+            | FdSipName
+            | FdCipName
+            | ProcDuration
+            | FdNet
+            | FdCnet
+            | FdSnet
+            | FsPathName
+            | FsPathNameraw
+            | FsPathSource
+            | FsPathSourceraw
+            | FsPathTarget
+            | FsPathTargetraw
+            | UserUid
+            | UserName
+            | UserHomedir
+            | UserShell
+            | UserLoginuid
+            | UserLoginname
+            | GroupGid
+            | GroupName
+            | ContainerId
+            | ContainerFullId
+            | ContainerName
+            | ContainerImage
+            | ContainerImageRepository
+            | ContainerPrivileged
+    )
+}
+
+/// errno names for evt.res (Falco prints the name, e.g. ENOENT).
+fn errno_name(e: i64) -> &'static str {
+    const NAMES: [&str; 41] = [
+        "SUCCESS", "EPERM", "ENOENT", "ESRCH", "EINTR", "EIO", "ENXIO", "E2BIG", "ENOEXEC", "EBADF", "ECHILD",
+        "EAGAIN", "ENOMEM", "EACCES", "EFAULT", "ENOTBLK", "EBUSY", "EEXIST", "EXDEV", "ENODEV", "ENOTDIR",
+        "EISDIR", "EINVAL", "ENFILE", "EMFILE", "ENOTTY", "ETXTBSY", "EFBIG", "ENOSPC", "ESPIPE", "EROFS",
+        "EMLINK", "EPIPE", "EDOM", "ERANGE", "EDEADLK", "ENAMETOOLONG", "ENOLCK", "ENOSYS", "ENOTEMPTY", "ELOOP",
+    ];
+    match -e {
+        n @ 0..=40 => NAMES[n as usize],
+        110 => "ETIMEDOUT",
+        111 => "ECONNREFUSED",
+        115 => "EINPROGRESS",
+        113 => "EHOSTUNREACH",
+        101 => "ENETUNREACH",
+        98 => "EADDRINUSE",
+        95 => "EOPNOTSUPP",
+        _ => "E?",
+    }
+}
+
+/// Open-style flags of this event, if it has them (open, openat, openat2).
+fn open_flags(v: &SyscallView) -> Option<(u64, u64)> {
+    let flags = v.named("flags")?.as_i64()? as u64;
+    let mode = v.named("mode").and_then(|m| m.as_i64()).unwrap_or(0) as u64;
+    matches!(v.syscall.name, "open" | "openat" | "openat2" | "creat").then_some((flags, mode))
+}
+
+impl<S: StateView + ?Sized> Source<'_, S> {
+    fn proc(&self) -> Option<ProcInfo<'_>> {
+        self.state.process(self.tid)
+    }
+
+    /// The fd this event is about: its fd argument, or the one it returned.
+    fn fd(&self) -> Option<FdInfo<'_>> {
+        let v = self.view?;
+        let num = match v.syscall.name {
+            "open" | "openat" | "openat2" | "creat" | "socket" | "accept" | "accept4" | "dup" | "dup2" | "dup3" => {
+                (v.ret >= 0).then_some(v.ret as i32)?
+            }
+            _ => v.named("fd")?.as_i64()? as i32,
+        };
+        self.state.fd(self.tid, num)
+    }
+
+    /// fd.name straight from the event where the kernel resolved it (open's
+    /// fullpath), so a closed or failed fd still has its name.
+    fn event_fd_name(&self) -> Option<&[u8]> {
+        let v = self.view?;
+        match v.named("fullpath") {
+            Some(Param::Bytes(b)) if !b.is_empty() => Some(b),
+            _ => None,
+        }
+    }
+
+    fn with_scratch(&self, out: &mut dyn FnMut(Value<'_>) -> bool, build: impl FnOnce(&mut String)) {
+        let mut s = self.scratch.borrow_mut();
+        s.clear();
+        build(&mut s);
+        out(Value::Str(s.as_bytes()));
+    }
+
+    fn param_value(&self, i: usize, raw: bool, out: &mut dyn FnMut(Value<'_>) -> bool) {
+        let Some(v) = self.view else { return };
+        let desc = v.desc(i);
+        match v.param(i) {
+            Param::Missing => {}
+            Param::Bytes(b) => match desc.map(|d| d.text) {
+                Some(TextKind::Sockaddr) => {
+                    self.with_scratch(out, |s| s.push_str(&harrier_schema::sockaddr::format(b)))
+                }
+                _ => {
+                    let end = b.iter().position(|&c| c == 0).filter(|_| desc.is_some_and(|d| d.text == TextKind::Path));
+                    out(Value::Str(&b[..end.unwrap_or(b.len())]));
+                }
+            },
+            p => {
+                let n = p.as_i64().unwrap_or(0);
+                match desc.and_then(|d| d.renderer) {
+                    Some(r) if !raw => {
+                        out(Value::Flags { bits: n as u64, renderer: r });
+                    }
+                    _ => {
+                        out(if matches!(p, Param::Int(_)) { Value::S64(n) } else { Value::U64(n as u64) });
+                    }
+                }
+            }
+        }
+    }
+
+    /// A path argument made absolute against the process's cwd (Falco's fs.path.*).
+    fn fs_path(&self, names: &[&str], raw: bool, out: &mut dyn FnMut(Value<'_>) -> bool) {
+        let Some(v) = self.view else { return };
+        let Some(Param::Bytes(p)) = names.iter().find_map(|n| v.named(n)) else { return };
+        if raw || p.first() == Some(&b'/') {
+            out(Value::Str(p));
+            return;
+        }
+        let Some(proc) = self.proc() else { return };
+        self.with_scratch(out, |s| {
+            s.push_str(&String::from_utf8_lossy(proc.cwd));
+            if !s.ends_with('/') {
+                s.push('/');
+            }
+            s.push_str(&String::from_utf8_lossy(p));
+        });
+    }
+
+    fn time(&self, out: &mut dyn FnMut(Value<'_>) -> bool, fmt: &str) {
+        let secs = (self.wall_ns / 1_000_000_000) as i64;
+        let t = chrono::DateTime::from_timestamp(secs, (self.wall_ns % 1_000_000_000) as u32).unwrap_or_default();
+        self.with_scratch(out, |s| {
+            let _ = write!(s, "{}", t.format(fmt));
+        });
+    }
+
+    /// proc.a*: ancestors by index (1 = parent) or every one of them.
+    fn ancestors(
+        &self,
+        arg: &FieldArg,
+        out: &mut dyn FnMut(Value<'_>) -> bool,
+        pick: for<'p> fn(&ProcInfo<'p>) -> Value<'p>,
+    ) {
+        let Some(mut p) = self.proc() else { return };
+        let want = arg.index();
+        for depth in 1..=64u32 {
+            if p.ppid == 0 || p.ppid == p.pid {
+                return;
+            }
+            let Some(parent) = self.state.process_by_pid(p.ppid) else { return };
+            match want {
+                Some(n) if n == depth => {
+                    out(pick(&parent));
+                    return;
+                }
+                Some(_) => {}
+                None => {
+                    if out(pick(&parent)) {
+                        return;
+                    }
+                }
+            }
+            p = parent;
+        }
+    }
+}
+
+fn cmdline<'x>(p: &ProcInfo<'x>, s: &mut String) {
+    s.push_str(&String::from_utf8_lossy(p.comm));
+    for a in p.args.split(|&c| c == 0).filter(|a| !a.is_empty()) {
+        s.push(' ');
+        s.push_str(&String::from_utf8_lossy(a));
+    }
+}
+
+fn opt_u64(v: Option<u32>) -> Option<Value<'static>> {
+    v.map(|n| Value::U64(n as u64))
+}
+
+impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
+    fn event_type(&self) -> EventType {
+        self.ty
+    }
+
+    fn extract(&self, field: Field, arg: &FieldArg, out: &mut dyn FnMut(Value<'_>) -> bool) {
+        use Field::*;
+        let view = self.view;
+        let one = |out: &mut dyn FnMut(Value<'_>) -> bool, v: Option<Value<'_>>| {
+            if let Some(v) = v {
+                out(v);
+            }
+        };
+        match field {
+            EvtNum => one(out, Some(Value::U64(self.num))),
+            EvtTime => self.time(out, "%H:%M:%S%.9f"),
+            EvtTimeS => self.time(out, "%H:%M:%S"),
+            EvtTimeIso8601 => self.time(out, "%Y-%m-%dT%H:%M:%S%.9fZ"),
+            EvtDatetime => self.time(out, "%Y-%m-%d %H:%M:%S%.9f"),
+            EvtRawtime => one(out, Some(Value::U64(self.wall_ns))),
+            EvtRawtimeS => one(out, Some(Value::U64(self.wall_ns / 1_000_000_000))),
+            EvtRawtimeNs => one(out, Some(Value::U64(self.wall_ns % 1_000_000_000))),
+            EvtReltime => one(out, Some(Value::U64(self.wall_ns.saturating_sub(self.capture_start_ns)))),
+            EvtHostname => one(out, Some(Value::str(self.host))),
+            EvtType => one(out, Some(Value::str(self.ty.name()))),
+            EvtTypeIs => {
+                let is = arg.key().is_some_and(|k| k == self.ty.name());
+                one(out, Some(Value::U64(is as u64)))
+            }
+            EvtDir => one(out, Some(Value::str(">"))),
+            EvtSource => one(out, Some(Value::str("syscall"))),
+            EvtArg | EvtRawarg => {
+                let Some(v) = view else { return };
+                let i = match arg {
+                    FieldArg::Index(i) => Some(*i as usize),
+                    FieldArg::Key(k) => v.index_of(k),
+                    FieldArg::None => None,
+                };
+                if let Some(i) = i {
+                    self.param_value(i, field == EvtRawarg, out);
+                }
+            }
+            EvtArgs | EvtInfo => {
+                let Some(v) = view else { return };
+                self.with_scratch(out, |s| {
+                    for i in 0..v.len() {
+                        let name = v.name_of(i).unwrap_or("?");
+                        if !s.is_empty() {
+                            s.push(' ');
+                        }
+                        match v.param(i) {
+                            Param::Bytes(b) => {
+                                let _ = write!(s, "{name}={}", String::from_utf8_lossy(b));
+                            }
+                            Param::Missing => {}
+                            p => {
+                                let _ = write!(s, "{name}={}", p.as_i64().unwrap_or(0));
+                            }
+                        }
+                    }
+                });
+            }
+            EvtBuffer | EvtBuflen => {
+                let Some(Param::Bytes(b)) = view.and_then(|v| v.named("data")) else { return };
+                one(out, Some(if field == EvtBuffer { Value::Str(b) } else { Value::U64(b.len() as u64) }))
+            }
+            EvtRes => one(out, view.map(|v| Value::str(if v.ret >= 0 { "SUCCESS" } else { errno_name(v.ret) }))),
+            EvtRawres => one(out, view.map(|v| Value::S64(v.ret))),
+            EvtFailed => one(out, view.map(|v| Value::Bool(v.ret < 0))),
+            EvtIsOpenRead | EvtIsOpenWrite | EvtIsOpenExec | EvtIsOpenCreate => {
+                let Some((flags, mode)) = view.and_then(|v| open_flags(v)) else { return };
+                let acc = flags & 3;
+                let creat = flags & 0o100 != 0;
+                let b = match field {
+                    EvtIsOpenRead => acc == 0 || acc == 2,
+                    EvtIsOpenWrite => acc == 1 || acc == 2,
+                    EvtIsOpenCreate => creat,
+                    _ => creat && mode & 0o111 != 0,
+                };
+                one(out, Some(Value::Bool(b)))
+            }
+            ProcPid => one(out, self.proc().map(|p| Value::U64(p.pid as u64))),
+            ProcPpid => one(out, self.proc().map(|p| Value::U64(p.ppid as u64))),
+            ProcName => one(out, self.proc().map(|p| Value::Str(p.comm))),
+            ProcExe => one(out, self.proc().map(|p| Value::Str(p.exe))),
+            ProcExepath => one(out, self.proc().map(|p| Value::Str(p.exepath))),
+            ProcCwd => one(out, self.proc().filter(|p| !p.cwd.is_empty()).map(|p| Value::Str(p.cwd))),
+            ProcArgs => {
+                let Some(p) = self.proc() else { return };
+                self.with_scratch(out, |s| {
+                    for (i, a) in p.args.split(|&c| c == 0).filter(|a| !a.is_empty()).enumerate() {
+                        if i > 0 {
+                            s.push(' ');
+                        }
+                        s.push_str(&String::from_utf8_lossy(a));
+                    }
+                })
+            }
+            ProcEnv => {
+                let Some(p) = self.proc() else { return };
+                match arg.key() {
+                    Some(k) => {
+                        let hit = p.env.split(|&c| c == 0).find_map(|kv| {
+                            kv.strip_prefix(k.as_bytes()).and_then(|rest| rest.strip_prefix(b"="))
+                        });
+                        one(out, hit.map(Value::Str))
+                    }
+                    None => self.with_scratch(out, |s| {
+                        for (i, kv) in p.env.split(|&c| c == 0).filter(|a| !a.is_empty()).enumerate() {
+                            if i > 0 {
+                                s.push(' ');
+                            }
+                            s.push_str(&String::from_utf8_lossy(kv));
+                        }
+                    }),
+                }
+            }
+            ProcCmdline | ProcExeline => {
+                let Some(p) = self.proc() else { return };
+                self.with_scratch(out, |s| cmdline(&p, s))
+            }
+            ProcPname | ProcPexe | ProcPexepath | ProcPcmdline => {
+                let Some(p) = self.proc() else { return };
+                let Some(parent) = self.state.process_by_pid(p.ppid).filter(|_| p.ppid != 0) else { return };
+                match field {
+                    ProcPname => one(out, Some(Value::Str(parent.comm))),
+                    ProcPexe => one(out, Some(Value::Str(parent.exe))),
+                    ProcPexepath => one(out, Some(Value::Str(parent.exepath))),
+                    _ => self.with_scratch(out, |s| cmdline(&parent, s)),
+                }
+            }
+            ProcAname => self.ancestors(arg, out, |p| Value::Str(p.comm)),
+            ProcApid => self.ancestors(arg, out, |p| Value::U64(p.pid as u64)),
+            ProcAexe => self.ancestors(arg, out, |p| Value::Str(p.exe)),
+            ProcAexepath => self.ancestors(arg, out, |p| Value::Str(p.exepath)),
+            ProcAcmdline => self.ancestors(arg, out, |p| Value::Str(p.comm)),
+            ProcIsExeUpperLayer => one(out, self.proc().and_then(|p| p.exe_upper_layer).map(Value::Bool)),
+            ProcIsExeFromMemfd => one(out, self.proc().and_then(|p| p.exe_from_memfd).map(Value::Bool)),
+            ProcSid => one(out, self.proc().and_then(|p| opt_u64(p.sid))),
+            ProcTty => one(out, self.proc().and_then(|p| opt_u64(p.tty))),
+            ProcVpid => one(out, self.proc().and_then(|p| opt_u64(p.vpid))),
+            ProcVpgid => one(out, self.proc().and_then(|p| opt_u64(p.vpgid))),
+            ProcIsVpgidLeader => one(out, self.proc().and_then(|p| Some(Value::Bool(p.vpgid? == p.vpid?)))),
+            ProcIsSidLeader => one(out, self.proc().and_then(|p| Some(Value::Bool(p.sid? == p.pid)))),
+            ProcPidTs => one(out, self.proc().and_then(|p| p.start_ns).map(Value::U64)),
+            ProcDuration => {
+                one(out, self.proc().and_then(|p| p.start_ns).map(|s| Value::U64(self.wall_ns.saturating_sub(s))))
+            }
+            // No DNS resolution here: these names never have a value.
+            FdSipName | FdCipName => {}
+            FdConnected | FdIsConnected => one(out, self.fd().map(|f| Value::Bool(f.tuple.is_some()))),
+            ThreadTid => one(out, Some(Value::U64(self.tid as u64))),
+            ThreadIsmain => one(out, self.proc().map(|p| Value::Bool(p.pid == self.tid))),
+            ThreadCapEffective => one(
+                out,
+                self.proc().and_then(|p| p.cap_effective).map(|c| Value::Flags { bits: c, renderer: "capabilities" }),
+            ),
+            UserUid => one(out, self.proc().and_then(|p| opt_u64(p.uid))),
+            UserName | UserHomedir | UserShell => {
+                let Some(uid) = self.proc().and_then(|p| p.uid) else { return };
+                let Some(u) = self.state.user(uid) else { return };
+                one(
+                    out,
+                    Some(Value::str(match field {
+                        UserName => u.name,
+                        UserHomedir => u.home,
+                        _ => u.shell,
+                    })),
+                )
+            }
+            UserLoginuid => one(out, self.proc().and_then(|p| p.loginuid).map(|l| Value::S64(l as i32 as i64))),
+            UserLoginname => {
+                let Some(l) = self.proc().and_then(|p| p.loginuid).filter(|&l| l != u32::MAX) else { return };
+                one(out, self.state.user(l).map(|u| Value::str(u.name)))
+            }
+            GroupGid => one(out, self.proc().and_then(|p| opt_u64(p.gid))),
+            GroupName => {
+                let Some(gid) = self.proc().and_then(|p| p.gid) else { return };
+                one(out, self.state.group(gid).map(Value::str))
+            }
+            ContainerId | ContainerFullId => {
+                let Some(p) = self.proc() else { return };
+                let id = if p.container_id.is_empty() { "host" } else { p.container_id };
+                let id = if field == ContainerId && id.len() > 12 { &id[..12] } else { id };
+                one(out, Some(Value::str(id)))
+            }
+            ContainerName | ContainerImage | ContainerImageRepository | ContainerPrivileged => {
+                let Some(p) = self.proc() else { return };
+                if p.container_id.is_empty() {
+                    let host = matches!(field, ContainerName).then_some(Value::str("host"));
+                    return one(out, host);
+                }
+                let Some(c) = self.state.container(p.container_id) else { return };
+                let v = match field {
+                    ContainerName => Some(Value::str(c.name)),
+                    ContainerImage => Some(Value::str(c.image)).filter(|_| !c.image.is_empty()),
+                    ContainerImageRepository => {
+                        Some(Value::str(c.image_repository)).filter(|_| !c.image_repository.is_empty())
+                    }
+                    _ => c.privileged.map(Value::Bool),
+                };
+                one(out, v)
+            }
+            FdNum => {
+                let n = self.fd().map(|f| f.num).or_else(|| {
+                    let v = view?;
+                    match v.named("fd") {
+                        Some(p) => p.as_i64().map(|n| n as i32),
+                        None => (v.ret >= 0 && self.event_fd_name().is_some()).then_some(v.ret as i32),
+                    }
+                });
+                one(out, n.map(|n| Value::S64(n as i64)))
+            }
+            FdName | FdNameraw | FdDirectory | FdFilename => {
+                let name = self.event_fd_name().or_else(|| self.fd().map(|f| f.name));
+                let Some(name) = name.filter(|n| !n.is_empty()) else { return };
+                let v = match field {
+                    FdDirectory => {
+                        let cut = name.iter().rposition(|&c| c == b'/').unwrap_or(0);
+                        Value::Str(if cut == 0 { b"/" } else { &name[..cut] })
+                    }
+                    FdFilename => Value::Str(&name[name.iter().rposition(|&c| c == b'/').map_or(0, |i| i + 1)..]),
+                    _ => Value::Str(name),
+                };
+                one(out, Some(v))
+            }
+            FdType | FdTypechar => {
+                let kind = self.fd().map(|f| f.kind).or_else(|| {
+                    self.event_fd_name().map(|_| crate::view::FdKind::File) // an open's new fd
+                });
+                one(out, kind.map(|k| Value::str(if field == FdType { k.name() } else { k.typechar() })))
+            }
+            FdIp | FdCip | FdSip | FdPort | FdCport | FdSport | FdL4proto | FdSockfamily | FdIsServer | FdNet | FdCnet
+            | FdSnet => {
+                let Some(f) = self.fd() else { return };
+                if field == FdSockfamily {
+                    let fam = match f.kind {
+                        crate::view::FdKind::Ipv4 | crate::view::FdKind::Ipv6 => "ip",
+                        crate::view::FdKind::Unix => "unix",
+                        _ => return,
+                    };
+                    return one(out, Some(Value::str(fam)));
+                }
+                let Some(t) = f.tuple else { return };
+                match field {
+                    FdIp | FdNet => {
+                        if !out(Value::Ip(t.cip)) {
+                            out(Value::Ip(t.sip));
+                        }
+                    }
+                    FdCip | FdCnet => one(out, Some(Value::Ip(t.cip))),
+                    FdSip | FdSnet => one(out, Some(Value::Ip(t.sip))),
+                    FdPort => {
+                        if !out(Value::U64(t.cport as u64)) {
+                            out(Value::U64(t.sport as u64));
+                        }
+                    }
+                    FdCport => one(out, Some(Value::U64(t.cport as u64))),
+                    FdSport => one(out, Some(Value::U64(t.sport as u64))),
+                    FdL4proto => one(out, Some(Value::str(t.l4proto))),
+                    _ => one(out, Some(Value::Bool(t.is_server))),
+                }
+            }
+            FsPathName | FsPathNameraw => {
+                self.fs_path(&["path", "pathname", "newpath", "linkpath", "target"], field == FsPathNameraw, out)
+            }
+            FsPathSource | FsPathSourceraw => self.fs_path(&["oldpath", "target"], field == FsPathSourceraw, out),
+            FsPathTarget | FsPathTargetraw => self.fs_path(&["newpath", "linkpath"], field == FsPathTargetraw, out),
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! What the rules read of the state tables, borrowed per event. The engine's
+//! field extraction (source.rs) is written against this; `state.rs` adapts
+//! harrier-state's tables to it, so the two crates can change separately.
+
+use std::net::IpAddr;
+
+/// A process (thread group) as the rules see it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcInfo<'a> {
+    pub pid: u32,
+    pub ppid: u32,
+    pub comm: &'a [u8],
+    /// argv[0] (Falco's proc.exe).
+    pub exe: &'a [u8],
+    /// The executable's full path.
+    pub exepath: &'a [u8],
+    /// Arguments after argv[0], NUL-separated.
+    pub args: &'a [u8],
+    pub cwd: &'a [u8],
+    pub env: &'a [u8],
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub loginuid: Option<u32>,
+    pub tty: Option<u32>,
+    pub sid: Option<u32>,
+    pub vpid: Option<u32>,
+    pub vpgid: Option<u32>,
+    pub cap_effective: Option<u64>,
+    pub exe_upper_layer: Option<bool>,
+    pub exe_from_memfd: Option<bool>,
+    pub start_ns: Option<u64>,
+    pub container_id: &'a str,
+}
+
+/// What an fd refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FdKind {
+    File,
+    Directory,
+    Ipv4,
+    Ipv6,
+    Unix,
+    Pipe,
+    Event,
+    Signal,
+    Memfd,
+    Other,
+}
+
+impl FdKind {
+    /// Falco's fd.type.
+    pub fn name(self) -> &'static str {
+        match self {
+            FdKind::File => "file",
+            FdKind::Directory => "directory",
+            FdKind::Ipv4 => "ipv4",
+            FdKind::Ipv6 => "ipv6",
+            FdKind::Unix => "unix",
+            FdKind::Pipe => "pipe",
+            FdKind::Event => "event",
+            FdKind::Signal => "signalfd",
+            FdKind::Memfd => "memfd",
+            FdKind::Other => "unknown",
+        }
+    }
+
+    /// Falco's fd.typechar.
+    pub fn typechar(self) -> &'static str {
+        match self {
+            FdKind::File => "f",
+            FdKind::Directory => "d",
+            FdKind::Ipv4 => "4",
+            FdKind::Ipv6 => "6",
+            FdKind::Unix => "u",
+            FdKind::Pipe => "p",
+            FdKind::Event => "e",
+            FdKind::Signal => "s",
+            FdKind::Memfd => "m",
+            FdKind::Other => "o",
+        }
+    }
+}
+
+/// A socket's addresses: client and server as Falco orients them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuple {
+    pub cip: IpAddr,
+    pub cport: u16,
+    pub sip: IpAddr,
+    pub sport: u16,
+    /// tcp, udp, raw...
+    pub l4proto: &'static str,
+    /// This side accepted (is the server).
+    pub is_server: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct FdInfo<'a> {
+    pub num: i32,
+    pub kind: FdKind,
+    /// Path, or for sockets Falco's "cip:cport->sip:sport" text.
+    pub name: &'a [u8],
+    pub tuple: Option<Tuple>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct UserInfo<'a> {
+    pub name: &'a str,
+    pub home: &'a str,
+    pub shell: &'a str,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ContainerInfo<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub image: &'a str,
+    pub image_repository: &'a str,
+    pub privileged: Option<bool>,
+}
+
+/// The state tables, as extraction needs them. Lookups are cheap borrows.
+pub trait StateView {
+    /// The process thread `tid` belongs to.
+    fn process(&self, tid: u32) -> Option<ProcInfo<'_>>;
+    /// A process by pid (for ancestors: follow `ppid`).
+    fn process_by_pid(&self, pid: u32) -> Option<ProcInfo<'_>>;
+    fn fd(&self, tid: u32, fd: i32) -> Option<FdInfo<'_>>;
+    fn user(&self, uid: u32) -> Option<UserInfo<'_>>;
+    fn group(&self, gid: u32) -> Option<&str>;
+    fn container(&self, id: &str) -> Option<ContainerInfo<'_>>;
+}
