@@ -1,0 +1,227 @@
+//! The default rules against real behaviour: each test performs the action
+//! a rule is about under a live sensor and asserts the alert (or its absence
+//! for trusted programs). Alerts are picked by a name or path unique to the
+//! test, so other activity on the machine cannot make a test pass or fail.
+
+use harrier_capture::testing::bpf_available;
+use harrier_capture::{AttachMode, Config, Session};
+use harrier_engine::state::EngineState;
+use harrier_engine::Engine;
+use harrier_outputs::sinks::Sink;
+use harrier_outputs::{Alert, Outputs};
+use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
+use std::cell::RefCell;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+struct Collect(Arc<Mutex<Vec<Alert>>>);
+impl Sink for Collect {
+    fn send(&mut self, a: &Alert) -> anyhow::Result<()> {
+        self.0.lock().unwrap().push(a.clone());
+        Ok(())
+    }
+}
+
+/// Runs `work` under a live sensor with the default rules; returns every alert.
+fn alerts_during(work: impl FnOnce()) -> Vec<Alert> {
+    let opts = LoadOptions { supported: Arc::new(harrier_engine::source::supported), ..Default::default() };
+    let rules = RuleSet::load(&[("harrier_rules.yaml", harrier_rules::DEFAULT_RULES)], &opts).unwrap();
+    let interest = harrier_engine::interest::interest(&rules);
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let mut outs = Outputs::new(4096);
+    outs.add("collect", Box::new(Collect(got.clone())));
+    let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outs, RuleMatching::First)));
+    let mut cfg = Config::new(interest.syscalls);
+    cfg.attach = AttachMode::Dispatcher;
+    cfg.skip_missing = true;
+    let sink = engine.clone();
+    let mut session = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().on_event(b))).expect("sensor starts");
+    engine.borrow_mut().state.scan_proc();
+    work();
+    // The action's processes have exited: their events are in the rings.
+    session.drain().unwrap();
+    engine.borrow_mut().end_batch();
+    let stats = session.stop().unwrap();
+    assert_eq!(stats.total_drops(), 0, "no event lost");
+    let engine = Rc::try_unwrap(engine).ok().unwrap().into_inner();
+    engine.into_outputs().close(Duration::from_secs(5));
+    let v = got.lock().unwrap().clone();
+    v
+}
+
+/// A scratch directory on the root file system, removed on drop.
+struct Scratch(PathBuf);
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let p = PathBuf::from(format!("/var/tmp/harrier-live-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+    /// A copy of `bin` named `name` (the process's comm), executable.
+    fn tool(&self, bin: &str, name: &str) -> PathBuf {
+        let to = self.0.join(name);
+        std::fs::copy(bin, &to).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+        to
+    }
+}
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(prog: &Path, args: &[&str]) {
+    let st = Command::new(prog).args(args).stdout(std::process::Stdio::null()).status().unwrap();
+    assert!(st.code().is_some(), "{} ran", prog.display());
+}
+
+fn field<'a>(a: &'a Alert, f: &str) -> &'a str {
+    a.output_fields.get(f).and_then(|v| v.as_str()).unwrap_or("")
+}
+
+fn by<'a>(alerts: &'a [Alert], rule: &str, f: &str, value: &str) -> Vec<&'a Alert> {
+    alerts.iter().filter(|a| a.rule == rule && field(a, f) == value).collect()
+}
+
+#[test]
+fn reading_shadow_alerts_for_an_untrusted_program_only() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = Scratch::new("shadow");
+    let untrusted = dir.tool("/bin/cat", "hrcat-untrusted");
+    let trusted_dir = Scratch::new("shadow-trusted");
+    let trusted = trusted_dir.tool("/bin/cat", "passwd");
+    let alerts = alerts_during(|| {
+        run(&untrusted, &["/etc/shadow"]);
+        run(&trusted, &["/etc/shadow"]);
+    });
+    let hit = by(&alerts, "Read sensitive file untrusted", "proc.name", "hrcat-untrusted");
+    assert_eq!(hit.len(), 1, "{alerts:#?}");
+    assert_eq!(hit[0].priority, "Warning");
+    assert_eq!(field(hit[0], "fd.name"), "/etc/shadow");
+    assert_eq!(field(hit[0], "proc.exepath"), untrusted.to_str().unwrap());
+    let parent = std::fs::read_to_string("/proc/self/comm").unwrap();
+    assert_eq!(field(hit[0], "proc.pname"), parent.trim(), "the test process is the parent");
+    assert!(by(&alerts, "Read sensitive file untrusted", "proc.name", "passwd").is_empty(), "account tools are trusted");
+}
+
+#[test]
+fn a_file_created_below_a_binary_dir_alerts() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = Scratch::new("bindir");
+    let touch = dir.tool("/usr/bin/touch", "hrtouch");
+    let target = format!("/usr/local/bin/harrier-live-{}", std::process::id());
+    let alerts = alerts_during(|| {
+        run(&touch, &[&target]);
+        std::fs::remove_file(&target).unwrap();
+    });
+    let hit = by(&alerts, "Write below binary dir", "fd.name", &target);
+    assert_eq!(hit.len(), 1, "{alerts:#?}");
+    assert_eq!((hit[0].priority, field(hit[0], "proc.name")), ("Error", "hrtouch"));
+}
+
+#[test]
+fn a_shell_under_a_server_process_alerts() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = Scratch::new("webshell");
+    let server = dir.tool("/bin/dash", "nginx");
+    let alerts = alerts_during(|| run(&server, &["-c", "/bin/sh -c true"]));
+    let hit: Vec<_> = by(&alerts, "Run shell untrusted", "proc.pname", "nginx");
+    assert!(!hit.is_empty(), "{alerts:#?}");
+    assert_eq!(hit[0].priority, "Notice");
+}
+
+#[test]
+fn ptrace_attach_and_traceme_alert() {
+    if !bpf_available() {
+        return;
+    }
+    let alerts = alerts_during(|| unsafe {
+        let child = libc::fork();
+        if child == 0 {
+            libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
+            libc::_exit(0);
+        }
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+        let sleeper = Command::new("sleep").arg("5").spawn().unwrap();
+        let pid = sleeper.id() as i32;
+        assert_eq!(libc::ptrace(libc::PTRACE_ATTACH, pid, 0, 0), 0);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        libc::kill(pid, libc::SIGKILL);
+        libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    });
+    let exe = std::env::current_exe().unwrap().display().to_string();
+    let mine = |rule: &str, request: &str| {
+        alerts
+            .iter()
+            .filter(|a| a.rule == rule && field(a, "proc.exepath") == exe && field(a, "evt.arg.request") == request)
+            .count()
+    };
+    assert_eq!(mine("PTRACE attached to process", "PTRACE_ATTACH"), 1, "{alerts:#?}");
+    assert_eq!(mine("PTRACE anti-debug attempt", "PTRACE_TRACEME"), 1, "{alerts:#?}");
+}
+
+#[test]
+fn running_from_dev_shm_alerts() {
+    if !bpf_available() {
+        return;
+    }
+    let path = format!("/dev/shm/hr-true-{}", std::process::id());
+    std::fs::copy("/bin/true", &path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let alerts = alerts_during(|| run(Path::new(&path), &[]));
+    std::fs::remove_file(&path).unwrap();
+    let hit = by(&alerts, "Execution from /dev/shm", "proc.exepath", &path);
+    assert_eq!(hit.len(), 1, "{alerts:#?}");
+}
+
+#[test]
+fn truncating_a_log_alerts_unless_a_rotator_does_it() {
+    if !bpf_available() {
+        return;
+    }
+    let log = format!("/var/log/harrier-live-{}.log", std::process::id());
+    std::fs::write(&log, "line\n").unwrap();
+    // A shell's `: > file` opens with O_TRUNC.
+    let dir = Scratch::new("logs");
+    let truncate = dir.tool("/bin/dash", "hrtruncate");
+    let rotator_dir = Scratch::new("logs-rot");
+    let rotator = rotator_dir.tool("/bin/dash", "logrotate");
+    let alerts = alerts_during(|| {
+        run(&truncate, &["-c", &format!(": > {log}")]);
+        run(&rotator, &["-c", &format!(": > {log}")]);
+    });
+    std::fs::remove_file(&log).unwrap();
+    let hits: Vec<_> = alerts.iter().filter(|a| a.rule == "Clear Log Activities" && a.output.contains(&log)).collect();
+    assert_eq!(hits.len(), 1, "only the non-rotator: {alerts:#?}");
+    assert_eq!(field(hits[0], "proc.name"), "hrtruncate");
+}
+
+#[test]
+fn links_to_credential_files_alert() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = Scratch::new("links");
+    let sym = dir.0.join("shadow-sym");
+    let hard = dir.0.join("shadow-hard");
+    let alerts = alerts_during(|| {
+        std::os::unix::fs::symlink("/etc/shadow", &sym).unwrap();
+        std::fs::hard_link("/etc/shadow", &hard).unwrap();
+    });
+    let mine = |rule: &str| alerts.iter().filter(|a| a.rule == rule && a.output.contains(dir.0.to_str().unwrap())).count();
+    assert_eq!(mine("Create Symlink Over Sensitive Files"), 1, "{alerts:#?}");
+    assert_eq!(mine("Create Hardlink Over Sensitive Files"), 1, "{alerts:#?}");
+}
