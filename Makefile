@@ -30,3 +30,6 @@ vmlinux:
 
 clean:
 	$(CARGO) clean
+
+# install, uninstall, deb, test-packaging
+include packaging/install.mk

@@ -10,6 +10,7 @@ macro_rules! say {
 }
 
 mod capture;
+mod gendocs;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
@@ -29,6 +30,9 @@ enum Command {
     /// Answer getpid() & co. from a read-only BPF map (see libharrier-bypass.so).
     #[command(subcommand)]
     Bypass(harrier_bypass::BypassCommand),
+    /// Write man pages and shell completions (used by packaging).
+    #[command(hide = true)]
+    GenDocs(gendocs::GenDocsArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Capture(args) => capture::run(args),
         Command::Bypass(cmd) => harrier_bypass::run(cmd),
+        Command::GenDocs(args) => gendocs::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
