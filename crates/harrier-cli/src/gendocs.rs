@@ -25,7 +25,8 @@ pub fn run(args: GenDocsArgs) -> Result<()> {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
     // One page per (visible) command: harrier.1, harrier-capture.1, harrier-bypass-start.1, ...
-    clap_mangen::generate_to(cmd.clone(), &man).with_context(|| format!("writing man pages to {}", man.display()))?;
+    clap_mangen::generate_to(cmd.clone(), &man)
+        .with_context(|| format!("writing man pages to {}", man.display()))?;
     let visible = without_hidden(&cmd);
     for (shell, name) in SHELLS {
         write_completion(visible.clone(), shell, &comp.join(name))?;
