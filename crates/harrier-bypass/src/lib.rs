@@ -214,15 +214,20 @@ fn release_bpffs(st: &State) {
 /// target are one inode, and a second uprobe on it would register every thread twice.
 fn default_libs() -> Vec<PathBuf> {
     let beside = std::env::current_exe().ok().and_then(|e| Some(e.parent()?.join(LIB_FROM_BINDIR)));
-    let mut libs: Vec<PathBuf> = Vec::new();
-    for p in beside.into_iter().chain([INSTALLED_LIB, BUILT_LIB].map(PathBuf::from)) {
+    existing_files_once(beside.into_iter().chain([INSTALLED_LIB, BUILT_LIB].map(PathBuf::from)))
+}
+
+/// The paths that are files, canonical (symlinks resolved), each file once, in order.
+fn existing_files_once(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = Vec::new();
+    for p in paths {
         if let Ok(c) = p.canonicalize() {
-            if c.is_file() && !libs.contains(&c) {
-                libs.push(c);
+            if c.is_file() && !files.contains(&c) {
+                files.push(c);
             }
         }
     }
-    libs
+    files
 }
 
 fn start(a: &StartArgs) -> Result<()> {
@@ -511,4 +516,26 @@ fn status() -> Result<()> {
         println!("{uid:>8} {in_use:>7} {reg:>13} {refused:>8} {b:>14} {f:>14}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::existing_files_once;
+    #[test]
+    fn a_library_and_its_symlink_are_one_file() {
+        let dir = std::env::temp_dir().join(format!("harrier-bypass-libs-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("harrier")).unwrap();
+        let lib = dir.join("harrier/libharrier-bypass.so");
+        std::fs::write(&lib, b"").unwrap();
+        let link = dir.join("libharrier-bypass.so");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("harrier/libharrier-bypass.so", &link).unwrap();
+        let want = vec![lib.canonicalize().unwrap()];
+        let got = existing_files_once([link, dir.join("missing.so"), dir.clone(), lib]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            got, want,
+            "one entry for the file and its symlink; none for a missing path or a directory"
+        );
+    }
 }
