@@ -127,7 +127,8 @@ for bad in 's/^Restart=on-failure/Restart=sometimes/' 's/^Restart=/Restrat=/' 's
 done
 # The unit's flags against the binary's, once `harrier run` exists in it.
 if "$ROOT/usr/bin/harrier" run --help >"$WORK/run-help" 2>&1; then
-  check "harrier run takes --config" grep -q -- --config "$WORK/run-help"
+  check "harrier run takes --config (harrier.service)" grep -q -- --config "$WORK/run-help"
+  check "harrier run takes --metrics-addr (the DaemonSet)" grep -q -- --metrics-addr "$WORK/run-help"
 else
   echo "note: this harrier has no 'run' subcommand yet; ExecStart's flags not checked against it"
 fi
