@@ -2,11 +2,17 @@
 /*
  * Harrier's exit-only syscall sensor.
  *
- * Each selected syscall gets its own syscalls:sys_exit_<name> tracepoint, so a
- * syscall nobody selected runs no BPF at all. Typed syscalls have a generated
- * handler (capture.gen.c, from schema/events.tbl); every other syscall shares
- * hr_exit_generic. open/openat/openat2/creat/connect also have an entry
- * handler that copies their pointer arguments, merged at exit (TOCTOU).
+ * Two ways to reach the exit handlers (user space picks one, see attach.rs):
+ * - per-syscall: each selected syscall gets its own syscalls:sys_exit_<name>
+ *   tracepoint (hr_exit_<name>), so a syscall nobody selected runs no BPF;
+ * - dispatcher: one tp_btf sys_exit program (hr_dispatch) runs on every
+ *   syscall and tail-calls the selected syscall's handler (hr_tail_<name>)
+ *   through exit_tails; cheaper per selected event, and one link to detach.
+ * Typed syscalls have a generated handler body (capture.gen.c, from
+ * schema/events.tbl); every other syscall shares the generic one.
+ * open/openat/openat2/creat/connect/execve* also have an entry handler that
+ * copies their pointer arguments, merged at exit (TOCTOU); it stays on its
+ * per-syscall sys_enter tracepoint in both modes, as do exit/exit_group.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -91,18 +97,40 @@ struct {
 	__type(value, struct hr_stash);
 } stash SEC(".maps");
 
+/* Dispatcher mode: slot nr holds the handler of selected syscall nr. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, HR_NR_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} exit_tails SEC(".maps");
+
+/* An empty slot makes bpf_tail_call return: the syscall is not selected. */
+static __always_inline void hr_tail_to(void *ctx, __u32 nr)
+{
+	bpf_tail_call(ctx, &exit_tails, nr);
+}
+
 #include "emit.h"
 #include "capture.gen.c"
 
+/* The one program on every syscall exit in dispatcher mode: no helper call
+ * before the tail call, so an unselected syscall costs a few loads. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(hr_dispatch, struct pt_regs *regs, long ret)
+{
+	hr_tail_to(ctx, (__u32)regs->orig_ax);
+	return 0;
+}
+
 /* Every syscall without a typed event: number, return value, raw arguments. */
-SEC("tracepoint")
-int hr_exit_generic(struct hr_exit_ctx *ctx)
+static __always_inline int hr_do_generic(struct pt_regs *regs, long nr, long ret, const bool tail)
 {
 	struct hr_em em;
 
-	if (hr_begin_fixed(&em, ctx->nr, ctx->ret, 24 + 6 * 8))
+	if (hr_begin_fixed(&em, nr, ret, 24 + 6 * 8))
 		return 0;
-	em.regs = hr_task_regs(&em);
+	em.regs = tail ? regs : hr_task_regs(&em);
 	hr_put_u64(&em, 24, HR_ARG(&em, di));
 	hr_put_u64(&em, 32, HR_ARG(&em, si));
 	hr_put_u64(&em, 40, HR_ARG(&em, dx));
@@ -110,6 +138,18 @@ int hr_exit_generic(struct hr_exit_ctx *ctx)
 	hr_put_u64(&em, 56, HR_ARG(&em, r8));
 	hr_put_u64(&em, 64, HR_ARG(&em, r9));
 	return hr_submit_fixed(&em);
+}
+
+SEC("tracepoint")
+int hr_exit_generic(struct hr_exit_ctx *ctx)
+{
+	return hr_do_generic(0, ctx->nr, ctx->ret, false);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(hr_tail_generic, struct pt_regs *regs, long ret)
+{
+	return hr_do_generic(regs, regs->orig_ax, ret, true);
 }
 
 /* ---- process life cycle (sched/task tracepoints: no syscall slow path) ---- */

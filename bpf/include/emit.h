@@ -44,6 +44,7 @@ struct hr_em {
  * caller passed (the kernel does not write them back). */
 #define HR_ARG(em, reg) ((__u64)(em)->regs->reg)
 #define HR_LEN_ALL (~0ULL)
+#define HR_TS_COMPAT 0x0002	/* arch/x86/include/asm/thread_info.h */
 
 /* Bounds v (a __u64) by max in a way clang cannot fold away and the
  * verifier can follow: clang drops clamps it believes redundant. */
@@ -68,6 +69,14 @@ static __always_inline __u32 hr_tid(struct task_struct **task)
 	if (filter_tgid && t->tgid != filter_tgid)
 		return 0;
 	return t->pid;
+}
+
+/* A 32-bit compat syscall has other numbers: the per-syscall tracepoints
+ * ignore them, and the dispatcher's handlers do too, here. Life-cycle events
+ * of compat tasks are kept. */
+static __always_inline bool hr_compat_syscall(struct task_struct *t, __u32 type)
+{
+	return type < HR_META_FORK && (t->thread_info.status & HR_TS_COMPAT);
 }
 
 static __always_inline struct hr_cpu *hr_cpu_get(void)
@@ -145,7 +154,7 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 	void *ring;
 	__u8 *ev;
 
-	if (!tid || !(c = hr_cpu_get()))
+	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()))
 		return 1;
 	c->stats.events++;
 	if (shared_rings) {
@@ -185,7 +194,7 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 	struct hr_cpu *c;
 	__u8 *ev;
 
-	if (!tid || !(c = hr_cpu_get()))
+	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()))
 		return 1;
 	if (shared_rings) {
 		ev = c->ev;

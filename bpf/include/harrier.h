@@ -47,6 +47,10 @@ struct hr_cpu_stats {
 	__u64 truncated;	/* a variable field did not fit in the event */
 };
 
+/* Dispatcher tail-call slots: x86_64 syscall numbers stay below this
+ * (checked against the syscall table at build time, see harrier-capture). */
+#define HR_NR_SLOTS	512
+
 #define HR_PATH_MAX	4096
 #define HR_SNAP_MAX	4096	/* largest accepted --snaplen */
 #define HR_SOCKADDR_MAX	128

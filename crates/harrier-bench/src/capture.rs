@@ -3,19 +3,19 @@
 
 use crate::workload::{median, paused_loop_threads, paused_shell, Paused};
 use anyhow::{bail, Context, Result};
-use harrier_capture::{parse_syscalls, Config, Session, Stats};
+use harrier_capture::{parse_syscalls, AttachMode, Config, Session, Stats};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const REDIS_PORT: u16 = 16379;
 const REDIS_TESTS: &str = "ping_inline,ping_mbulk,set,get,incr,lpush,rpush,lpop,rpop,sadd,hset";
 const SMALL_SET: &str = "sendto,recvfrom";
-const BIG_SET: &str = "read,write,close,fcntl,gettimeofday,epoll_ctl,epoll_wait,clock_gettime,\
+pub const BIG_SET: &str = "read,write,close,fcntl,gettimeofday,epoll_ctl,epoll_wait,clock_gettime,\
 clock_nanosleep,socket,connect,sendto,recvfrom,setsockopt,accept4";
 /// A syscall nothing in the workloads calls: the sensor is attached, idle.
 const UNUSED: &str = "acct";
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 pub enum Workload {
     /// THREADS threads × COUNT raw getpid.
     Getpid {
@@ -36,6 +36,16 @@ pub struct Case {
     pub filter_workload: bool,
     /// Filter on a pid that is not the workload: every call is filtered out.
     pub filter_other: bool,
+    pub mode: AttachMode,
+    /// BPF run-time stats on (BPF ns/run) or off (wall figures without their cost).
+    pub bpf_stats: bool,
+}
+
+impl Case {
+    /// The same case with another sensor variant.
+    fn variant(&self, mode: AttachMode, bpf_stats: bool) -> Case {
+        Case { label: self.label.clone(), mode, bpf_stats, ..*self }
+    }
 }
 
 /// What one run measured.
@@ -87,12 +97,15 @@ fn result_of(w: Workload, out: &str, wall: Duration) -> Result<f64> {
     }
 }
 
-/// BPF ns per run, over the programs that handle syscalls.
-fn bpf_ns_per_event(stats: &Stats) -> f64 {
+/// BPF ns per run of the exit path: per selected event with per-syscall
+/// tracepoints; per syscall on the machine (selected or not, tail calls
+/// included) with the dispatcher.
+fn bpf_ns_per_run(stats: &Stats) -> f64 {
+    let exit_path = |n: &str| (n.starts_with("hr_exit_") && n != "hr_exit_task") || n == "hr_dispatch";
     let (cnt, ns) = stats
         .programs
         .iter()
-        .filter(|p| p.name.starts_with("hr_exit_") && p.name != "hr_exit_task")
+        .filter(|p| exit_path(&p.name))
         .fold((0u64, 0u64), |(c, n), p| (c + p.run_cnt, n + p.run_time_ns));
     if cnt == 0 {
         f64::NAN
@@ -115,6 +128,8 @@ pub fn run(case: &Case) -> Result<Run> {
     if case.filter_other {
         cfg.pid = Some(1);
     }
+    cfg.attach = case.mode;
+    cfg.run_time_stats = case.bpf_stats;
     let mut session = Session::start_counting(&cfg)?;
     let (cpu0, t0) = (thread_cpu_ns(), Instant::now());
     work.release()?;
@@ -132,7 +147,7 @@ pub fn run(case: &Case) -> Result<Run> {
     Ok(Run {
         events,
         events_per_s: events / secs,
-        bpf_ns: bpf_ns_per_event(&stats),
+        bpf_ns: if case.bpf_stats { bpf_ns_per_run(&stats) } else { f64::NAN },
         bytes_per_event: if events > 0.0 { u.bytes as f64 / u.events as f64 } else { f64::NAN },
         consumer_ms_per_m: if events > 0.0 { cpu as f64 / 1e6 / (events / 1e6) } else { f64::NAN },
         drops: stats.total_drops() as f64,
@@ -178,6 +193,8 @@ impl Drop for Redis {
     }
 }
 
+/// The workloads and selections; each sensor case once per attach mode with
+/// run-time stats off (wall figures), then on (BPF ns/run).
 pub fn cases(quick: bool) -> Vec<Case> {
     let count = if quick { 500_000 } else { 3_000_000 };
     let getpid = Workload::Getpid { threads: 1, count };
@@ -188,8 +205,10 @@ pub fn cases(quick: bool) -> Vec<Case> {
         syscalls,
         filter_workload,
         filter_other,
+        mode: AttachMode::PerSyscall,
+        bpf_stats: false,
     };
-    let mut v = vec![
+    let mut base = vec![
         case("getpid loop: no sensor", getpid, None, false, false),
         case("getpid loop: getpid captured", getpid, Some("getpid"), true, false),
         case("getpid loop: getpid filtered out (pid)", getpid, Some("getpid"), false, true),
@@ -205,24 +224,57 @@ pub fn cases(quick: bool) -> Vec<Case> {
             ("small set", Some(SMALL_SET)),
             ("big set", Some(BIG_SET)),
         ] {
-            v.push(case(&format!("redis: {label}"), Workload::Redis, set, false, false));
+            base.push(case(&format!("redis: {label}"), Workload::Redis, set, false, false));
+        }
+    }
+    let mut v = Vec::new();
+    for c in base {
+        if c.syscalls.is_none() {
+            v.push(c);
+            continue;
+        }
+        for stats in [false, true] {
+            for mode in [AttachMode::PerSyscall, AttachMode::Dispatcher] {
+                v.push(c.variant(mode, stats));
+            }
         }
     }
     v
 }
 
-/// Runs every case `rounds` times, interleaved, and returns per-case medians.
-pub fn measure(cases: &[Case], rounds: usize) -> Result<Vec<Run>> {
+/// What `auto` picks for a case, sampled while its workload runs (at the
+/// real start the workload would already be running; here it waits paused).
+pub fn auto_pick(case: &Case) -> Result<harrier_capture::AttachChoice> {
+    let Some(list) = case.syscalls else { bail!("no sensor in this case") };
+    let mut work = spawn(case.workload)?;
+    work.release()?;
+    std::thread::sleep(Duration::from_millis(300)); // past the workload's own start-up
+    let counts = harrier_capture::attach::sample_syscalls(harrier_capture::attach::SAMPLE)?;
+    drop(work);
+    harrier_capture::attach::auto_choice(&Config::new(parse_syscalls(list)?), &counts)
+}
+
+/// Runs every case `rounds` times, interleaved, and returns per-case
+/// medians, plus what `auto` picks for each selection (by label).
+pub fn measure(cases: &[Case], rounds: usize) -> Result<(Vec<Run>, Vec<(String, harrier_capture::AttachChoice)>)> {
     let _redis =
         if cases.iter().any(|c| c.workload == Workload::Redis) { Some(Redis::start()?) } else { None };
+    let mut picks: Vec<(String, harrier_capture::AttachChoice)> = Vec::new();
+    for c in cases.iter().filter(|c| c.syscalls.is_some()) {
+        if !picks.iter().any(|(l, _)| *l == c.label) {
+            eprintln!("bench-capture: what auto picks for {}", c.label);
+            picks.push((c.label.clone(), auto_pick(c)?));
+        }
+    }
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); cases.len()];
     for r in 0..rounds {
         for (i, c) in cases.iter().enumerate() {
-            eprintln!("bench-capture: round {}/{rounds}: {}", r + 1, c.label);
+            let stats = if c.bpf_stats { ", stats on" } else { "" };
+            eprintln!("bench-capture: round {}/{rounds}: {} [{}{stats}]", r + 1, c.label, c.mode);
             runs[i].push(run(c)?);
         }
     }
-    Ok(runs.into_iter().map(|v| median_run(&v)).collect())
+    Ok((runs.into_iter().map(|v| median_run(&v)).collect(), picks))
 }
 
 fn median_run(v: &[Run]) -> Run {

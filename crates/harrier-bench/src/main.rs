@@ -3,6 +3,7 @@
 mod capture;
 mod costs;
 mod report;
+mod stop;
 mod workload;
 
 use anyhow::Result;
@@ -29,6 +30,9 @@ enum Cmd {
         /// Where the table and charts go.
         #[arg(long, default_value = "bench-results")]
         out: PathBuf,
+        /// Skip the SIGINT-to-exit measurement.
+        #[arg(long)]
+        no_stop: bool,
     },
     /// Kernel cost of each capture step, and the dispatcher design, per getpid.
     KernelCosts {
@@ -81,15 +85,22 @@ fn result_cells(case: &capture::Case, run: &capture::Run, base: Option<&capture:
     [value, delta]
 }
 
-fn bench_capture(rounds: usize, quick: bool, out: PathBuf) -> Result<()> {
+fn bench_capture(rounds: usize, quick: bool, out: PathBuf, stop: bool) -> Result<()> {
     use report::num;
     let cases = capture::cases(quick);
-    let runs = capture::measure(&cases, rounds)?;
+    let (runs, picks) = capture::measure(&cases, rounds)?;
+    let base_of = |i: usize| {
+        let c = &cases[i];
+        let b = cases[..=i].iter().rposition(|b| b.workload == c.workload && b.syscalls.is_none());
+        b.filter(|&b| b != i).map(|b| &runs[b])
+    };
     let header = [
         "case",
+        "attach",
+        "BPF stats",
         "events",
         "events/s",
-        "BPF ns/event",
+        "BPF ns/run",
         "bytes/event",
         "consumer CPU ms/M events",
         "drops",
@@ -98,11 +109,12 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf) -> Result<()> {
     ];
     let mut rows = Vec::new();
     for (i, (c, r)) in cases.iter().zip(&runs).enumerate() {
-        let base = cases[..=i].iter().rposition(|b| b.workload == c.workload && b.syscalls.is_none());
-        let base = base.filter(|&b| b != i).map(|b| &runs[b]);
-        let [value, delta] = result_cells(c, r, base);
+        let [value, delta] = result_cells(c, r, base_of(i));
+        let sensor = c.syscalls.is_some();
         rows.push(vec![
             c.label.clone(),
+            if sensor { c.mode.to_string() } else { String::new() },
+            if sensor { (if c.bpf_stats { "on" } else { "off" }).into() } else { String::new() },
             num(r.events, 0),
             num(r.events_per_s, 0),
             num(r.bpf_ns, 1),
@@ -114,37 +126,73 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf) -> Result<()> {
         ]);
     }
     let table = report::Table { header: header.map(String::from).to_vec(), rows };
-    let md = format!(
-        "Medians of {rounds} interleaved rounds. BPF ns/event: run-time stats \
-        (BPF_ENABLE_STATS), which include ~57 ns of their own clock reads on this machine.\n\n{}",
-        table.markdown()
+
+    // auto: the pick per selection, and the stats-off figures of that mode.
+    let mut auto_rows = Vec::new();
+    for (label, choice) in &picks {
+        let i = cases
+            .iter()
+            .position(|c| c.label == *label && c.mode == choice.mode && !c.bpf_stats)
+            .expect("every mode is measured");
+        let [value, delta] = result_cells(&cases[i], &runs[i], base_of(i));
+        auto_rows.push(vec![label.clone(), choice.mode.to_string(), choice.reason.clone(), value, delta]);
+    }
+    let auto = report::Table {
+        header: ["case", "auto picks", "why", "workload", "vs no sensor"].map(String::from).to_vec(),
+        rows: auto_rows,
+    };
+    let mut md = format!(
+        "Medians of {rounds} interleaved rounds. Workload figures come from the rows with BPF stats \
+        off; BPF ns/run from the rows with them on (BPF_ENABLE_STATS adds ~57 ns of its own clock reads \
+        to every program run on the machine, so those rows' workload figures include that cost). \
+        BPF ns/run is per selected event with per-syscall tracepoints, and per syscall on the machine \
+        (selected or not) with the dispatcher.\n\n{}\n`auto` ({}), sampled while each workload ran:\n\n{}",
+        table.markdown(),
+        harrier_capture::attach::AUTO_RULE,
+        auto.markdown()
     );
+    if stop {
+        let rows = stop::measure(rounds)?;
+        let t = report::Table {
+            header: ["selection", "attach", "SIGINT to exit (s)", "hr_* links left after exit"]
+                .map(String::from)
+                .to_vec(),
+            rows: rows
+                .iter()
+                .map(|(sel, mode, secs, left)| vec![sel.clone(), mode.clone(), num(*secs, 2), left.to_string()])
+                .collect(),
+        };
+        md += &format!("\nStop: `harrier capture`, SIGINT after 1 s attached, median of {rounds}:\n\n{}", t.markdown());
+    }
     println!("{md}");
     std::fs::create_dir_all(&out)?;
     std::fs::write(out.join("capture.md"), &md)?;
     let ns: Vec<(String, f64)> = cases
         .iter()
         .zip(&runs)
-        .filter(|(c, _)| c.syscalls.is_some())
-        .map(|(c, r)| (c.label.clone(), r.bpf_ns))
+        .filter(|(c, _)| c.syscalls.is_some() && c.bpf_stats)
+        .map(|(c, r)| (format!("{} [{}]", c.label, c.mode), r.bpf_ns))
         .collect();
     report::bar_chart(
         &out.join("capture-bpf-ns.png"),
-        "Kernel cost per syscall event (BPF run-time stats)",
-        "ns per event",
+        "Kernel cost per exit-path program run (BPF run-time stats)",
+        "ns per run",
         &ns,
-        Some(125.0),
+        None,
     )?;
     let redis: Vec<(String, f64)> = cases
         .iter()
         .zip(&runs)
-        .filter(|(c, _)| c.workload == capture::Workload::Redis)
-        .map(|(c, r)| (c.label.clone(), r.result))
+        .filter(|(c, _)| c.workload == capture::Workload::Redis && !c.bpf_stats)
+        .map(|(c, r)| match c.syscalls {
+            Some(_) => (format!("{} [{}]", c.label, c.mode), r.result),
+            None => (c.label.clone(), r.result),
+        })
         .collect();
     if !redis.is_empty() {
         report::bar_chart(
             &out.join("capture-redis.png"),
-            "redis-benchmark, mean of 11 tests",
+            "redis-benchmark, mean of 11 tests (BPF stats off)",
             "requests per second",
             &redis,
             None,
@@ -157,7 +205,7 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf) -> Result<()> {
 fn main() -> ExitCode {
     let r = match Cli::parse().command {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
-        Cmd::Capture { rounds, quick, out } => bench_capture(rounds, quick, out),
+        Cmd::Capture { rounds, quick, out, no_stop } => bench_capture(rounds, quick, out, !no_stop),
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),
     };
     match r {

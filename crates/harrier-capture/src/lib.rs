@@ -10,6 +10,7 @@
 //! ```
 
 mod aring;
+pub mod attach;
 mod merge;
 mod ring;
 mod session;
@@ -32,6 +33,7 @@ pub mod testing {
     }
 }
 
+pub use attach::{AttachChoice, AttachMode};
 pub use session::{EventSink, Pace, Session};
 pub use stats::{ProgStats, Stats, UserCounters};
 
@@ -46,6 +48,9 @@ pub const DEFAULT_BUFFER_SIZE: usize = 8 << 20;
 pub const MIN_BUFFER_SIZE: usize = 64 << 10;
 /// The verifier accepts map value offsets below 512 MiB (BPF_MAX_VAR_OFF).
 pub const MAX_BUFFER_SIZE: usize = 256 << 20;
+/// Dispatcher tail-call slots (HR_NR_SLOTS): every syscall number fits.
+pub const NR_SLOTS: usize = 512;
+const _: () = assert!((harrier_schema::MAX_SYSCALL_NR as usize) < NR_SLOTS);
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -58,8 +63,12 @@ pub struct Config {
     /// Bytes per ring: a power of two, at least [`MIN_BUFFER_SIZE`].
     pub buffer_size: usize,
     pub cpus_per_buffer: usize,
-    /// Per-program run counts and times (BPF_ENABLE_STATS for this process).
+    /// Per-program run counts and times. Off by default: BPF_ENABLE_STATS
+    /// turns on two clock reads per run for every BPF program on the machine
+    /// (~57 ns each here) while it is held, not just for ours.
     pub run_time_stats: bool,
+    /// How syscall exits reach their handlers.
+    pub attach: AttachMode,
 }
 
 impl Config {
@@ -71,7 +80,8 @@ impl Config {
             snaplen: DEFAULT_SNAPLEN,
             buffer_size: DEFAULT_BUFFER_SIZE,
             cpus_per_buffer: 1,
-            run_time_stats: true,
+            run_time_stats: false,
+            attach: AttachMode::Auto,
         }
     }
 

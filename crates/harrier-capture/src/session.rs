@@ -2,6 +2,7 @@
 //! Dropping a Session detaches everything, so a second one can start at once.
 
 use crate::aring::ArrayRings;
+use crate::attach::{self, AttachChoice, AttachMode, Attachment};
 use crate::merge::Merger;
 use crate::ring::Ring;
 use crate::stats::{ProgStats, Stats, UserCounters};
@@ -93,6 +94,7 @@ pub struct Session {
     consumer: Consumer,
     stats_fd: Option<OwnedFd>,
     attached: Vec<&'static SyscallInfo>,
+    choice: AttachChoice,
     buffer_size: usize,
     started: Instant,
     ncpus: usize,
@@ -122,8 +124,10 @@ impl Session {
         let nrings = ncpus.div_ceil(cfg.cpus_per_buffer);
 
         // Tracepoint ids first: an unknown one is a user error, not a load error.
-        let plan = plan(cfg)?;
+        let plan = attach::plan(cfg)?;
         let attached: Vec<&'static SyscallInfo> = plan.iter().map(|a| a.syscall).collect();
+        let choice = attach::choose(cfg.attach, &plan)?;
+        let dispatcher = choice.mode == AttachMode::Dispatcher;
 
         // The object outlives this function inside the Session; its backing
         // storage is tiny and leaked once per session.
@@ -138,14 +142,21 @@ impl Session {
         rodata.aring_mask = cfg.buffer_size as u64 - 1;
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
 
-        let mut wanted: Vec<&str> = LIFE_CYCLE.to_vec();
+        // Only the programs the chosen mode uses are loaded (verified).
+        let mut wanted: Vec<String> = LIFE_CYCLE.iter().map(|s| s.to_string()).collect();
+        if dispatcher {
+            wanted.push(DISPATCHER.into());
+        }
         for a in &plan {
-            wanted.push(&a.exit_prog);
-            wanted.extend(a.enter.as_ref().map(|(p, _)| p.as_str()));
+            match (dispatcher, a.tail_prog()) {
+                (true, Some(tail)) => wanted.push(tail),
+                _ => wanted.push(a.exit_prog()),
+            }
+            wanted.extend(a.enter_prog());
         }
         for mut p in open.open_object_mut().progs_mut() {
             let name = p.name().to_string_lossy().into_owned();
-            p.set_autoload(wanted.contains(&name.as_str()));
+            p.set_autoload(wanted.contains(&name));
         }
 
         let opts = libbpf_sys::bpf_map_create_opts {
@@ -176,11 +187,17 @@ impl Session {
             skel.maps.rings.update(&(i as u32).to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)?;
         }
         set_cpu_rings(&skel, ncpus, cfg.cpus_per_buffer)?;
+        if dispatcher {
+            fill_tail_slots(&skel, &plan)?;
+        }
 
         // Stats for this process's lifetime only (not the global sysctl).
         let stats_fd = if cfg.run_time_stats {
             let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+            if fd < 0 {
+                bail!("BPF run-time stats refused: {}", std::io::Error::from_raw_os_error(-fd));
+            }
+            Some(unsafe { OwnedFd::from_raw_fd(fd) })
         } else {
             None
         };
@@ -199,6 +216,7 @@ impl Session {
             consumer: Consumer { counters: UserCounters::default(), sink, merger: Merger::default() },
             stats_fd,
             attached,
+            choice,
             buffer_size: cfg.buffer_size,
             started: Instant::now(),
             ncpus,
@@ -212,21 +230,35 @@ impl Session {
         let find = |name: &str| {
             obj.progs_mut().find(|p| p.name() == name).ok_or_else(|| anyhow!("BPF program {name} is missing"))
         };
-        for name in LIFE_CYCLE {
+        let dispatcher = self.choice.mode == AttachMode::Dispatcher;
+        let mut tp_btf: Vec<&str> = LIFE_CYCLE.to_vec();
+        if dispatcher {
+            tp_btf.push(DISPATCHER);
+        }
+        for name in tp_btf {
             self.links.push(find(name)?.attach().with_context(|| format!("attaching {name}"))?);
         }
         for a in plan {
-            for &id in &a.exit_ids {
-                let prog = find(&a.exit_prog)?;
-                let link = prog.attach_perf_event(tracefs::open_tracepoint_event(id)?);
-                self.links.push(link.with_context(|| format!("attaching {}", a.exit_prog))?);
+            // Entry copies first: an exit that finds none is flagged.
+            if let (Some(prog), Some(id)) = (a.enter_prog(), a.enter_id) {
+                let link = find(&prog)?.attach_perf_event(tracefs::open_tracepoint_event(id)?);
+                self.links.push(link.with_context(|| format!("attaching {prog}"))?);
             }
-            if let Some((prog, id)) = &a.enter {
-                let link = find(prog)?.attach_perf_event(tracefs::open_tracepoint_event(*id)?);
+            if dispatcher && a.tail_prog().is_some() {
+                continue;
+            }
+            let prog = a.exit_prog();
+            for &id in &a.exit_ids {
+                let link = find(&prog)?.attach_perf_event(tracefs::open_tracepoint_event(id)?);
                 self.links.push(link.with_context(|| format!("attaching {prog}"))?);
             }
         }
         Ok(())
+    }
+
+    /// How exits are reached, and why (see [`attach::AUTO_RULE`]).
+    pub fn attach_choice(&self) -> &AttachChoice {
+        &self.choice
     }
 
     /// Syscalls actually attached (a few have no tracepoint on some kernels).
@@ -332,6 +364,7 @@ impl Session {
             per_cpu: self.kernel_stats()?,
             programs: self.prog_stats(),
             run_time_stats: self.stats_fd.is_some(),
+            attach_mode: self.choice.mode.to_string(),
             user: self.consumer.counters.clone(),
         })
     }
@@ -364,60 +397,37 @@ fn detach_all(links: Vec<Link>) {
 /// Process life-cycle programs (tp_btf), attached in every session.
 const LIFE_CYCLE: [&str; 4] = ["hr_fork", "hr_exec", "hr_exit_task", "hr_rename"];
 
-/// Where one selected syscall's programs go.
-struct Attachment {
-    syscall: &'static SyscallInfo,
-    /// Its typed handler, or hr_exit_generic.
-    exit_prog: String,
-    /// Tracepoints it sits on: sys_exit_X (sys_enter_X if it never returns),
-    /// and the exit_also syscall's sys_exit.
-    exit_ids: Vec<u64>,
-    /// The entry handler copying pointer arguments, and sys_enter_X.
-    enter: Option<(String, u64)>,
-}
+/// The tp_btf sys_exit program of dispatcher mode.
+const DISPATCHER: &str = "hr_dispatch";
 
-/// Resolves every tracepoint the selection needs, with one id lookup (which
-/// may have to mount tracefs privately). Syscalls without one are an error,
-/// or skipped with `skip_missing` (--all).
-fn plan(cfg: &Config) -> Result<Vec<Attachment>> {
-    let main_tp = |s: &SyscallInfo| match s.noreturn {
-        true => format!("sys_enter_{}", s.tracepoint),
-        false => format!("sys_exit_{}", s.tracepoint),
+/// Dispatcher mode: slot nr → the handler of syscall nr. A syscall whose
+/// exit the kernel may report under another number (execveat's success
+/// exits as execve) also takes that slot when it is free; its handler acts
+/// only on its own entry copy.
+fn fill_tail_slots(skel: &CaptureSkel, plan: &[Attachment]) -> Result<()> {
+    let obj = skel.object();
+    let fd_of = |name: &str| -> Result<i32> {
+        let p = obj.progs().find(|p| p.name() == name).ok_or_else(|| anyhow!("BPF program {name} is missing"))?;
+        Ok(p.as_fd().as_raw_fd())
     };
-    let mut names = Vec::new();
-    for s in &cfg.syscalls {
-        names.push(main_tp(s));
-        names.push(format!("sys_enter_{}", s.tracepoint));
-        names.extend(s.exit_also.map(|o| format!("sys_exit_{o}")));
-    }
-    let found = tracefs::tracepoint_ids("syscalls", &names)?;
-    let ids: std::collections::HashMap<&str, u64> =
-        names.iter().zip(found).filter_map(|(n, id)| Some((n.as_str(), id?))).collect();
-    let id_of = |name: &str| ids.get(name).copied();
-    let require = |name: String| id_of(&name).ok_or_else(|| anyhow!("no tracepoint {name} on this kernel"));
-    let mut plan = Vec::new();
-    for &s in &cfg.syscalls {
-        let Some(main) = id_of(&main_tp(s)) else {
-            if cfg.skip_missing {
-                continue;
-            }
-            bail!("syscall '{}' has no tracepoint on this kernel", s.name);
-        };
-        let mut exit_ids = vec![main];
-        if let Some(other) = s.exit_also {
-            exit_ids.push(require(format!("sys_exit_{other}"))?);
+    let mut slots: Vec<(u32, String)> = Vec::new();
+    for a in plan {
+        if let Some(tail) = a.tail_prog() {
+            slots.push((a.syscall.nr, tail));
         }
-        let (exit_prog, enter) = match s.params {
-            Some(params) if params.iter().any(|p| p.at_enter) => {
-                let id = require(format!("sys_enter_{}", s.tracepoint))?;
-                (format!("hr_exit_{}", s.name), Some((format!("hr_enter_{}", s.name), id)))
-            }
-            Some(_) => (format!("hr_exit_{}", s.name), None),
-            None => ("hr_exit_generic".to_string(), None),
-        };
-        plan.push(Attachment { syscall: s, exit_prog, exit_ids, enter });
     }
-    Ok(plan)
+    for a in plan {
+        let (Some(tail), Some(other)) = (a.tail_prog(), a.syscall.exit_also) else { continue };
+        let other = harrier_schema::syscall_by_name(other).ok_or_else(|| anyhow!("unknown syscall {other}"))?;
+        if !slots.iter().any(|(nr, _)| *nr == other.nr) {
+            slots.push((other.nr, tail));
+        }
+    }
+    for (nr, prog) in slots {
+        let fd = fd_of(&prog)?;
+        skel.maps.exit_tails.update(&nr.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)?;
+    }
+    Ok(())
 }
 
 /// Tells each CPU which ring it writes: CPU c uses ring c / cpus_per_buffer.

@@ -80,6 +80,8 @@ pub struct Stats {
     pub per_cpu: Vec<CpuStats>,
     pub programs: Vec<ProgStats>,
     pub run_time_stats: bool,
+    /// "per-syscall" or "dispatcher".
+    pub attach_mode: String,
     pub user: UserCounters,
 }
 
@@ -123,6 +125,7 @@ impl Stats {
                 "avg_ns": p.avg_ns(), "recursion_misses": p.recursion_misses,
             })).collect::<Vec<_>>(),
             "run_time_stats": self.run_time_stats,
+            "attach_mode": self.attach_mode,
             "user": {
                 "events": self.user.events,
                 "meta_events": self.user.meta_events,
@@ -140,7 +143,7 @@ impl Stats {
         let k = self.kernel_total();
         let mut s = String::new();
         let _ = writeln!(s, "---------------------- STATS -----------------------");
-        let _ = writeln!(s, "Seconds: {:.3}", self.duration.as_secs_f64());
+        let _ = writeln!(s, "Seconds: {:.3}  attach: {}", self.duration.as_secs_f64(), self.attach_mode);
         let _ = writeln!(
             s,
             "[KERNEL] events: {}  drops: {}  ({})",
@@ -174,7 +177,7 @@ impl Stats {
                 );
             }
         } else {
-            let _ = writeln!(s, "[BPF] run-time stats unavailable (BPF_ENABLE_STATS refused)");
+            let _ = writeln!(s, "[BPF] run-time stats off (--bpf-stats turns them on)");
         }
         let u = &self.user;
         let _ = writeln!(

@@ -3,6 +3,9 @@
 
 mod common;
 
+use harrier_capture::AttachMode::{self, Dispatcher, PerSyscall};
+use test_case::test_case;
+
 use common::{bpf_available, capture, capture_with, gettid};
 use harrier_capture::{parse_syscalls, Config};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -12,8 +15,10 @@ fn raw_getpid() -> i64 {
     unsafe { libc::syscall(libc::SYS_getpid) }
 }
 
-#[test]
-fn exactly_one_exit_event_per_syscall() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn exactly_one_exit_event_per_syscall(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -60,8 +65,10 @@ fn fd_target(fd: i32) -> String {
     std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap().display().to_string()
 }
 
-#[test]
-fn open_paths_survive_a_racing_thread() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn open_paths_survive_a_racing_thread(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -127,8 +134,10 @@ fn blocked_in(tid: u32, nr: i64) -> bool {
     s.split(' ').next() == Some(nr.to_string().as_str())
 }
 
-#[test]
-fn an_open_in_flight_at_attach_is_flagged() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn an_open_in_flight_at_attach_is_flagged(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -219,15 +228,19 @@ fn drops_are_counted_exactly(cpus_per_buffer: usize) {
     assert!(getpids > 1000 && getpids < N);
 }
 
-#[test]
-fn drops_are_counted_exactly_in_per_cpu_rings() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn drops_are_counted_exactly_in_per_cpu_rings(mode: AttachMode) {
+    common::use_mode(mode);
     if bpf_available() {
         drops_are_counted_exactly(1);
     }
 }
 
-#[test]
-fn drops_are_counted_exactly_in_shared_rings() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn drops_are_counted_exactly_in_shared_rings(mode: AttachMode) {
+    common::use_mode(mode);
     if bpf_available() {
         drops_are_counted_exactly(64); // one BPF ringbuf, whichever CPU the child runs on
     }
@@ -236,14 +249,17 @@ fn drops_are_counted_exactly_in_shared_rings() {
 /// Writes of changing sizes, each carrying its sequence number, through a
 /// 64 KiB per-CPU ring drained as it goes: many laps, so records meet the
 /// end of the ring at every offset, and each one must come out whole.
-#[test]
-fn records_survive_many_laps_of_a_small_ring() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn records_survive_many_laps_of_a_small_ring(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
     const N: u32 = 30_000;
     let mut cfg = Config::new(parse_syscalls("write").unwrap());
     cfg.pid = Some(std::process::id());
+    cfg.attach = mode;
     cfg.buffer_size = 64 << 10;
     cfg.snaplen = 200;
     let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -296,8 +312,10 @@ fn records_survive_many_laps_of_a_small_ring() {
     assert!(writes.len() as u64 + k.dropped() >= N as u64);
 }
 
-#[test]
-fn bad_configuration_is_refused_before_loading() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn bad_configuration_is_refused_before_loading(mode: AttachMode) {
+    common::use_mode(mode);
     let mut cfg = Config::new(parse_syscalls("read").unwrap());
     cfg.buffer_size = 12345;
     let err = harrier_capture::Session::start(&cfg, Box::new(|_| {})).err().unwrap();
@@ -337,8 +355,10 @@ fn peer_port(fd: i32) -> u16 {
     u16::from_be(sa.sin_port)
 }
 
-#[test]
-fn connect_peers_survive_a_racing_thread() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn connect_peers_survive_a_racing_thread(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }

@@ -7,6 +7,9 @@
 
 mod common;
 
+use harrier_capture::AttachMode::{self, Dispatcher, PerSyscall};
+use test_case::test_case;
+
 use common::*;
 use libc::{AT_FDCWD, EBADF, EEXIST, EINVAL, ENODEV, ENOENT, EXDEV};
 use std::ffi::CString;
@@ -43,8 +46,10 @@ fn payload() -> Vec<u8> {
     (0..200u32).map(|i| b'a' + (i % 26) as u8).collect()
 }
 
-#[test]
-fn open_openat_creat_close() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn open_openat_creat_close(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -104,8 +109,10 @@ struct OpenHow {
     resolve: u64,
 }
 
-#[test]
-fn openat2() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn openat2(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -137,8 +144,10 @@ fn openat2() {
     assert_eq!(text(&e[1], "path"), "/etc/hostname");
 }
 
-#[test]
-fn read_write_pread64_pwrite64() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn read_write_pread64_pwrite64(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -196,8 +205,10 @@ fn iovecs(bufs: &mut [&mut [u8]]) -> Vec<libc::iovec> {
     bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }).collect()
 }
 
-#[test]
-fn readv_writev() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn readv_writev(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -242,8 +253,10 @@ fn readv_writev() {
     assert_eq!(bytes(&r[2], "data"), b"");
 }
 
-#[test]
-fn dup_dup2_dup3_fcntl() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn dup_dup2_dup3_fcntl(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -298,8 +311,10 @@ fn paths(e: &harrier_schema::decode::SyscallEvent, ret: i64, want: &[(&str, &str
     }
 }
 
-#[test]
-fn mkdir_mkdirat_rmdir_unlink_unlinkat() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn mkdir_mkdirat_rmdir_unlink_unlinkat(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -346,8 +361,10 @@ fn mkdir_mkdirat_rmdir_unlink_unlinkat() {
     paths(&e[1], 0, &[("path", "b")]);
 }
 
-#[test]
-fn rename_renameat_renameat2() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn rename_renameat_renameat2(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -387,8 +404,10 @@ fn rename_renameat_renameat2() {
     paths(&e[1], 0, &[("oldpath", "c"), ("newpath", "e")]);
 }
 
-#[test]
-fn link_linkat_symlink_symlinkat() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn link_linkat_symlink_symlinkat(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -433,8 +452,10 @@ fn link_linkat_symlink_symlinkat() {
     paths(&e[1], -ENOENT as i64, &[("target", "/no/such/target"), ("linkpath", "no/s3")]);
 }
 
-#[test]
-fn chmod_fchmod_fchmodat() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn chmod_fchmod_fchmodat(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -469,8 +490,10 @@ fn chmod_fchmod_fchmodat() {
     paths(&e[1], -ENOENT as i64, &[("path", "missing")]);
 }
 
-#[test]
-fn chown_fchown_fchownat_lchown() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn chown_fchown_fchownat_lchown(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -520,8 +543,10 @@ fn chown_fchown_fchownat_lchown() {
     paths(&e[1], -ENOENT as i64, &[("path", &missing)]);
 }
 
-#[test]
-fn truncate_ftruncate() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn truncate_ftruncate(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -559,8 +584,10 @@ impl Drop for Unmount {
     }
 }
 
-#[test]
-fn mount_umount2() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn mount_umount2(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -610,8 +637,10 @@ impl Drop for RestoreCwd {
     }
 }
 
-#[test]
-fn chdir_fchdir() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn chdir_fchdir(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }

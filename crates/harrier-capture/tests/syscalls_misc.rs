@@ -4,6 +4,9 @@
 
 mod common;
 
+use harrier_capture::AttachMode::{self, Dispatcher, PerSyscall};
+use test_case::test_case;
+
 use common::*;
 use harrier_schema::decode::{decode, Event};
 use libc::{EBADF, EEXIST, EFAULT, EINVAL, ENOENT};
@@ -24,8 +27,10 @@ fn raw_lengths(c: &Captured, name: &str) -> Vec<usize> {
         .collect()
 }
 
-#[test]
-fn getpid_is_a_bare_24_byte_event() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn getpid_is_a_bare_24_byte_event(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -38,8 +43,10 @@ fn getpid_is_a_bare_24_byte_event() {
     assert_eq!(raw_lengths(&c, "getpid"), [24], "header + return value only");
 }
 
-#[test]
-fn gettimeofday_and_clock_gettime() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn gettimeofday_and_clock_gettime(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -65,8 +72,10 @@ fn gettimeofday_and_clock_gettime() {
     expect(&e[1], -EINVAL as i64, &[("clockid", 9999)]);
 }
 
-#[test]
-fn clock_nanosleep_relative_absolute_and_invalid() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn clock_nanosleep_relative_absolute_and_invalid(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -100,8 +109,10 @@ fn raw(fd: &OwnedFd) -> i64 {
     fd.as_raw_fd() as i64
 }
 
-#[test]
-fn epoll_ctl_and_epoll_wait() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn epoll_ctl_and_epoll_wait(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }

@@ -4,6 +4,9 @@
 
 mod common;
 
+use harrier_capture::AttachMode::{self, Dispatcher, PerSyscall};
+use test_case::test_case;
+
 use common::*;
 use harrier_capture::{parse_syscalls, Config};
 use harrier_schema::decode::SyscallEvent;
@@ -159,8 +162,10 @@ fn ok_socket(e: &SyscallEvent, fd: i64, domain: i32, ty: i32) {
     expect(e, fd, &[("domain", domain as i64), ("type", ty as i64), ("protocol", 0)]);
 }
 
-#[test]
-fn tcp_ipv4_socket_bind_listen_connect_accept() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn tcp_ipv4_socket_bind_listen_connect_accept(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -234,8 +239,10 @@ fn tcp_ipv4_socket_bind_listen_connect_accept() {
     assert_eq!(bytes(&e[1], "addr"), b"", "a failed accept has no peer");
 }
 
-#[test]
-fn tcp_ipv6_connect_accept4() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn tcp_ipv6_connect_accept4(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -274,8 +281,10 @@ fn tcp_ipv6_connect_accept4() {
     expect(&e[1], -EAGAIN as i64, &[("fd", server), ("flags", flags)]);
 }
 
-#[test]
-fn unix_path_and_abstract_addresses() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn unix_path_and_abstract_addresses(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -346,8 +355,10 @@ fn sendto_recvfrom_cut_at(snaplen: u32) -> (Vec<u8>, Vec<u8>) {
     (bytes(&s, "data").to_vec(), bytes(&r, "data").to_vec())
 }
 
-#[test]
-fn sendto_recvfrom_data_cut_at_default_snaplen() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn sendto_recvfrom_data_cut_at_default_snaplen(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -357,8 +368,10 @@ fn sendto_recvfrom_data_cut_at_default_snaplen() {
     assert_eq!(received, &payload()[..80]);
 }
 
-#[test]
-fn sendto_recvfrom_data_cut_at_snaplen_16() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn sendto_recvfrom_data_cut_at_snaplen_16(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -367,8 +380,10 @@ fn sendto_recvfrom_data_cut_at_snaplen_16() {
     assert_eq!(received, &payload()[..16]);
 }
 
-#[test]
-fn sendto_recvfrom_failures() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn sendto_recvfrom_failures(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -409,8 +424,10 @@ fn iovec(b: &mut [u8]) -> libc::iovec {
     libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }
 }
 
-#[test]
-fn sendmsg_recvmsg() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn sendmsg_recvmsg(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -463,8 +480,10 @@ fn sendmsg_recvmsg() {
     assert_eq!(bytes(&r[2], "addr"), b"", "a failed recvmsg has no sender");
 }
 
-#[test]
-fn setsockopt_and_shutdown() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn setsockopt_and_shutdown(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }

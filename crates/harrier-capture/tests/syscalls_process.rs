@@ -9,6 +9,9 @@
 
 mod common;
 
+use harrier_capture::AttachMode::{self, Dispatcher, PerSyscall};
+use test_case::test_case;
+
 use common::*;
 use harrier_capture::{parse_syscalls, Config};
 use harrier_schema::decode::{Event, Meta, SyscallEvent};
@@ -131,8 +134,10 @@ fn exec_in_child(syscall: &str, exec: impl FnOnce()) -> (Captured, u32, String) 
     (c, pid, cwd)
 }
 
-#[test]
-fn execve_success() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn execve_success(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -152,8 +157,10 @@ fn execve_success() {
     assert!(!e[0].header.args_at_exit, "the exit found its entry copy");
 }
 
-#[test]
-fn execveat_success() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn execveat_success(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -175,8 +182,10 @@ fn execveat_success() {
     exec_image(&e[0], b"true\0", &cwd);
 }
 
-#[test]
-fn execve_execveat_failure() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn execve_execveat_failure(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -266,8 +275,10 @@ fn forks<'a>(c: &'a Captured, tid: u32, name: &str) -> Vec<SyscallEvent<'a>> {
     named_in_order(c, tid, name).into_iter().filter(|e| !thread_spawn(e)).collect()
 }
 
-#[test]
-fn fork_vfork_clone_clone3_seen_in_parent_and_child() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn fork_vfork_clone_clone3_seen_in_parent_and_child(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -316,8 +327,10 @@ fn fork_vfork_clone_clone3_seen_in_parent_and_child() {
     assert_eq!(forks(&c, tid, "vfork").len(), 1);
 }
 
-#[test]
-fn exit_group_status() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn exit_group_status(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -330,8 +343,10 @@ fn exit_group_status() {
     assert_eq!(int(&e[0], "status"), 7);
 }
 
-#[test]
-fn setuid_setgid_family_in_a_child() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn setuid_setgid_family_in_a_child(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -391,8 +406,10 @@ struct CapData {
     inheritable: u32,
 }
 
-#[test]
-fn capset_in_a_child() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn capset_in_a_child(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -416,8 +433,10 @@ fn capset_in_a_child() {
     expect(&e[1], -EPERM as i64, &[("effective", all), ("permitted", all), ("inheritable", 0)]);
 }
 
-#[test]
-fn prctl_set_and_get_name() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn prctl_set_and_get_name(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -448,8 +467,10 @@ fn prctl_set_and_get_name() {
 /// Read by the tracer from the tracee's copy of this process's memory.
 static MARKER: u64 = 0x4861_7272_6965_7221;
 
-#[test]
-fn ptrace_attach_peek_detach() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn ptrace_attach_peek_detach(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -478,8 +499,10 @@ fn ptrace_attach_peek_detach() {
     expect(&e[3], -ESRCH as i64, &[("request", attach), ("pid", NO_PID), ("addr", 0)]);
 }
 
-#[test]
-fn kill_and_tgkill() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn kill_and_tgkill(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }
@@ -510,8 +533,10 @@ fn kill_and_tgkill() {
     expect(&e[2], -EINVAL as i64, &[("tgid", 0), ("tid", tid), ("sig", 0)]);
 }
 
-#[test]
-fn unshare_and_setns_in_a_child() {
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn unshare_and_setns_in_a_child(mode: AttachMode) {
+    common::use_mode(mode);
     if !bpf_available() {
         return;
     }

@@ -46,6 +46,13 @@ pub struct CaptureArgs {
     /// Also write the final statistics as JSON to this file.
     #[arg(long)]
     stats_json: Option<String>,
+    /// How syscall exits reach the handlers: auto, per-syscall or dispatcher.
+    #[arg(long, default_value = "auto")]
+    attach: harrier_capture::AttachMode,
+    /// Per-program BPF run counts and times. Costs ~57 ns per run of every
+    /// BPF program on the machine while on, so it is off by default.
+    #[arg(long)]
+    bpf_stats: bool,
 }
 
 /// Turns raw events into JSON lines, resolving pid and comm.
@@ -136,6 +143,8 @@ fn config(a: &CaptureArgs) -> Result<Config> {
     cfg.snaplen = a.snaplen;
     cfg.buffer_size = parse_size(&a.buffer_size)?;
     cfg.cpus_per_buffer = a.cpus_per_buffer;
+    cfg.attach = a.attach;
+    cfg.run_time_stats = a.bpf_stats;
     if let Some(pid) = a.pid {
         check_pid(pid)?;
     }
@@ -174,7 +183,20 @@ pub fn run(a: CaptureArgs) -> Result<()> {
     } else {
         Session::start_counting(&cfg)?
     };
-    say!("harrier: capturing {} syscalls; Ctrl-C to stop", session.syscalls().len());
+    let choice = session.attach_choice();
+    say!(
+        "harrier: capturing {} syscalls, {} attach ({}); Ctrl-C to stop",
+        session.syscalls().len(),
+        choice.mode,
+        choice.reason
+    );
+    if choice.tracepoints > harrier_capture::attach::MAX_FAST_STOP_TRACEPOINTS {
+        say!(
+            "harrier: note: {} tracepoints take ~{:.1} s to detach when stopping (--attach auto avoids this)",
+            choice.tracepoints,
+            choice.tracepoints as f64 * 0.075
+        );
+    }
 
     // Too far to represent: no deadline.
     let deadline = duration.and_then(|d| Instant::now().checked_add(d));

@@ -73,6 +73,12 @@ fn var_stmt(p: &Param) -> String {
 
 /// `guests`: syscalls whose exit this syscall's tracepoint may report
 /// (execveat's success exits as execve): their entry copy marks them.
+///
+/// The body is written once, as `hr_do_<name>`, and entered two ways: from
+/// its own syscalls:sys_exit_<name> tracepoint (`hr_exit_<name>`, per-syscall
+/// attach) and as a tail call from the tp_btf sys_exit dispatcher
+/// (`hr_tail_<name>`, dispatcher attach). `tail` is a constant after inlining,
+/// so each entry point keeps only its own branches.
 fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
     let sc = &ev.syscall;
     let mut off = PARAMS_BASE;
@@ -86,36 +92,59 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
             None => body += &var_stmt(p),
         }
     }
-    // Only handlers that read arguments pay for finding the saved registers.
-    let regs = if body.contains("HR_ARG") { "\tem.regs = hr_task_regs(&em);\n" } else { "" };
+    // Only handlers that read arguments pay for finding the saved registers;
+    // the dispatcher already has them from its tracepoint.
+    let regs = if body.contains("HR_ARG") {
+        "\tem.regs = tail ? regs : hr_task_regs(&em);\n"
+    } else {
+        ""
+    };
     let stash = if ev.has_enter() {
         format!("\tstruct hr_stash *st = hr_stash_take(&em, {});\n\n", sc.nr)
     } else {
         String::new()
     };
-    // Whose exit is this? On another syscall's tracepoint, act only on our
-    // own entry copy; on ours, leave a guest's exit to the guest.
+    // Whose exit is this? On another syscall's exit, act only on our own
+    // entry copy; on ours, hand a guest's exit to the guest (a tail call to
+    // its slot, or nothing: per-syscall, the guest sits on our tracepoint).
     let mut guard = String::new();
     if ev.exit_also.is_some() {
-        guard += &format!("\tif (ctx->nr != {nr} && !hr_stash_is({nr}))\n\t\treturn 0;\n", nr = sc.nr);
+        guard += &format!("\tif (nr != {nr} && !hr_stash_is({nr}))\n\t\treturn 0;\n", nr = sc.nr);
     }
     for g in guests {
-        guard += &format!("\tif (hr_stash_is({g}))\n\t\treturn 0;\n");
+        guard += &format!(
+            "\tif (hr_stash_is({g})) {{\n\t\tif (tail)\n\t\t\thr_tail_to(ctx, {g});\n\t\treturn 0;\n\t}}\n"
+        );
     }
     // Events with only fixed-size parameters are written in place in the ring.
     let fixed = ev.params.iter().all(|p| p.kind.wire().fixed_size().is_some());
     let (begin, submit) =
         if fixed { ("hr_begin_fixed", "hr_submit_fixed") } else { ("hr_begin", "hr_submit") };
-    // A syscall that never returns has its handler on the entry tracepoint.
-    let (ctx, ret) = if ev.noreturn { ("hr_enter_ctx", "0") } else { ("hr_exit_ctx", "ctx->ret") };
+    let name = &sc.name;
     let _ = write!(
         out,
-        "SEC(\"tracepoint\")\nint hr_exit_{name}(struct {ctx} *ctx)\n{{\n\
+        "static __always_inline int hr_do_{name}(void *ctx, struct pt_regs *regs, long nr, long ret, const bool tail)\n{{\n\
          \tstruct hr_em em;\n\n\
-         {guard}\tif ({begin}(&em, {nr}, {ret}, {off}))\n\t\treturn 0;\n\
+         {guard}\tif ({begin}(&em, {nr}, ret, {off}))\n\t\treturn 0;\n\
          {regs}{stash}{body}\treturn {submit}(&em);\n}}\n\n",
-        name = sc.name,
         nr = sc.nr,
+    );
+    // A syscall that never returns has its handler on the entry tracepoint,
+    // in both attach modes.
+    if ev.noreturn {
+        let _ = write!(
+            out,
+            "SEC(\"tracepoint\")\nint hr_exit_{name}(struct hr_enter_ctx *ctx)\n{{\n\
+             \treturn hr_do_{name}(ctx, 0, ctx->nr, 0, false);\n}}\n\n"
+        );
+        return;
+    }
+    let _ = write!(
+        out,
+        "SEC(\"tracepoint\")\nint hr_exit_{name}(struct hr_exit_ctx *ctx)\n{{\n\
+         \treturn hr_do_{name}(ctx, 0, ctx->nr, ctx->ret, false);\n}}\n\n\
+         SEC(\"tp_btf/sys_exit\")\nint BPF_PROG(hr_tail_{name}, struct pt_regs *regs, long ret)\n{{\n\
+         \treturn hr_do_{name}(ctx, regs, regs->orig_ax, ret, true);\n}}\n\n"
     );
 }
 

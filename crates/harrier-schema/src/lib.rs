@@ -5,6 +5,7 @@
 pub mod decode;
 pub mod render;
 pub mod sockaddr;
+pub mod view;
 pub mod wire;
 
 /// How a parameter travels on the wire: the generator's own definition.

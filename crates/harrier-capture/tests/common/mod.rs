@@ -2,7 +2,8 @@
 //! and collect what it reported.
 #![allow(dead_code)]
 
-use harrier_capture::{parse_syscalls, Config, Session, Stats};
+use harrier_capture::{parse_syscalls, AttachMode, Config, Session, Stats};
+use std::cell::Cell;
 use harrier_schema::decode::{decode, Event, SyscallEvent};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -46,8 +47,26 @@ impl Captured {
     }
 }
 
-/// Captures `syscalls` for process `pid` (None: this process) while `work` runs.
-pub fn capture_with(cfg: Config, work: impl FnOnce()) -> Captured {
+thread_local! {
+    /// The attach mode this test thread runs in: every capture test runs
+    /// once per mode (`#[test_case]`), so both must give the same events.
+    static MODE: Cell<AttachMode> = const { Cell::new(AttachMode::PerSyscall) };
+}
+
+pub fn use_mode(mode: AttachMode) {
+    MODE.with(|m| m.set(mode));
+}
+
+pub fn mode() -> AttachMode {
+    MODE.with(|m| m.get())
+}
+
+/// Captures with `cfg` while `work` runs; a config left on `auto` takes
+/// the test's mode, so a test never depends on what `auto` would pick.
+pub fn capture_with(mut cfg: Config, work: impl FnOnce()) -> Captured {
+    if cfg.attach == AttachMode::Auto {
+        cfg.attach = mode();
+    }
     let events = Rc::new(RefCell::new(Vec::new()));
     let sink = events.clone();
     let mut s = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().push(b.to_vec())))
@@ -55,6 +74,7 @@ pub fn capture_with(cfg: Config, work: impl FnOnce()) -> Captured {
     work();
     s.drain().unwrap();
     let stats = s.stop().expect("the sensor stops");
+    assert_eq!(stats.attach_mode, cfg.attach.to_string(), "the session ran in the mode asked for");
     let events = Rc::try_unwrap(events).unwrap().into_inner();
     Captured { events, stats }
 }

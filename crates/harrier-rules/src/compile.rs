@@ -1,0 +1,450 @@
+//! AST → compiled expressions: macros and lists expanded, fields resolved once against the
+//! table, operators type-checked, literals parsed, sets and regexes built.
+
+use crate::ast::{Ast, FieldRef, Literal, Op, Rhs, Span, Transformer};
+use crate::events::{EventSet, EventType};
+use crate::expr::{CRhs, Check, Expr, FieldSel, Lit};
+use crate::fields::{self, Field, FieldError, FieldType};
+use crate::loader::{CondText, ExcValue, Exception, Items, ListItem, MacroItem};
+use crate::matchers::{self, FxSet};
+use crate::parser::{self, ParseError};
+use std::collections::HashMap;
+
+/// A compile error: where, what, and the field if the problem is an unsupported field.
+#[derive(Debug, Clone)]
+pub struct CompileError {
+    pub file: usize,
+    pub line: u32,
+    pub col: u32,
+    pub msg: String,
+    /// Set when the rule cannot be evaluated because of this field (unknown or not
+    /// supported by the integration), as opposed to a plain mistake.
+    pub field: Option<String>,
+}
+
+pub struct Compiler<'a> {
+    pub files: &'a [(String, String)],
+    lists: HashMap<&'a str, &'a ListItem>,
+    macros: HashMap<&'a str, (&'a MacroItem, Result<Ast, ParseError>)>,
+    supported: &'a dyn Fn(Field) -> bool,
+}
+
+/// Where the AST being compiled came from, for error positions.
+struct Site<'c> {
+    cond: &'c CondText,
+    /// "macro m used at file:l:c" notes, innermost last.
+    notes: Vec<String>,
+}
+
+type R<T> = Result<T, CompileError>;
+
+impl<'a> Compiler<'a> {
+    pub fn new(
+        files: &'a [(String, String)],
+        items: &'a Items,
+        supported: &'a dyn Fn(Field) -> bool,
+    ) -> Self {
+        let lists = items.lists.iter().map(|l| (l.name.as_str(), l)).collect();
+        let macros =
+            items.macros.iter().map(|m| (m.name.as_str(), (m, parser::parse(&m.cond.text)))).collect();
+        Compiler { files, lists, macros, supported }
+    }
+
+    /// Syntax errors of macros, reported whether or not a rule uses them (as Falco does).
+    pub fn macro_errors(&self) -> Vec<CompileError> {
+        let mut out = Vec::new();
+        for (m, res) in self.macros.values() {
+            if let Err(e) = res {
+                let site = Site { cond: &m.cond, notes: Vec::new() };
+                out.push(self.error(&site, &e.span, format!("macro '{}': {}", m.name, e.msg), None));
+            }
+        }
+        out.sort_by_key(|e| (e.file, e.line, e.col));
+        out
+    }
+
+    fn error(&self, site: &Site<'_>, span: &Span, msg: String, field: Option<String>) -> CompileError {
+        let (file, pos) = site.cond.locate(self.files, span.start);
+        let mut msg = msg;
+        for n in site.notes.iter().rev() {
+            msg.push_str(" (");
+            msg.push_str(n);
+            msg.push(')');
+        }
+        CompileError { file, line: pos.line, col: pos.col, msg, field }
+    }
+
+    /// Compiles a rule's condition and its exceptions.
+    pub fn rule(&self, cond: &CondText, exceptions: &[Exception]) -> R<Expr> {
+        let site = Site { cond, notes: Vec::new() };
+        let ast = parser::parse(&cond.text).map_err(|e| self.error(&site, &e.span, e.msg, None))?;
+        let mut stack = Vec::new();
+        let main = self.expr(&ast, &site, &mut stack)?;
+        let mut excs = Vec::new();
+        for e in exceptions {
+            if let Some(x) = self.exception(e)? {
+                excs.push(x);
+            }
+        }
+        if excs.is_empty() {
+            return Ok(main);
+        }
+        Ok(Expr::And(vec![main, Expr::Not(Box::new(Expr::Or(excs.into())))].into()))
+    }
+
+    fn expr(&self, ast: &Ast, site: &Site<'_>, stack: &mut Vec<String>) -> R<Expr> {
+        Ok(match ast {
+            Ast::And(v) => {
+                Expr::And(v.iter().map(|a| self.expr(a, site, stack)).collect::<R<Vec<_>>>()?.into())
+            }
+            Ast::Or(v) => {
+                Expr::Or(v.iter().map(|a| self.expr(a, site, stack)).collect::<R<Vec<_>>>()?.into())
+            }
+            Ast::Not(a, _) => Expr::Not(Box::new(self.expr(a, site, stack)?)),
+            Ast::Macro(name, span) => {
+                let Some((m, parsed)) = self.macros.get(name.as_str()) else {
+                    return Err(self.error(site, span, format!("undefined macro '{name}'"), None));
+                };
+                if stack.iter().any(|s| s == name) {
+                    return Err(self.error(site, span, format!("macro '{name}' refers to itself"), None));
+                }
+                let (file, pos) = site.cond.locate(self.files, span.start);
+                let inner_site = Site {
+                    cond: &m.cond,
+                    notes: {
+                        let mut n = site.notes.clone();
+                        n.push(format!(
+                            "in macro '{name}' used at {}:{}:{}",
+                            self.files[file].0, pos.line, pos.col
+                        ));
+                        n
+                    },
+                };
+                let ast = match parsed {
+                    Ok(a) => a,
+                    Err(e) => return Err(self.error(&inner_site, &e.span, e.msg.clone(), None)),
+                };
+                stack.push(name.clone());
+                let r = self.expr(ast, &inner_site, stack);
+                stack.pop();
+                r?
+            }
+            Ast::Check { lhs, op, rhs, .. } => self.check(lhs, *op, rhs, site)?,
+        })
+    }
+
+    fn field(&self, f: &FieldRef, site: &Site<'_>) -> R<(FieldSel, FieldType)> {
+        let (field, arg) = match fields::resolve(&f.name, f.arg.as_deref()) {
+            Ok(x) => x,
+            Err(FieldError::Unknown) => {
+                return Err(self.error(
+                    site,
+                    &f.span,
+                    format!("unknown field '{}'", f.name),
+                    Some(f.name.clone()),
+                ))
+            }
+            Err(FieldError::BadArg(why)) => {
+                return Err(self.error(site, &f.span, format!("field '{}' {why}", f.name), None))
+            }
+        };
+        if !(self.supported)(field) {
+            return Err(self.error(
+                site,
+                &f.span,
+                format!("field '{}' is not supported here", f.name),
+                Some(f.name.clone()),
+            ));
+        }
+        let mut ty = field.ty();
+        for t in &f.transformers {
+            ty = match t {
+                Transformer::Len => FieldType::U64,
+                _ => FieldType::Str,
+            };
+        }
+        Ok((FieldSel { field, arg, tfs: f.transformers.clone().into() }, ty))
+    }
+
+    /// Expands list items: unquoted names of lists become their items, recursively.
+    fn expand_items(&self, items: &[Literal], out: &mut Vec<String>, depth: usize) {
+        for it in items {
+            match (it.quoted, self.lists.get(it.text.as_str())) {
+                (false, Some(l)) if depth < 32 => self.expand_list(l, out, depth + 1),
+                _ => out.push(it.text.clone()),
+            }
+        }
+    }
+
+    fn expand_list(&self, l: &ListItem, out: &mut Vec<String>, depth: usize) {
+        for item in &l.items {
+            let unq = strip_quotes(item);
+            match self.lists.get(unq) {
+                Some(inner) if unq == item.as_str() && depth < 32 => self.expand_list(inner, out, depth + 1),
+                _ => out.push(unq.to_string()),
+            }
+        }
+    }
+
+    fn check(&self, lhs: &FieldRef, op: Op, rhs: &Rhs, site: &Site<'_>) -> R<Expr> {
+        let (sel, ty) = self.field(lhs, site)?;
+        let span = &lhs.span;
+        let bad_op = |what: &str| {
+            Err(self.error(
+                site,
+                span,
+                format!(
+                    "operator '{}' cannot be used with {} field '{}'{what}",
+                    op.as_str(),
+                    ty.name(),
+                    lhs.name
+                ),
+                None,
+            ))
+        };
+        // Operators each type accepts.
+        let ok = match ty {
+            t if t.is_numeric() => matches!(
+                op,
+                Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge | Op::In | Op::Intersects | Op::Exists
+            ),
+            FieldType::Bool | FieldType::IpAddr | FieldType::IpNet => {
+                matches!(op, Op::Eq | Op::Ne | Op::In | Op::Intersects | Op::Exists)
+            }
+            _ => true,
+        };
+        if !ok {
+            return bad_op("");
+        }
+        if matches!(op, Op::BContains | Op::BStartsWith)
+            && !matches!(ty, FieldType::Bytes | FieldType::Str | FieldType::Dyn)
+        {
+            return bad_op("");
+        }
+        // Literal values, expanded.
+        let values: Vec<(String, Span)> = match rhs {
+            Rhs::None => Vec::new(),
+            Rhs::Value(l) => vec![(l.text.clone(), l.span.clone())],
+            Rhs::List(items, s) => {
+                let mut out = Vec::new();
+                self.expand_items(items, &mut out, 0);
+                out.into_iter().map(|t| (t, s.clone())).collect()
+            }
+            Rhs::ListName(l) => match self.lists.get(l.text.as_str()) {
+                Some(list) => {
+                    let mut out = Vec::new();
+                    self.expand_list(list, &mut out, 0);
+                    out.into_iter().map(|t| (t, l.span.clone())).collect()
+                }
+                None => return Err(self.error(site, &l.span, format!("undefined list '{}'", l.text), None)),
+            },
+            Rhs::Field(f) => {
+                let (rsel, _) = self.field(f, site)?;
+                return Ok(Expr::Check(Box::new(Check { sel, op, rhs: CRhs::Field(rsel) })));
+            }
+        };
+        // Literals must parse as the field's type.
+        for (v, s) in &values {
+            let lit = Lit::new(v);
+            let bad = match ty {
+                t if t.is_numeric() => lit.num.is_none(),
+                FieldType::Bool => lit.boolean.is_none(),
+                FieldType::IpAddr | FieldType::IpNet => lit.net.is_none(),
+                _ => false,
+            };
+            if bad {
+                return Err(self.error(
+                    site,
+                    s,
+                    format!("'{v}' is not a valid {} value for '{}'", ty.name(), lhs.name),
+                    None,
+                ));
+            }
+        }
+        // evt.type: a bit test on the event's type.
+        if sel.field == Field::EvtType && sel.tfs.is_empty() && matches!(op, Op::Eq | Op::Ne | Op::In) {
+            let mut set = EventSet::empty();
+            for (v, _) in &values {
+                // Unknown names never match (another platform's syscall); not an error.
+                if let Some(e) = EventType::from_name(v) {
+                    set.insert(e);
+                }
+            }
+            return Ok(Expr::EvtType { set: Box::new(set), negate: op == Op::Ne });
+        }
+        let crhs = match op {
+            Op::Exists => CRhs::None,
+            Op::In | Op::Intersects => {
+                let mut strs = FxSet::default();
+                let mut lits = Vec::new();
+                for (v, _) in &values {
+                    strs.insert(v.as_bytes().into());
+                    lits.push(Lit::new(v));
+                }
+                CRhs::Set { strs, lits: lits.into() }
+            }
+            Op::PMatch => CRhs::Prefixes(values.iter().map(|(v, _)| v.as_bytes().into()).collect()),
+            Op::Regex => {
+                let (v, s) = &values[0];
+                match regex::bytes::Regex::new(v) {
+                    Ok(re) => CRhs::Regex(re),
+                    Err(e) => {
+                        return Err(self.error(
+                            site,
+                            s,
+                            format!("invalid regex: {}", first_line(&e.to_string())),
+                            None,
+                        ))
+                    }
+                }
+            }
+            Op::BContains | Op::BStartsWith => {
+                let (v, s) = &values[0];
+                match matchers::parse_hex(v) {
+                    Some(b) => CRhs::One(Lit::bytes(b)),
+                    None => {
+                        return Err(self.error(
+                            site,
+                            s,
+                            format!("'{v}' is not hex bytes (bcontains/bstartswith take hex, e.g. CAFEBABE)"),
+                            None,
+                        ))
+                    }
+                }
+            }
+            _ => CRhs::One(Lit::new(&values[0].0)),
+        };
+        Ok(Expr::Check(Box::new(Check { sel, op, rhs: crhs })))
+    }
+
+    /// One exception → `(f1 c1 v1 and f2 c2 v2) or ...`, or None without values.
+    fn exception(&self, e: &Exception) -> R<Option<Expr>> {
+        if e.values.is_empty() {
+            return Ok(None);
+        }
+        // Errors point at the exception's entry.
+        let text = e.name.clone();
+        let cond = CondText {
+            text: text.clone(),
+            pieces: vec![(
+                0,
+                crate::loader::Origin {
+                    file: e.file,
+                    pos: e.pos,
+                    style: crate::yaml::Style::Plain,
+                    value: text,
+                },
+            )],
+        };
+        let site = Site { cond: &cond, notes: vec![format!("in exception '{}'", e.name)] };
+        let mut refs = Vec::new();
+        for fname in &e.fields {
+            let fr = match parser::parse(&format!("{fname} exists")) {
+                Ok(Ast::Check { lhs, .. }) => lhs,
+                _ => return Err(self.error(&site, &(0..0), format!("'{fname}' is not a field"), None)),
+            };
+            let fr = FieldRef { span: 0..0, ..fr };
+            self.field(&fr, &site)?;
+            refs.push(fr);
+        }
+        let mut ops = Vec::new();
+        for c in &e.comps {
+            let op = match c.as_str() {
+                "=" | "==" => Op::Eq,
+                "!=" => Op::Ne,
+                "<" => Op::Lt,
+                "<=" => Op::Le,
+                ">" => Op::Gt,
+                ">=" => Op::Ge,
+                w => match Op::from_word(w) {
+                    Some(op) if op != Op::Exists => op,
+                    _ => return Err(self.error(&site, &(0..0), format!("unknown comparison '{c}'"), None)),
+                },
+            };
+            ops.push(op);
+        }
+        let mut rows = Vec::new();
+        for tuple in &e.values {
+            if tuple.len() != refs.len() {
+                let msg =
+                    format!("a value has {} items but the exception has {} fields", tuple.len(), refs.len());
+                return Err(self.error(&site, &(0..0), msg, None));
+            }
+            let mut ands = Vec::new();
+            for (i, v) in tuple.iter().enumerate() {
+                let op = ops[i];
+                // The right side as the parser would have built it: a list for list
+                // operators (a single unquoted value there may name a list).
+                let lits: Vec<Literal> = match v {
+                    ExcValue::One(s) => {
+                        vec![Literal { text: strip_quotes(s).to_string(), quoted: false, span: 0..0 }]
+                    }
+                    ExcValue::Many(vs) => vs
+                        .iter()
+                        .map(|s| Literal { text: strip_quotes(s).to_string(), quoted: false, span: 0..0 })
+                        .collect(),
+                };
+                let rhs = if op.takes_list() {
+                    Rhs::List(lits, 0..0)
+                } else {
+                    match lits.into_iter().next() {
+                        Some(l) => Rhs::Value(Literal { quoted: true, ..l }),
+                        None => continue,
+                    }
+                };
+                ands.push(self.check(&refs[i], op, &rhs, &site)?);
+            }
+            rows.push(if ands.len() == 1 { ands.pop().unwrap() } else { Expr::And(ands.into()) });
+        }
+        Ok(Some(Expr::Or(rows.into())))
+    }
+}
+
+fn strip_quotes(s: &str) -> &str {
+    let b = s.as_bytes();
+    if b.len() >= 2 && (b[0] == b'"' || b[0] == b'\'') && b[b.len() - 1] == b[0] {
+        &s[1..s.len() - 1]
+    } else {
+        s
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().rfind(|l| !l.trim().is_empty()).unwrap_or(s).trim().to_string()
+}
+
+/// The event types on which `e` can be true. A comparison on a field without a value is
+/// false, so a check can only hold where its field has values; `not` is exact only over
+/// event-type tests and otherwise gives up (all types).
+pub fn possible_events(e: &Expr) -> EventSet {
+    match e {
+        Expr::Const(true) => EventSet::all(),
+        Expr::Const(false) => EventSet::empty(),
+        Expr::EvtType { set, negate } => {
+            if *negate {
+                set.complement()
+            } else {
+                (**set).clone()
+            }
+        }
+        Expr::And(v) => v.iter().fold(EventSet::all(), |acc, x| acc.intersect(&possible_events(x))),
+        Expr::Or(v) => v.iter().fold(EventSet::empty(), |acc, x| acc.union(&possible_events(x))),
+        Expr::Not(inner) => match &**inner {
+            Expr::EvtType { set, negate } => {
+                if *negate {
+                    (**set).clone()
+                } else {
+                    set.complement()
+                }
+            }
+            _ => EventSet::all(),
+        },
+        Expr::Check(c) => {
+            let mut s = fields::field_events(c.sel.field, &c.sel.arg);
+            if let CRhs::Field(r) = &c.rhs {
+                s = s.intersect(&fields::field_events(r.field, &r.arg));
+            }
+            s
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! The loaded rule set: what the integration uses.
+
+use crate::compile::{possible_events, Compiler};
+use crate::diag::Diagnostic;
+use crate::events::{EventSet, EventType, EVENT_TYPE_COUNT};
+use crate::expr::{Ctx, Expr, FieldSel, FlagCache};
+use crate::fields::{self, Field};
+use crate::loader::{Loader, Priority};
+use crate::output::{self, Output, OutputValue};
+use crate::value::EventSource;
+use std::fmt;
+use std::sync::Arc;
+
+/// Falco's `rule_matching`: stop at the first matching rule (default) or report all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RuleMatching {
+    #[default]
+    First,
+    All,
+}
+
+/// Falco's `append_output` entry: extra text and fields for the rules it matches.
+#[derive(Debug, Clone, Default)]
+pub struct AppendOutput {
+    /// Only rules of this source (None: any).
+    pub source: Option<String>,
+    /// Only rules carrying all these tags.
+    pub tags: Vec<String>,
+    /// Only the rule of this name.
+    pub rule: Option<String>,
+    /// Appended to the output text after a space (may use %fields).
+    pub extra_output: String,
+    /// Added to output_fields: a field name (`proc.env`), or (name, fixed value).
+    pub extra_fields: Vec<(String, Option<String>)>,
+}
+
+#[derive(Clone)]
+pub struct LoadOptions {
+    pub rule_matching: RuleMatching,
+    /// Rules less severe than this are not evaluated (Falco's `priority`).
+    pub min_priority: Priority,
+    /// Fields the integration can extract; a rule using another is not evaluable.
+    pub supported: Arc<dyn Fn(Field) -> bool + Send + Sync>,
+    pub append_output: Vec<AppendOutput>,
+    /// What `%container.info` expands to.
+    pub container_info: String,
+    /// Unknown or unsupported fields are load errors instead of skipped rules.
+    pub strict: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            rule_matching: RuleMatching::First,
+            min_priority: Priority::Debug,
+            supported: Arc::new(|_| true),
+            append_output: Vec::new(),
+            container_info: output::CONTAINER_INFO.to_string(),
+            strict: false,
+        }
+    }
+}
+
+impl fmt::Debug for LoadOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoadOptions")
+            .field("rule_matching", &self.rule_matching)
+            .field("min_priority", &self.min_priority)
+            .field("strict", &self.strict)
+            .finish()
+    }
+}
+
+/// Whether a rule is evaluated, and if not why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleStatus {
+    Evaluable,
+    /// Uses a field Harrier does not know or the integration does not extract.
+    Unsupported {
+        field: String,
+        detail: String,
+    },
+    Disabled,
+    BelowPriority,
+    /// A source other than `syscall` (k8s_audit, plugins).
+    OtherSource(String),
+}
+
+#[derive(Debug)]
+pub struct Rule {
+    /// Position in [`RuleSet::rules`]: stable, use it to keep per-rule counters.
+    pub index: u32,
+    pub name: String,
+    pub desc: String,
+    pub priority: Priority,
+    pub tags: Vec<String>,
+    pub source: String,
+    pub status: RuleStatus,
+    /// Event types on which the rule can match (empty when not evaluated).
+    pub event_types: EventSet,
+    /// Fields of the condition that never have a value in Harrier (Kubernetes metadata):
+    /// comparisons on them are always false.
+    pub valueless_fields: Vec<&'static str>,
+    /// Where the rule is defined.
+    pub file: String,
+    pub line: u32,
+    pub col: u32,
+    expr: Option<Expr>,
+    output: Output,
+}
+
+impl Rule {
+    pub fn is_active(&self) -> bool {
+        self.status == RuleStatus::Evaluable
+    }
+    /// The alert text and Falco's `output_fields`.
+    pub fn format_output<S: EventSource + ?Sized>(&self, src: &S) -> (String, Vec<(String, OutputValue)>) {
+        self.output.format(src)
+    }
+    /// The fields the output uses (to extract, or to show in docs).
+    pub fn output_fields(&self) -> impl Iterator<Item = &str> {
+        self.output.segments.iter().filter_map(|s| match s {
+            output::Segment::Field { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+    }
+}
+
+pub struct RuleSet {
+    rules: Vec<Rule>,
+    /// Per event type code: indices of the active rules that can match it, in file order.
+    by_type: Vec<Box<[u32]>>,
+    warnings: Vec<Diagnostic>,
+    flags: FlagCache,
+    matching: RuleMatching,
+}
+
+impl fmt::Debug for RuleSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuleSet").field("rules", &self.rules.len()).finish()
+    }
+}
+
+impl RuleSet {
+    /// Loads rule files (name, text) in order. Errors name file:line:column.
+    pub fn load<N: AsRef<str>, T: AsRef<str>>(
+        files: &[(N, T)],
+        opts: &LoadOptions,
+    ) -> Result<RuleSet, Vec<Diagnostic>> {
+        let files: Vec<(String, String)> =
+            files.iter().map(|(n, t)| (n.as_ref().to_string(), t.as_ref().to_string())).collect();
+        let mut loader = Loader::new(&files);
+        loader.load_all();
+        let mut diags = loader.diags;
+        let items = loader.items;
+        let supported = opts.supported.clone();
+        let sup = move |f: Field| supported(f);
+        let compiler = Compiler::new(&files, &items, &sup);
+        for e in compiler.macro_errors() {
+            diags.push(Diagnostic::error(&files[e.file].0, e.line, e.col, e.msg));
+        }
+        let mut rules = Vec::new();
+        for (i, r) in items.rules.iter().enumerate() {
+            let (line, col) = (r.pos.line, r.pos.col);
+            let file = files[r.file].0.clone();
+            let mut status = RuleStatus::Evaluable;
+            let mut expr = None;
+            if r.source != "syscall" {
+                status = RuleStatus::OtherSource(r.source.clone());
+            } else {
+                match compiler.rule(&r.cond, &r.exceptions) {
+                    Ok(e) => expr = Some(e),
+                    Err(e) => {
+                        let d = Diagnostic::error(
+                            &files[e.file].0,
+                            e.line,
+                            e.col,
+                            format!("rule '{}': {}", r.name, e.msg),
+                        );
+                        match e.field {
+                            Some(field) if !opts.strict => {
+                                let w = Diagnostic { severity: crate::diag::Severity::Warning, ..d.clone() };
+                                diags.push(w);
+                                status = RuleStatus::Unsupported { field, detail: d.to_string() };
+                            }
+                            _ => diags.push(d),
+                        }
+                    }
+                }
+            }
+            // The output: compiled with the matching append_output entries.
+            let mut fmt = r.output.clone();
+            let mut extra = Vec::new();
+            for a in &opts.append_output {
+                let applies = a.source.as_ref().is_none_or(|s| *s == r.source)
+                    && a.rule.as_ref().is_none_or(|n| *n == r.name)
+                    && a.tags.iter().all(|t| r.tags.contains(t));
+                if !applies {
+                    continue;
+                }
+                if !a.extra_output.is_empty() {
+                    fmt.push(' ');
+                    fmt.push_str(&a.extra_output);
+                }
+                extra.extend(a.extra_fields.iter().cloned());
+            }
+            let mut output = match output::compile(&fmt, &opts.container_info) {
+                Ok(o) => o,
+                Err((name, _)) => {
+                    let (ol, oc) =
+                        r.output_origin.as_ref().map(|o| (o.pos.line, o.pos.col)).unwrap_or((line, col));
+                    let d = Diagnostic::error(
+                        &file,
+                        ol,
+                        oc,
+                        format!("rule '{}': unknown field '{name}' in output", r.name),
+                    );
+                    if status == RuleStatus::Evaluable && !opts.strict {
+                        diags.push(Diagnostic { severity: crate::diag::Severity::Warning, ..d.clone() });
+                        status = RuleStatus::Unsupported { field: name, detail: d.to_string() };
+                    } else if opts.strict {
+                        diags.push(d);
+                    }
+                    Output::default()
+                }
+            };
+            for (name, fixed) in extra {
+                let sel = match &fixed {
+                    Some(_) => None,
+                    None => match fields::resolve(name.split('[').next().unwrap_or(""), bracket(&name)) {
+                        Ok((field, arg)) => Some(FieldSel { field, arg, tfs: Box::new([]) }),
+                        Err(_) => {
+                            diags.push(Diagnostic::error(
+                                "append_output",
+                                0,
+                                0,
+                                format!("unknown field '{name}' in extra_fields"),
+                            ));
+                            None
+                        }
+                    },
+                };
+                output.extra.push((name, sel, fixed));
+            }
+            if status == RuleStatus::Evaluable {
+                if !r.enabled {
+                    status = RuleStatus::Disabled;
+                } else if r.priority > opts.min_priority {
+                    status = RuleStatus::BelowPriority;
+                }
+            }
+            let event_types = match (&status, &expr) {
+                (RuleStatus::Evaluable, Some(e)) => possible_events(e),
+                _ => EventSet::empty(),
+            };
+            let mut used = Vec::new();
+            if let Some(e) = &expr {
+                e.fields(&mut used);
+            }
+            let mut valueless_fields: Vec<&'static str> =
+                used.iter().filter(|f| f.info().events == fields::Events::Never).map(|f| f.name()).collect();
+            valueless_fields.sort_unstable();
+            valueless_fields.dedup();
+            rules.push(Rule {
+                valueless_fields,
+                index: i as u32,
+                name: r.name.clone(),
+                desc: r.desc.clone(),
+                priority: r.priority,
+                tags: r.tags.clone(),
+                source: r.source.clone(),
+                status,
+                event_types,
+                file,
+                line,
+                col,
+                expr,
+                output,
+            });
+        }
+        if diags.iter().any(|d| d.is_error()) {
+            diags.retain(|d| d.is_error());
+            return Err(diags);
+        }
+        let mut by_type: Vec<Vec<u32>> = vec![Vec::new(); EVENT_TYPE_COUNT];
+        for r in rules.iter().filter(|r| r.is_active()) {
+            for e in r.event_types.iter() {
+                by_type[e.0 as usize].push(r.index);
+            }
+        }
+        Ok(RuleSet {
+            rules,
+            by_type: by_type.into_iter().map(Vec::into_boxed_slice).collect(),
+            warnings: diags,
+            flags: FlagCache::default(),
+            matching: opts.rule_matching,
+        })
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+    pub fn rule(&self, index: u32) -> &Rule {
+        &self.rules[index as usize]
+    }
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    /// Event types some active rule needs: the syscalls to attach (for rules).
+    pub fn event_types(&self) -> EventSet {
+        self.rules.iter().filter(|r| r.is_active()).fold(EventSet::empty(), |a, r| a.union(&r.event_types))
+    }
+
+    /// Indices of the active rules an event of this type must meet, in file order.
+    pub fn candidates(&self, ty: EventType) -> &[u32] {
+        self.by_type.get(ty.0 as usize).map(|b| &b[..]).unwrap_or(&[])
+    }
+
+    /// Evaluates one rule's condition (for callers that time each rule).
+    pub fn rule_matches<S: EventSource + ?Sized>(&self, index: u32, src: &S) -> bool {
+        let cx = Ctx { src, flags: &self.flags };
+        self.rules[index as usize].expr.as_ref().is_some_and(|e| e.eval(&cx))
+    }
+
+    /// Evaluates the rules that can match this event, calling `on_match` with each matching
+    /// rule (only the first with `rule_matching: first`). Returns the number of matches.
+    /// Allocates nothing.
+    pub fn evaluate<S: EventSource + ?Sized>(&self, src: &S, mut on_match: impl FnMut(&Rule)) -> usize {
+        let cx = Ctx { src, flags: &self.flags };
+        let mut n = 0;
+        for &i in self.candidates(src.event_type()) {
+            let r = &self.rules[i as usize];
+            if r.expr.as_ref().is_some_and(|e| e.eval(&cx)) {
+                n += 1;
+                on_match(r);
+                if self.matching == RuleMatching::First {
+                    break;
+                }
+            }
+        }
+        n
+    }
+
+    /// Per rule: evaluable or not, and why.
+    pub fn check_report(&self) -> CheckReport<'_> {
+        CheckReport { rules: &self.rules }
+    }
+}
+
+fn bracket(name: &str) -> Option<&str> {
+    let i = name.find('[')?;
+    name[i + 1..].strip_suffix(']')
+}
+
+pub struct CheckReport<'a> {
+    rules: &'a [Rule],
+}
+
+impl CheckReport<'_> {
+    pub fn total(&self) -> usize {
+        self.rules.len()
+    }
+    /// Rules whose conditions compiled (enabled or not).
+    pub fn evaluable(&self) -> usize {
+        self.rules
+            .iter()
+            .filter(|r| !matches!(r.status, RuleStatus::Unsupported { .. } | RuleStatus::OtherSource(_)))
+            .count()
+    }
+    pub fn active(&self) -> usize {
+        self.rules.iter().filter(|r| r.is_active()).count()
+    }
+}
+
+impl fmt::Display for CheckReport<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for r in self.rules {
+            let what = match &r.status {
+                RuleStatus::Evaluable => {
+                    let ev = &r.event_types;
+                    if ev.is_all() {
+                        "evaluable (all event types)".to_string()
+                    } else if ev.is_empty() {
+                        "evaluable, but no event can match it here".to_string()
+                    } else {
+                        format!("evaluable ({})", ev.iter().map(|e| e.name()).collect::<Vec<_>>().join(","))
+                    }
+                }
+                RuleStatus::Unsupported { field, .. } => format!("not evaluable: unsupported field {field}"),
+                RuleStatus::Disabled => "disabled".into(),
+                RuleStatus::BelowPriority => "below the minimum priority".into(),
+                RuleStatus::OtherSource(s) => format!("not evaluable: source {s}"),
+            };
+            let note = if r.valueless_fields.is_empty() {
+                String::new()
+            } else {
+                format!(" [never set in Harrier: {}]", r.valueless_fields.join(", "))
+            };
+            writeln!(f, "{}:{}: {}: {what}{note}", r.file, r.line, r.name)?;
+        }
+        write!(f, "{} rules: {} evaluable, {} active", self.total(), self.evaluable(), self.active())
+    }
+}
