@@ -21,8 +21,8 @@ BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
 ZSHCOMPDIR  ?= $(DATADIR)/zsh/site-functions
 FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
 RULESDIR    ?= $(DATADIR)/harrier/rules
-# The default rules (the same ones are embedded in the binary). Until the rules
-# crate lands this path does not exist and a placeholder is installed instead.
+# The default rules (the same ones are embedded in the binary). Where this file
+# is missing a comment-only placeholder is installed instead.
 RULES_SRC   ?= crates/harrier-rules/rules/harrier_rules.yaml
 
 PKG_OUT  := target/release/pkg
@@ -65,7 +65,7 @@ install: $(INSTALL_NEEDS)
 	  install -m 0644 $(RULES_SRC) $(DESTDIR)$(RULESDIR)/harrier_rules.yaml; \
 	else \
 	  echo "install: $(RULES_SRC) missing, installing a placeholder"; \
-	  printf '# Placeholder: %s was not in the source tree.\n[]\n' $(RULES_SRC) > $(DESTDIR)$(RULESDIR)/harrier_rules.yaml; \
+	  printf '# Placeholder: %s was not in the source tree.\n' $(RULES_SRC) > $(DESTDIR)$(RULESDIR)/harrier_rules.yaml; \
 	  chmod 0644 $(DESTDIR)$(RULESDIR)/harrier_rules.yaml; \
 	fi
 	install -d -m 0755 $(DESTDIR)$(UNITDIR)

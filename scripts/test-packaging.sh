@@ -132,6 +132,12 @@ if "$ROOT/usr/bin/harrier" run --help >"$WORK/run-help" 2>&1; then
 else
   echo "note: this harrier has no 'run' subcommand yet; ExecStart's flags not checked against it"
 fi
+RULES_SRC=crates/harrier-rules/rules/harrier_rules.yaml
+if [[ -f $RULES_SRC ]]; then
+  check "the package's default rules are $RULES_SRC" cmp "$RULES_SRC" "$ROOT/usr/share/harrier/rules/harrier_rules.yaml"
+else
+  fail "$RULES_SRC is missing: the package holds a placeholder"
+fi
 check "harrier.yaml names the installed rules" grep -q '^  - /usr/share/harrier/rules/harrier_rules.yaml$' \
   "$ROOT/etc/harrier/harrier.yaml"
 check "harrier.yaml is YAML with the falco-style keys" "$KV_BIN/python" -c '
