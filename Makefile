@@ -18,6 +18,7 @@ run: build
 test: build
 	$(CARGO) test --release --locked --workspace
 	$(MAKE) -C bypass test
+	$(MAKE) test-packaging
 
 bench-capture: build
 	target/release/harrier-bench capture
@@ -31,3 +32,6 @@ vmlinux:
 
 clean:
 	$(CARGO) clean
+
+# install, uninstall, deb, test-packaging
+include packaging/install.mk

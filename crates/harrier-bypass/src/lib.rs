@@ -29,8 +29,12 @@ pub const STATE_FILE: &str = "/run/harrier-bypass.state";
 pub const BUILT_LIB: &str = env!("HARRIER_BYPASS_LIB");
 /// Directory with the C test and bench programs built next to the library.
 pub const BUILD_DIR: &str = env!("HARRIER_BYPASS_BUILD");
-/// Where `make -C bypass install` puts the library.
+/// Where `make -C bypass install` puts the library (with `make install` it is
+/// a symlink to /usr/local/lib/harrier/libharrier-bypass.so).
 pub const INSTALLED_LIB: &str = "/usr/local/lib/libharrier-bypass.so";
+/// Where `make install` and the Debian package put the library, relative to
+/// the directory of the running binary (<prefix>/bin).
+pub const LIB_FROM_BINDIR: &str = "../lib/harrier/libharrier-bypass.so";
 
 // Mirrors bpf/include/bypass.h.
 const HB_MAGIC: u32 = 0x5059_4248;
@@ -76,7 +80,8 @@ pub struct StartArgs {
     pub quota: Option<u32>,
     /// Library file(s) to attach the registration uprobe to (by inode, so every
     /// process mapping the file is covered). Default: the installed library
-    /// and the one built by cargo, whichever exist.
+    /// (<bindir>/../lib/harrier, /usr/local/lib) and the one built by cargo,
+    /// whichever exist.
     #[arg(long = "lib")]
     pub libs: Vec<PathBuf>,
 }
@@ -204,8 +209,25 @@ fn release_bpffs(st: &State) {
     }
 }
 
+/// The libraries that exist among: the one installed beside this binary, the
+/// /usr/local one and the one built by cargo. Each file once: a symlink and its
+/// target are one inode, and a second uprobe on it would register every thread twice.
 fn default_libs() -> Vec<PathBuf> {
-    [INSTALLED_LIB, BUILT_LIB].iter().map(PathBuf::from).filter(|p| p.is_file()).collect()
+    let beside = std::env::current_exe().ok().and_then(|e| Some(e.parent()?.join(LIB_FROM_BINDIR)));
+    existing_files_once(beside.into_iter().chain([INSTALLED_LIB, BUILT_LIB].map(PathBuf::from)))
+}
+
+/// The paths that are files, canonical (symlinks resolved), each file once, in order.
+fn existing_files_once(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        if let Ok(c) = p.canonicalize() {
+            if c.is_file() && !files.contains(&c) {
+                files.push(c);
+            }
+        }
+    }
+    files
 }
 
 fn start(a: &StartArgs) -> Result<()> {
@@ -222,7 +244,10 @@ fn start(a: &StartArgs) -> Result<()> {
     }
     let libs: Vec<PathBuf> = if a.libs.is_empty() { default_libs() } else { a.libs.clone() };
     if libs.is_empty() {
-        bail!("no libharrier-bypass.so found (looked for {INSTALLED_LIB}, {BUILT_LIB}); pass --lib");
+        bail!(
+            "no libharrier-bypass.so found (looked for <bindir>/{LIB_FROM_BINDIR}, {INSTALLED_LIB}, {BUILT_LIB}); \
+             pass --lib"
+        );
     }
     let mut canon = Vec::new();
     for l in &libs {
@@ -491,4 +516,26 @@ fn status() -> Result<()> {
         println!("{uid:>8} {in_use:>7} {reg:>13} {refused:>8} {b:>14} {f:>14}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::existing_files_once;
+    #[test]
+    fn a_library_and_its_symlink_are_one_file() {
+        let dir = std::env::temp_dir().join(format!("harrier-bypass-libs-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("harrier")).unwrap();
+        let lib = dir.join("harrier/libharrier-bypass.so");
+        std::fs::write(&lib, b"").unwrap();
+        let link = dir.join("libharrier-bypass.so");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("harrier/libharrier-bypass.so", &link).unwrap();
+        let want = vec![lib.canonicalize().unwrap()];
+        let got = existing_files_once([link, dir.join("missing.so"), dir.clone(), lib]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            got, want,
+            "one entry for the file and its symlink; none for a missing path or a directory"
+        );
+    }
 }

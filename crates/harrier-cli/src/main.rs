@@ -10,6 +10,7 @@ macro_rules! say {
 }
 
 mod capture;
+mod gendocs;
 mod rules_cmd;
 mod rules_load;
 mod run;
@@ -37,6 +38,9 @@ enum Command {
     /// Answer getpid() & co. from a read-only BPF map (see libharrier-bypass.so).
     #[command(subcommand)]
     Bypass(harrier_bypass::BypassCommand),
+    /// Write man pages and shell completions (used by packaging).
+    #[command(hide = true)]
+    GenDocs(gendocs::GenDocsArgs),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         Command::Rules(cmd) => rules_cmd::run(cmd),
         Command::Capture(args) => capture::run(args),
         Command::Bypass(cmd) => harrier_bypass::run(cmd),
+        Command::GenDocs(args) => gendocs::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -170,7 +170,15 @@ impl RunConfig {
                         }
                     }
                 }
-                "metrics" => {} // Falco's metrics rule output: Harrier serves Prometheus instead
+                // Harrier serves its metrics to Prometheus (Falco's metrics key
+                // drives a periodic metrics rule instead; its other keys are ignored).
+                "metrics" => {
+                    if r.enabled(v, key)? {
+                        if let Some(a) = v.get("listen_address") {
+                            c.metrics_addr = Some(r.str(a, "metrics.listen_address")?.to_string());
+                        }
+                    }
+                }
                 _ => {
                     let p = k.pos();
                     c.warnings.push(format!("{file}:{}:{}: '{key}' is not used by harrier", p.line, p.col));
@@ -204,6 +212,18 @@ mod tests {
         assert_eq!(c.metrics_addr.as_deref(), Some("0.0.0.0:8765"));
         assert_eq!(c.append_fields, ["proc.env"]);
         assert_eq!(c.warnings, ["falco.yaml:17:1: 'plugins' is not used by harrier"]);
+    }
+
+    #[test]
+    fn the_packaged_config_loads_without_warnings() {
+        let text = include_str!("../../../packaging/harrier.yaml.in")
+            .replace("@RULESDIR@", "/usr/share/harrier/rules")
+            .replace("@SYSCONFDIR@", "/etc");
+        let c = RunConfig::parse("harrier.yaml", &text).unwrap();
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+        assert_eq!(c.metrics_addr.as_deref(), Some("127.0.0.1:9376"));
+        assert_eq!(c.rules_files.len(), 2);
+        assert!(c.json_output && c.stdout_output && c.file_output.is_none());
     }
 
     #[test]
