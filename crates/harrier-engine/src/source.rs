@@ -327,7 +327,7 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 let is = arg.key().is_some_and(|k| k == self.ty.name());
                 one(out, Some(Value::U64(is as u64)))
             }
-            EvtDir => one(out, Some(Value::str(">"))),
+            EvtDir => one(out, Some(Value::str("<"))), // exit events, as Falco writes them
             EvtSource => one(out, Some(Value::str("syscall"))),
             EvtArg | EvtRawarg => {
                 let Some(v) = view else { return };
