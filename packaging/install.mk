@@ -78,6 +78,7 @@ install: $(INSTALL_NEEDS)
 	install -D -m 0644 $(GEN)/completions/harrier $(DESTDIR)$(BASHCOMPDIR)/harrier
 	install -D -m 0644 $(GEN)/completions/_harrier $(DESTDIR)$(ZSHCOMPDIR)/_harrier
 	install -D -m 0644 $(GEN)/completions/harrier.fish $(DESTDIR)$(FISHCOMPDIR)/harrier.fish
+	install -D -m 0644 packaging/debian/lintian-overrides $(DESTDIR)$(DATADIR)/lintian/overrides/harrier
 	@[ -n "$(DESTDIR)" ] || echo "install: done. Services: systemctl daemon-reload; systemctl enable --now harrier (and harrier-bypass)"
 
 # Removes what install put there, except /etc/harrier (the admin's). Stop the
@@ -88,6 +89,7 @@ uninstall:
 	rm -f $(DESTDIR)$(UNITDIR)/harrier.service $(DESTDIR)$(UNITDIR)/harrier-bypass.service
 	rm -f $(DESTDIR)$(MANDIR)/man1/harrier.1.gz $(DESTDIR)$(MANDIR)/man1/harrier-*.1.gz
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/harrier $(DESTDIR)$(ZSHCOMPDIR)/_harrier $(DESTDIR)$(FISHCOMPDIR)/harrier.fish
+	rm -f $(DESTDIR)$(DATADIR)/lintian/overrides/harrier
 	-rmdir $(DESTDIR)$(PKGLIBDIR) $(DESTDIR)$(RULESDIR) $(DESTDIR)$(DATADIR)/harrier 2>/dev/null
 	@[ ! -d $(DESTDIR)$(SYSCONFDIR)/harrier ] || echo "uninstall: left $(DESTDIR)$(SYSCONFDIR)/harrier in place"
 
