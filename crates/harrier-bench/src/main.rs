@@ -3,6 +3,7 @@
 mod capture;
 mod costs;
 mod report;
+mod rules;
 mod stop;
 mod workload;
 
@@ -40,6 +41,13 @@ enum Cmd {
         rounds: usize,
         #[arg(long, default_value_t = 2_000_000)]
         count: u64,
+    },
+    /// User-space ns per event of the rules engine (state + rules), replayed events.
+    RulesCost {
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        #[arg(long, default_value = "../shared/data/falco-rules/falco_rules.yaml")]
+        stable_rules: String,
     },
     /// (internal) a workload: COUNT raw syscalls NR per thread after a line on stdin.
     #[command(hide = true)]
@@ -202,10 +210,24 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf, stop: bool) -> Result
     Ok(())
 }
 
+fn rules_cost(rounds: usize, stable: &str) -> Result<()> {
+    let rows = rules::measure(stable, rounds)?;
+    let t = report::Table {
+        header: ["rules", "events", "alerts", "user-space ns/event (median)"].map(String::from).to_vec(),
+        rows: rows
+            .iter()
+            .map(|(l, n, a, ns)| vec![l.clone(), n.to_string(), a.to_string(), report::num(*ns, 1)])
+            .collect(),
+    };
+    println!("{}", t.markdown());
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let r = match Cli::parse().command {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
         Cmd::Capture { rounds, quick, out, no_stop } => bench_capture(rounds, quick, out, !no_stop),
+        Cmd::RulesCost { rounds, stable_rules } => rules_cost(rounds, &stable_rules),
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),
     };
     match r {
