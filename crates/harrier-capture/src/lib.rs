@@ -10,12 +10,13 @@
 //! ```
 
 mod aring;
-pub mod kernel;
 mod merge;
 mod ring;
 mod session;
 mod stats;
 pub mod tracefs;
+/// Kernel feature checks (shared with the bypass).
+pub use harrier_kernel as kernel;
 
 /// For tests of crates that load the sensor.
 pub mod testing {

@@ -1,7 +1,7 @@
 //! What Harrier needs from the kernel, probed before loading: a kernel that
 //! lacks a feature gets one line naming it and the first Linux that has it,
-//! instead of a verifier log. The newest entry sets the oldest supported
-//! kernel (README, "Kernels").
+//! instead of a verifier log. The newest entry of each list sets the oldest
+//! supported kernel (README, "Kernels"). Used by the capture engine and the bypass.
 
 use anyhow::{bail, Result};
 use libbpf_sys as sys;
@@ -22,9 +22,13 @@ enum Probe {
     MmapableArray,
     /// Kernel BTF, which tp_btf programs and CO-RE need.
     Btf,
+    /// A perf event source in /sys/bus/event_source/devices.
+    EventSource(&'static str),
 }
 
 const TP: sys::bpf_prog_type = sys::BPF_PROG_TYPE_TRACEPOINT;
+const KPROBE: sys::bpf_prog_type = sys::BPF_PROG_TYPE_KPROBE; // uprobes too
+const RAW_TP: sys::bpf_prog_type = sys::BPF_PROG_TYPE_RAW_TRACEPOINT;
 
 /// What the capture engine uses, newest first.
 pub const CAPTURE: &[Feature] = &[
@@ -49,6 +53,25 @@ pub const CAPTURE: &[Feature] = &[
     Feature { name: "kernel BTF (/sys/kernel/btf/vmlinux)", since: "5.5", probe: Probe::Btf },
 ];
 
+/// What the bypass uses, newest first. Its BPF atomics (fetch-and-add,
+/// cmpxchg, xchg: 5.12) are older than bpf_loop, so bpf_loop covers them.
+pub const BYPASS: &[Feature] = &[
+    Feature { name: "the bpf_loop helper", since: "5.17", probe: Probe::Helper(RAW_TP, sys::BPF_FUNC_loop) },
+    Feature {
+        name: "the bpf_get_current_task_btf helper in uprobes",
+        since: "5.11",
+        probe: Probe::Helper(KPROBE, sys::BPF_FUNC_get_current_task_btf),
+    },
+    Feature {
+        name: "BPF task storage",
+        since: "5.11",
+        probe: Probe::MapType(sys::BPF_MAP_TYPE_TASK_STORAGE),
+    },
+    Feature { name: "mmapable BPF arrays (BPF_F_MMAPABLE)", since: "5.5", probe: Probe::MmapableArray },
+    Feature { name: "kernel BTF (/sys/kernel/btf/vmlinux)", since: "5.5", probe: Probe::Btf },
+    Feature { name: "uprobes (CONFIG_UPROBE_EVENTS)", since: "4.17", probe: Probe::EventSource("uprobe") },
+];
+
 impl Feature {
     /// Some(false) when the kernel lacks it; None when the probe itself could
     /// not run (no privileges): the load then reports what is wrong.
@@ -60,6 +83,9 @@ impl Feature {
             Probe::MapType(t) => unsafe { sys::libbpf_probe_bpf_map_type(t, std::ptr::null()) },
             Probe::MmapableArray => mmapable_array(),
             Probe::Btf => return Some(std::path::Path::new("/sys/kernel/btf/vmlinux").exists()),
+            Probe::EventSource(name) => {
+                return Some(std::path::Path::new("/sys/bus/event_source/devices").join(name).exists())
+            }
         };
         match r {
             1 => Some(true),
@@ -136,6 +162,30 @@ mod tests {
     #[test]
     fn features_are_listed_newest_first() {
         let v = |s: &str| s.split('.').map(|n| n.parse::<u32>().unwrap()).collect::<Vec<_>>();
-        assert!(CAPTURE.windows(2).all(|w| v(w[0].since) >= v(w[1].since)));
+        for list in [CAPTURE, BYPASS] {
+            assert!(list.windows(2).all(|w| v(w[0].since) >= v(w[1].since)));
+        }
+    }
+
+    /// Probed for real; the kernel matrix runs this on each kernel tested.
+    #[test]
+    fn this_kernel_has_every_feature_harrier_needs() {
+        if unsafe { libc::geteuid() } != 0 {
+            // The probes load BPF: root only. CI never passes by skipping.
+            assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "CI=true but not root");
+            eprintln!("note: not root, skipping the kernel feature probes");
+            return;
+        }
+        check(CAPTURE).unwrap();
+        check(BYPASS).unwrap();
+    }
+
+    #[test]
+    fn the_bypass_names_what_it_misses() {
+        let err = check_with(BYPASS, |f| Some(!f.name.starts_with("uprobes"))).unwrap_err().to_string();
+        assert!(
+            err.contains("lacks uprobes (CONFIG_UPROBE_EVENTS)") && err.ends_with("Linux 4.17 or newer"),
+            "{err}"
+        );
     }
 }
