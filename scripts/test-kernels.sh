@@ -58,11 +58,20 @@ guest() {
 	echo "== guest kernel $(basename "$kernel") (qemu, ${kvm:-KVM}): $(wc -l <"$OUT/tests.tsv") test binaries + bypass C tests"
 	local t0=$SECONDS log=$OUT/guest.log
 	# virtme-ng's own PATH lookup needs its venv; the guest shares the host root.
+	# A copy of the guest script: bash reads a script as it runs, so editing
+	# the original during a run would make the guest execute garbage.
+	cp scripts/vm-guest.sh "$OUT/vm-guest.sh"
+	set +e
 	PATH=/opt/harrier-vng/bin:$PATH timeout 2400 "$vng" $kvm --cpus 2 --memory 2G -r "$kernel" \
-		--exec "bash $ROOT/scripts/vm-guest.sh $OUT/tests.tsv $ROOT" 2>&1 | tee "$log"
-	echo "== guest run took $((SECONDS - t0)) s (boot included)"
-	# The guest's exit code does not always survive qemu: trust only its closing line.
-	grep -Eq '^kernel [^ ]+: [0-9]+ passed, 0 failed' "$log" || { echo "test-kernels: guest tests failed" >&2; exit 1; }
+		--exec "bash $OUT/vm-guest.sh $OUT/tests.tsv $ROOT" 2>&1 | tee "$log"
+	local rc=${PIPESTATUS[0]}
+	set -e
+	echo "== guest run took $((SECONDS - t0)) s (boot included), exit $rc"
+	# Both the exit code (virtme-ng passes the command's on) and the closing line.
+	if [ "$rc" != 0 ] || ! grep -Eq '^kernel [^ ]+: [0-9]+ passed, 0 failed' "$log"; then
+		echo "test-kernels: tests failed on $(basename "$kernel")" >&2
+		exit 1
+	fi
 }
 
 case $MODE in
