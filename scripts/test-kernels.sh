@@ -23,7 +23,7 @@ mkdir -p "$OUT"
 
 # Test executables, one line each: path, package dir (cargo's cwd for tests), name.
 list_tests() {
-	$CARGO test --release --locked --workspace --no-run --message-format=json 2>/dev/null |
+	$CARGO test --release --locked --workspace --no-run --message-format=json |
 		python3 -c '
 import json, os, sys
 for line in sys.stdin:
