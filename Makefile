@@ -2,7 +2,7 @@
 CARGO ?= cargo
 HARRIER := target/release/harrier
 
-.PHONY: deps build run test bench-capture bench-bypass vmlinux clean
+.PHONY: deps build run test test-kernels bench-capture bench-bypass vmlinux clean
 
 deps:
 	@bash scripts/deps.sh
@@ -19,6 +19,11 @@ test: build
 	$(CARGO) test --release --locked --workspace
 	$(MAKE) -C bypass test
 	$(MAKE) test-packaging
+	bash scripts/test-kernels.sh guest
+
+# The same tests on the host's kernel and on Debian 12's 6.1 under qemu.
+test-kernels: build
+	bash scripts/test-kernels.sh
 
 bench-capture: build
 	target/release/harrier-bench capture

@@ -120,21 +120,25 @@ static __always_inline int pid_nr_in(struct pid *pid, struct pid_namespace *ns, 
 
 /* from_kuid() for namespaces with at most 5 extents; returns -1 when the id is
  * unmapped or the map is empty/large (the library then calls the real function:
- * an empty map may still be written later, which no hook would see). */
+ * an empty map may still be written later, which no hook would see).
+ * Field by field with CO-RE, never a stack copy of the whole map: its layout
+ * moved (6.1: nr_extents first, extents at 8, 72 bytes; 6.18: extents first,
+ * 64 bytes), and a copy sized by our vmlinux.h is too short on 6.1, where the
+ * verifier refused the relocated reads past its end (EACCES at load). */
 static __always_inline __s64 map_id_up(struct uid_gid_map *m, __u32 id)
 {
-	struct uid_gid_map map = {};
-	__u32 n;
-	bpf_probe_read_kernel(&map, sizeof(map), m);
-	n = map.nr_extents;
+	__u32 n = BPF_CORE_READ(m, nr_extents);
+
 	if (n == 0 || n > 5)
 		return -1;
 	for (int i = 0; i < 5; i++) {
+		struct uid_gid_extent x = {};
+
 		if (i >= n)
 			break;
-		struct uid_gid_extent *x = &map.extent[i];
-		if (id >= x->lower_first && id - x->lower_first < x->count)
-			return (__s64)x->first + (id - x->lower_first);
+		bpf_core_read(&x, sizeof(x), &m->extent[i]);
+		if (id >= x.lower_first && id - x.lower_first < x.count)
+			return (__s64)x.first + (id - x.lower_first);
 	}
 	return -1;
 }

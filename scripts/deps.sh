@@ -22,6 +22,9 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The kernel matrix of `make test`: qemu, Debian 12's 6.1 kernel, virtme-ng.
+bash "$(dirname "$0")/deps-vm.sh"
+
 # A distribution redis-server may have started itself: the benchmark runs its
 # own on a private port, so a service left running is not ours to stop.
 

@@ -331,6 +331,16 @@ static __always_inline void hr_put_kernel(struct hr_em *em, const void *src, __u
 	hr_var_end(em, slot, len);
 }
 
+/* String length (without the NUL) from bpf_probe_read_*_str's return value,
+ * or -1 on a fault. Older kernels (6.1 among them) return 0 for an empty
+ * string, the NUL copied but not counted; newer ones (6.18) return 1. */
+static __always_inline long hr_str_len(long n)
+{
+	if (n < 0)
+		return -1;
+	return n > 0 ? n - 1 : 0;
+}
+
 static __always_inline void hr_put_path(struct hr_em *em, __u64 uptr)
 {
 	__u8 *slot = hr_var_begin(em);
@@ -338,10 +348,12 @@ static __always_inline void hr_put_path(struct hr_em *em, __u64 uptr)
 
 	if (!slot)
 		return;
-	n = uptr ? bpf_probe_read_user_str(slot + 2, HR_PATH_MAX, (void *)uptr) : 0;
-	if (n < 0)
+	n = uptr ? hr_str_len(bpf_probe_read_user_str(slot + 2, HR_PATH_MAX, (void *)uptr)) : 0;
+	if (n < 0) {
 		em->cpu->stats.read_faults++;
-	hr_var_end(em, slot, n > 0 ? n - 1 : 0); /* without the NUL */
+		n = 0;
+	}
+	hr_var_end(em, slot, n); /* without the NUL */
 }
 
 static __always_inline void hr_put_buf(struct hr_em *em, __u64 uptr, __u64 len)
@@ -437,10 +449,10 @@ static __always_inline void hr_put_argv(struct hr_em *em, __u64 uargv)
 		at = total;
 		asm volatile("%0 &= 4095" : "+r"(room));
 		asm volatile("%0 &= 4095" : "+r"(at));
-		n = bpf_probe_read_user_str(slot + 2 + at, room, (void *)p);
-		if (n <= 0)
+		n = hr_str_len(bpf_probe_read_user_str(slot + 2 + at, room, (void *)p));
+		if (n < 0)
 			break;
-		total += n;
+		total += n + 1; /* the NUL is always copied, counted or not */
 	}
 	hr_var_end(em, slot, total);
 }
@@ -658,9 +670,9 @@ static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
 
 static __always_inline void hr_stash_path(struct hr_stash *st, const void *uptr)
 {
-	long n = bpf_probe_read_user_str(st->path, HR_PATH_MAX, uptr);
+	long n = hr_str_len(bpf_probe_read_user_str(st->path, HR_PATH_MAX, uptr));
 
-	st->path_len = n > 0 ? n - 1 : HR_STASH_UNSET;
+	st->path_len = n >= 0 ? n : HR_STASH_UNSET;
 }
 
 static __always_inline void hr_stash_extra(struct hr_stash *st, const void *uptr, __u64 len)

@@ -285,6 +285,7 @@ fn set_mode(path: &Path, mode: u32) -> Result<()> {
 }
 
 fn load_and_pin(nslots: u32, quota: u32, libs: &[PathBuf]) -> Result<()> {
+    harrier_kernel::check(harrier_kernel::BYPASS)?;
     let mut storage = MaybeUninit::uninit();
     let mut open = BypassSkelBuilder::default().open(&mut storage).context("opening BPF object")?;
     {
@@ -293,8 +294,7 @@ fn load_and_pin(nslots: u32, quota: u32, libs: &[PathBuf]) -> Result<()> {
         ro.quota = quota;
     }
     open.maps.slots.set_max_entries(nslots + 1)?;
-    let mut skel =
-        open.load().context("loading BPF programs (kernel without tp_btf/uprobe/task storage?)")?;
+    let mut skel = open.load().context("loading BPF programs (see the verifier log above)")?;
 
     // Header, then freeze: from now on only BPF programs can write the array.
     let mut hdr = [0u8; HB_ENTRY_SIZE];

@@ -16,6 +16,8 @@ mod ring;
 mod session;
 mod stats;
 pub mod tracefs;
+/// Kernel feature checks (shared with the bypass).
+pub use harrier_kernel as kernel;
 
 /// For tests of crates that load the sensor.
 pub mod testing {
@@ -30,6 +32,24 @@ pub mod testing {
         }
         eprintln!("note: not root, skipping a BPF test");
         false
+    }
+
+    /// How many times slower than a normal machine the tests run:
+    /// `HARRIER_TEST_SCALE` (default 1), set by scripts/vm-guest.sh for a
+    /// kernel under emulation. Looping tests divide their counts by it and
+    /// time limits multiply by it, so they test the same thing, just less often.
+    pub fn scale() -> u32 {
+        std::env::var("HARRIER_TEST_SCALE").ok().and_then(|v| v.parse().ok()).filter(|&n| n >= 1).unwrap_or(1)
+    }
+
+    /// `n` iterations scaled down, never below `min`.
+    pub fn scaled(n: usize, min: usize) -> usize {
+        (n / scale() as usize).max(min)
+    }
+
+    /// A time limit scaled up.
+    pub fn slack(d: std::time::Duration) -> std::time::Duration {
+        d * scale()
     }
 }
 

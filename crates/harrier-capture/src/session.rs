@@ -120,6 +120,7 @@ impl Session {
 
     fn start_with(cfg: &Config, sink: Option<EventSink>) -> Result<Session> {
         cfg.validate()?;
+        crate::kernel::check(crate::kernel::CAPTURE)?;
         let ncpus = possible_cpus()?;
         let nrings = ncpus.div_ceil(cfg.cpus_per_buffer);
 

@@ -101,6 +101,23 @@ fn open_openat_creat_close(mode: AttachMode) {
     expect(&close[3], -EBADF as i64, &[("fd", BADFD)]);
 }
 
+/// An empty path is a string like any other: its entry copy is kept (6.1's
+/// bpf_probe_read_user_str counts an empty string as 0 bytes, not 1).
+#[test]
+fn openat_of_an_empty_path() {
+    if !bpf_available() {
+        return;
+    }
+    let empty = cstr("");
+    let c = capture("openat", || {
+        sys(libc::SYS_openat, &[AT_FDCWD64, ptr(&empty), 0, 0]);
+    });
+    let e = exactly(&c, "openat", 1);
+    expect(&e[0], -ENOENT as i64, &[("dirfd", AT_FDCWD64), ("flags", 0)]);
+    assert_eq!(text(&e[0], "path"), "");
+    assert!(!e[0].header.args_at_exit, "the entry copy of \"\" was used");
+}
+
 /// struct open_how (linux/openat2.h).
 #[repr(C)]
 struct OpenHow {

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The kernel matrix: every test binary of the workspace (the BPF-loading ones
+# included) and the bypass C tests, on the host's kernel and on Debian 12's
+# 6.1 booted under qemu with virtme-ng (scripts/deps-vm.sh installs both).
+#
+#   scripts/test-kernels.sh          host, then guest (make test-kernels)
+#   scripts/test-kernels.sh guest    guest only (make test: the host run is its own step)
+#   scripts/test-kernels.sh host     host only
+#
+# The test executables are built once on the host (cargo test --no-run) and the
+# guest runs those very files: it sees the host's root read-only. New test
+# binaries are picked up from cargo's list, nothing to register here.
+# Env: HARRIER_VM_KERNEL (a vmlinuz; default the newest /boot/vmlinuz-6.1.*),
+#      HARRIER_VM_KVM=1 (use KVM; nested KVM triple-faults on our CI machines),
+#      HARRIER_TEST_SCALE (loop divisor in the guest, default 20).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+MODE=${1:-all}
+CARGO=${CARGO:-cargo}
+OUT=$ROOT/target/test-kernels
+mkdir -p "$OUT"
+
+# Test executables, one line each: path, package dir (cargo's cwd for tests), name.
+list_tests() {
+	$CARGO test --release --locked --workspace --no-run --message-format=json |
+		python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") != "compiler-artifact" or not m.get("profile", {}).get("test") or not m.get("executable"):
+        continue
+    t = m["target"]
+    name = os.path.basename(os.path.dirname(m["manifest_path"])) + ":" + ("lib" if "lib" in t["kind"] else t["name"])
+    print("\t".join([m["executable"], os.path.dirname(m["manifest_path"]), name]))
+' | sort -t$'\t' -k3 >"$OUT/tests.tsv"
+	[ -s "$OUT/tests.tsv" ] || { echo "test-kernels: cargo listed no test binary" >&2; exit 1; }
+}
+
+host() {
+	echo "== host kernel $(uname -r)"
+	$CARGO test --release --locked --workspace
+	make -C bypass test
+}
+
+guest() {
+	local kernel=${HARRIER_VM_KERNEL:-$(ls /boot/vmlinuz-6.1.* 2>/dev/null | sort -V | tail -1)}
+	local vng=/opt/harrier-vng/bin/vng kvm=--disable-kvm
+	[ -n "$kernel" ] && [ -e "$kernel" ] || { echo "test-kernels: no 6.1 kernel in /boot (run scripts/deps-vm.sh)" >&2; exit 1; }
+	[ -x "$vng" ] || { echo "test-kernels: $vng missing (run scripts/deps-vm.sh)" >&2; exit 1; }
+	[ "${HARRIER_VM_KVM:-0}" = 1 ] && kvm=
+	echo "== building test binaries for the guest"
+	list_tests
+	$CARGO build --release --locked -p harrier-bypass -p harrier-cli # bypass C tests and the CLI they use
+	echo "== guest kernel $(basename "$kernel") (qemu, ${kvm:-KVM}): $(wc -l <"$OUT/tests.tsv") test binaries + bypass C tests"
+	local t0=$SECONDS log=$OUT/guest.log
+	# virtme-ng's own PATH lookup needs its venv; the guest shares the host root.
+	# A copy of the guest script: bash reads a script as it runs, so editing
+	# the original during a run would make the guest execute garbage.
+	cp scripts/vm-guest.sh "$OUT/vm-guest.sh"
+	set +e
+	PATH=/opt/harrier-vng/bin:$PATH timeout 2400 "$vng" $kvm --cpus 2 --memory 2G -r "$kernel" \
+		--exec "bash $OUT/vm-guest.sh $OUT/tests.tsv $ROOT" 2>&1 | tee "$log"
+	local rc=${PIPESTATUS[0]}
+	set -e
+	echo "== guest run took $((SECONDS - t0)) s (boot included), exit $rc"
+	# Both the exit code (virtme-ng passes the command's on) and the closing line.
+	if [ "$rc" != 0 ] || ! grep -Eq '^kernel [^ ]+: [0-9]+ passed, 0 failed' "$log"; then
+		echo "test-kernels: tests failed on $(basename "$kernel")" >&2
+		exit 1
+	fi
+}
+
+case $MODE in
+all) host; guest ;;
+host) host ;;
+guest) guest ;;
+*) echo "usage: $0 [all|host|guest]" >&2; exit 2 ;;
+esac

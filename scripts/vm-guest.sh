@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs inside the guest kernel booted by scripts/test-kernels.sh (virtme-ng:
+# the host's root is shared read-only, the guest is a throw-away machine).
+# Usage: vm-guest.sh LIST ROOT
+#   LIST: lines "executable<TAB>package dir<TAB>name" (cargo test binaries)
+#   ROOT: the workspace (for the bypass C tests)
+# Prints one line per test binary and a closing "kernel X: N passed, M failed"
+# line; exits non-zero when anything failed.
+set -u
+LIST=$1 ROOT=$2
+KREL=$(uname -r)
+
+# What the tests need from a real boot: bpffs, tracefs, and a tmpfs /tmp (the
+# shared /tmp is 9p/overlay: no fifos, no unix socket binds, no renameat2 flags).
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+export TMPDIR=/tmp
+export CI=true
+# Emulated CPUs run BPF 10-1000x slower: looping tests divide their counts.
+export HARRIER_TEST_SCALE=${HARRIER_TEST_SCALE:-20}
+
+pass=0 fail=0 failed=()
+t0=$(date +%s)
+while IFS=$'\t' read -r exe dir name; do
+	[ -n "$exe" ] || continue
+	out=/tmp/test-out.txt
+	s=$(date +%s)
+	# cargo runs each test binary from its package directory.
+	(cd "$dir" && timeout 900 "$exe" --test-threads=2) >"$out" 2>&1
+	rc=$?
+	np=$(awk '/^test result:/ { s += $4 } END { print s + 0 }' "$out")
+	nf=$(awk '/^test result:/ { s += $6 } END { print s + 0 }' "$out")
+	if [ $rc -eq 0 ]; then
+		pass=$((pass + 1))
+		printf 'guest %s: ok    %-40s %4d passed %4d failed  %4ds\n' "$KREL" "$name" "$np" "$nf" $(($(date +%s) - s))
+	else
+		fail=$((fail + 1)) failed+=("$name")
+		printf 'guest %s: FAIL  %-40s %4d passed %4d failed  %4ds (exit %d)\n' "$KREL" "$name" "$np" "$nf" $(($(date +%s) - s)) $rc
+		# libtest's failure report (once), else the end of the output.
+		if grep -q '^failures:' "$out"; then
+			awk '/^failures:/ { on = 1 } on && /^test result:/ { exit } on' "$out" | grep -v '^$' | head -60
+		else
+			tail -20 "$out"
+		fi | sed 's/^/      /'
+	fi
+done <"$LIST"
+
+# The bypass C tests: the built binaries, not `make` (the shared tree is read-only).
+s=$(date +%s)
+O=$ROOT/target/release/bypass
+# Each of its lines as it comes (timed), so a slow case shows where the time goes.
+O=$O HARRIER_BYPASS=$ROOT/target/release/harrier-bypass bash "$ROOT/bypass/tests/run.sh" 2>&1 |
+	while IFS= read -r l; do printf '  bypass %4ds %s\n' $(($(date +%s) - s)) "$l"; done | tee /tmp/bypass-out.txt
+rc=${PIPESTATUS[0]}
+summary=$(tail -1 /tmp/bypass-out.txt | sed 's/^ *bypass *[0-9]*s //')
+if [ $rc -eq 0 ]; then
+	pass=$((pass + 1))
+	printf 'guest %s: ok    %-40s %s  %4ds\n' "$KREL" "bypass C tests" "$summary" $(($(date +%s) - s))
+else
+	fail=$((fail + 1)) failed+=("bypass C tests")
+	printf 'guest %s: FAIL  %-40s %s  %4ds (exit %d)\n' "$KREL" "bypass C tests" "$summary" $(($(date +%s) - s)) $rc
+fi
+
+echo "guest $KREL: test binaries took $(($(date +%s) - t0)) s"
+((fail)) && echo "guest $KREL: failed: ${failed[*]}"
+echo "kernel $KREL: $pass passed, $fail failed"
+[ $fail -eq 0 ]
