@@ -17,8 +17,8 @@ pub struct CompileError {
     pub line: u32,
     pub col: u32,
     pub msg: String,
-    /// Set when the rule cannot be evaluated because of this field (unknown or not
-    /// supported by the integration), as opposed to a plain mistake.
+    /// Set when the rule cannot be evaluated because the integration does not extract this
+    /// field (a known field), as opposed to a mistake in the rule.
     pub field: Option<String>,
 }
 
@@ -136,13 +136,9 @@ impl<'a> Compiler<'a> {
     fn field(&self, f: &FieldRef, site: &Site<'_>) -> R<(FieldSel, FieldType)> {
         let (field, arg) = match fields::resolve(&f.name, f.arg.as_deref()) {
             Ok(x) => x,
+            // A typo or a plugin's field: an error, as in Falco.
             Err(FieldError::Unknown) => {
-                return Err(self.error(
-                    site,
-                    &f.span,
-                    format!("unknown field '{}'", f.name),
-                    Some(f.name.clone()),
-                ))
+                return Err(self.error(site, &f.span, format!("unknown field '{}'", f.name), None))
             }
             Err(FieldError::BadArg(why)) => {
                 return Err(self.error(site, &f.span, format!("field '{}' {why}", f.name), None))

@@ -44,7 +44,8 @@ pub struct LoadOptions {
     pub append_output: Vec<AppendOutput>,
     /// What `%container.info` expands to.
     pub container_info: String,
-    /// Unknown or unsupported fields are load errors instead of skipped rules.
+    /// Fields the integration does not support are load errors instead of skipped rules
+    /// (unknown fields are always errors).
     pub strict: bool,
 }
 
@@ -75,7 +76,7 @@ impl fmt::Debug for LoadOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuleStatus {
     Evaluable,
-    /// Uses a field Harrier does not know or the integration does not extract.
+    /// Uses a field the integration does not extract.
     Unsupported {
         field: String,
         detail: String,
