@@ -87,9 +87,9 @@ impl<'a> Compiler<'a> {
             }
         }
         if excs.is_empty() {
-            return Ok(main);
+            return Ok(optimize(main));
         }
-        Ok(Expr::And(vec![main, Expr::Not(Box::new(Expr::Or(excs.into())))].into()))
+        Ok(optimize(Expr::And(vec![main, Expr::Not(Box::new(Expr::Or(excs.into())))].into())))
     }
 
     fn expr(&self, ast: &Ast, site: &Site<'_>, stack: &mut Vec<String>) -> R<Expr> {
@@ -441,6 +441,81 @@ pub fn possible_events(e: &Expr) -> EventSet {
                 s = s.intersect(&fields::field_events(r.field, &r.arg));
             }
             s
+        }
+    }
+}
+
+/// Flattens nested and/or (macros nest them) and orders each list's members cheapest first:
+/// evaluation has no side effects, so the order is free, and a cheap test that fails spares
+/// the expensive ones.
+pub fn optimize(e: Expr) -> Expr {
+    match e {
+        Expr::And(v) => {
+            let mut out = Vec::new();
+            for x in v.into_vec() {
+                match optimize(x) {
+                    Expr::And(inner) => out.extend(inner.into_vec()),
+                    Expr::Const(true) => {}
+                    other => out.push(other),
+                }
+            }
+            // Positive tests first: in rules they say what is watched and usually fail;
+            // negated ones are exceptions and usually hold.
+            out.sort_by_key(|e| (matches!(e, Expr::Not(_)), cost(e)));
+            if out.len() == 1 {
+                out.pop().unwrap()
+            } else {
+                Expr::And(out.into())
+            }
+        }
+        Expr::Or(v) => {
+            let mut out = Vec::new();
+            for x in v.into_vec() {
+                match optimize(x) {
+                    Expr::Or(inner) => out.extend(inner.into_vec()),
+                    Expr::Const(false) => {}
+                    other => out.push(other),
+                }
+            }
+            out.sort_by_key(cost);
+            match out.len() {
+                0 => Expr::Const(false),
+                1 => out.pop().unwrap(),
+                _ => Expr::Or(out.into()),
+            }
+        }
+        Expr::Not(inner) => match optimize(*inner) {
+            Expr::Not(x) => *x,
+            x => Expr::Not(Box::new(x)),
+        },
+        other => other,
+    }
+}
+
+/// A rough cost of evaluating `e`, in units of one field extraction.
+fn cost(e: &Expr) -> u32 {
+    match e {
+        Expr::Const(_) => 0,
+        Expr::EvtType { .. } => 1,
+        Expr::Not(x) => cost(x),
+        Expr::And(v) | Expr::Or(v) => v.iter().map(cost).sum::<u32>() + 1,
+        Expr::Check(c) => {
+            let op = match c.op {
+                Op::Exists | Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge => 2,
+                Op::In | Op::Intersects | Op::StartsWith | Op::BStartsWith | Op::EndsWith => 3,
+                Op::PMatch | Op::Contains | Op::BContains | Op::IContains => 5,
+                Op::Glob | Op::IGlob => 6,
+                Op::Regex => 12,
+            };
+            // Multi-valued fields (every ancestor) and transformers cost more.
+            let multi = if matches!(c.sel.arg, fields::FieldArg::None)
+                && c.sel.field.info().arg == fields::ArgForm::OptIndex
+            {
+                4
+            } else {
+                1
+            };
+            op * multi + 2 * c.sel.tfs.len() as u32 + if matches!(c.rhs, CRhs::Field(_)) { 3 } else { 0 }
         }
     }
 }
