@@ -24,6 +24,8 @@ pub struct CompileError {
 
 pub struct Compiler<'a> {
     pub files: &'a [(String, String)],
+    /// Warnings found while compiling (event type names this machine does not have).
+    pub warnings: std::cell::RefCell<Vec<CompileError>>,
     lists: HashMap<&'a str, &'a ListItem>,
     macros: HashMap<&'a str, (&'a MacroItem, Result<Ast, ParseError>)>,
     supported: &'a dyn Fn(Field) -> bool,
@@ -47,7 +49,7 @@ impl<'a> Compiler<'a> {
         let lists = items.lists.iter().map(|l| (l.name.as_str(), l)).collect();
         let macros =
             items.macros.iter().map(|m| (m.name.as_str(), (m, parser::parse(&m.cond.text)))).collect();
-        Compiler { files, lists, macros, supported }
+        Compiler { files, warnings: Default::default(), lists, macros, supported }
     }
 
     /// Syntax errors of macros, reported whether or not a rule uses them (as Falco does).
@@ -260,10 +262,18 @@ impl<'a> Compiler<'a> {
         // evt.type: a bit test on the event's type.
         if sel.field == Field::EvtType && sel.tfs.is_empty() && matches!(op, Op::Eq | Op::Ne | Op::In) {
             let mut set = EventSet::empty();
-            for (v, _) in &values {
-                // Unknown names never match (another platform's syscall); not an error.
-                if let Some(e) = EventType::from_name(v) {
-                    set.insert(e);
+            for (v, s) in &values {
+                // Unknown names never match (another architecture's syscall, or a typo):
+                // a warning, not an error, so Falco's files load everywhere.
+                match EventType::from_name(v) {
+                    Some(e) => set.insert(e),
+                    None => {
+                        let w = self.error(site, s, format!("unknown event type '{v}' never matches"), None);
+                        let mut ws = self.warnings.borrow_mut();
+                        if !ws.iter().any(|x| x.msg == w.msg) {
+                            ws.push(w);
+                        }
+                    }
                 }
             }
             return Ok(Expr::EvtType { set: Box::new(set), negate: op == Op::Ne });

@@ -254,6 +254,14 @@ impl RuleSet {
                 (RuleStatus::Evaluable, Some(e)) => possible_events(e),
                 _ => EventSet::empty(),
             };
+            if event_types.is_all() {
+                diags.push(Diagnostic::warning(
+                    &file,
+                    line,
+                    col,
+                    format!("rule '{}' does not restrict evt.type: it is evaluated on every event", r.name),
+                ));
+            }
             let mut used = Vec::new();
             if let Some(e) = &expr {
                 e.fields(&mut used);
@@ -278,6 +286,9 @@ impl RuleSet {
                 expr,
                 output,
             });
+        }
+        for w in compiler.warnings.borrow().iter() {
+            diags.push(Diagnostic::warning(&files[w.file].0, w.line, w.col, w.msg.clone()));
         }
         if diags.iter().any(|d| d.is_error()) {
             diags.retain(|d| d.is_error());

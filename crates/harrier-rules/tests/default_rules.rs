@@ -266,7 +266,7 @@ fn outputs_carry_falcos_usual_fields() {
         ),
         "{text}"
     );
-    assert!(text.ends_with("container_id=host container_name=host)"), "{text}");
+    assert!(text.ends_with("terminal=34816 host (id=host))"), "{text}");
     for f in [
         "fd.name",
         "proc.name",

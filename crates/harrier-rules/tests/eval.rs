@@ -282,7 +282,7 @@ fn outputs_render_like_falco() {
     let (text, fields) = rs.rules()[0].format_output(&ev);
     assert_eq!(
         text,
-        "File opened (user=root command=cat /etc/shadow file=/etc/shadow flags=O_WRONLY|O_CREAT|O_TRUNC parent=bash pid=7 missing=<NA> container_id=host container_name=host)"
+        "File opened (user=root command=cat /etc/shadow file=/etc/shadow flags=O_WRONLY|O_CREAT|O_TRUNC parent=bash pid=7 missing=<NA> host (id=host))"
     );
     let get = |n: &str| fields.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
     assert_eq!(get("proc.pid"), Some(OutputValue::U64(7)));
