@@ -118,6 +118,31 @@ impl Rule {
     pub fn format_output<S: EventSource + ?Sized>(&self, src: &S) -> (String, Vec<(String, OutputValue)>) {
         self.output.format(src)
     }
+    /// The compiled condition (None when the rule is not evaluated): for analyses such as
+    /// deriving kernel-side filters.
+    pub fn condition(&self) -> Option<&Expr> {
+        self.expr.as_ref()
+    }
+    /// Every field the rule reads: condition, output and extra output fields.
+    pub fn fields_used(&self) -> Vec<Field> {
+        let mut v = Vec::new();
+        if let Some(e) = &self.expr {
+            e.fields(&mut v);
+        }
+        for s in &self.output.segments {
+            if let output::Segment::Field { sel, .. } = s {
+                v.push(sel.field);
+            }
+        }
+        for (_, sel, _) in &self.output.extra {
+            if let Some(sel) = sel {
+                v.push(sel.field);
+            }
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
     /// The fields the output uses (to extract, or to show in docs).
     pub fn output_fields(&self) -> impl Iterator<Item = &str> {
         self.output.segments.iter().filter_map(|s| match s {
@@ -322,6 +347,15 @@ impl RuleSet {
     /// Event types some active rule needs: the syscalls to attach (for rules).
     pub fn event_types(&self) -> EventSet {
         self.rules.iter().filter(|r| r.is_active()).fold(EventSet::empty(), |a, r| a.union(&r.event_types))
+    }
+
+    /// Every field the active rules read (what the integration must extract).
+    pub fn fields_used(&self) -> Vec<Field> {
+        let mut v: Vec<Field> =
+            self.rules.iter().filter(|r| r.is_active()).flat_map(|r| r.fields_used()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// Indices of the active rules an event of this type must meet, in file order.
