@@ -232,3 +232,13 @@ fn hostile_yaml_is_an_error_not_a_crash() {
     let e = errors(&[("bomb.yaml", &bomb)]);
     assert!(e[0].contains("aliases expand too much"), "{e:?}");
 }
+
+#[test]
+fn positions_in_quoted_and_crlf_files() {
+    let y = "- rule: r\n  desc: d\n  condition: \"evt.type = open and proc.name in (a b)\"\n  output: o\n  priority: INFO\n";
+    let e = errors(&[("q.yaml", y)]);
+    assert!(e[0].starts_with("q.yaml:3:51: rule 'r': expected ',' or ')'"), "{e:?}");
+    let y = "- rule: r\r\n  desc: d\r\n  condition: evt.type = open and nope.field = 1\r\n  output: o\r\n  priority: INFO\r\n";
+    let e = errors(&[("crlf.yaml", y)]);
+    assert!(e[0].starts_with("crlf.yaml:3:34: rule 'r': unknown field 'nope.field'"), "{e:?}");
+}
