@@ -487,6 +487,7 @@ pub fn optimize(e: Expr) -> Expr {
                     other => out.push(other),
                 }
             }
+            let mut out = merge_alternatives(out);
             out.sort_by_key(cost);
             match out.len() {
                 0 => Expr::Const(false),
@@ -525,7 +526,57 @@ fn cost(e: &Expr) -> u32 {
             } else {
                 1
             };
-            op * multi + 2 * c.sel.tfs.len() as u32 + if matches!(c.rhs, CRhs::Field(_)) { 3 } else { 0 }
+            let rhs = match &c.rhs {
+                CRhs::Field(_) => 3,
+                CRhs::Many(ls) => ls.len() as u32,
+                _ => 0,
+            };
+            op * multi + 2 * c.sel.tfs.len() as u32 + rhs
         }
     }
+}
+
+/// Merges `f op a or f op b or ...` (same string field, same operator among =, contains,
+/// icontains, startswith, endswith) into one check with several literals: one extraction.
+fn merge_alternatives(v: Vec<Expr>) -> Vec<Expr> {
+    let mergeable = |c: &Check| {
+        matches!(c.op, Op::Eq | Op::Contains | Op::IContains | Op::StartsWith | Op::EndsWith)
+            && c.sel.field.ty() == FieldType::Str
+            && c.sel.tfs.is_empty()
+            && matches!(c.rhs, CRhs::One(_) | CRhs::Many(_))
+    };
+    let mut out: Vec<Expr> = Vec::with_capacity(v.len());
+    for e in v {
+        if let Expr::Check(c) = &e {
+            if mergeable(c) {
+                let same = out.iter_mut().find_map(|o| match o {
+                    Expr::Check(p)
+                        if mergeable(p)
+                            && p.op == c.op
+                            && p.sel.field == c.sel.field
+                            && p.sel.arg == c.sel.arg =>
+                    {
+                        Some(p)
+                    }
+                    _ => None,
+                });
+                if let Some(p) = same {
+                    let mut lits: Vec<Lit> = match std::mem::replace(&mut p.rhs, CRhs::None) {
+                        CRhs::One(l) => vec![l],
+                        CRhs::Many(ls) => ls.into_vec(),
+                        _ => unreachable!("mergeable checks have literal right sides"),
+                    };
+                    match &c.rhs {
+                        CRhs::One(l) => lits.push(l.clone()),
+                        CRhs::Many(ls) => lits.extend(ls.iter().cloned()),
+                        _ => unreachable!("mergeable checks have literal right sides"),
+                    }
+                    p.rhs = CRhs::Many(lits.into());
+                    continue;
+                }
+            }
+        }
+        out.push(e);
+    }
+    out
 }
