@@ -27,7 +27,10 @@ fuzz_target!(|data: &[u8]| {
             .set("proc.name", "cat")
             .set("evt.arg.flags", Owned::Flags(0o1101, "open_flags"))
             .set("evt.rawres", 3i64),
-        FakeEvent::new("execve").set("proc.name", "sh").set("proc.pname", "nginx").set_all("proc.aname", vec!["nginx".into(), "init".into()]),
+        FakeEvent::new("execve")
+            .set("proc.name", "sh")
+            .set("proc.pname", "nginx")
+            .set_all("proc.aname", vec!["nginx".into(), "init".into()]),
     ];
     for ev in &events {
         rs.evaluate(ev, |r| {
