@@ -314,3 +314,15 @@ fn append_output_adds_text_and_fields() {
     let names: Vec<_> = fields.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(names, ["proc.name", "proc.env", "proc.cwd", "site"]);
 }
+
+#[test]
+fn rule_sets_can_be_shared_across_threads() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    let rs = rules("- rule: r\n  desc: d\n  condition: evt.type = openat\n  output: o\n  priority: INFO\n");
+    send_sync(&rs);
+    let ev = open("/x");
+    std::thread::scope(|s| {
+        let h = s.spawn(|| rs.evaluate(&ev, |_| {}));
+        assert_eq!(h.join().unwrap(), 1);
+    });
+}
