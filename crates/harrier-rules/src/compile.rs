@@ -17,13 +17,15 @@ pub struct CompileError {
     pub line: u32,
     pub col: u32,
     pub msg: String,
-    /// Set when the rule cannot be evaluated because of this field (unknown or not
-    /// supported by the integration), as opposed to a plain mistake.
+    /// Set when the rule cannot be evaluated because the integration does not extract this
+    /// field (a known field), as opposed to a mistake in the rule.
     pub field: Option<String>,
 }
 
 pub struct Compiler<'a> {
     pub files: &'a [(String, String)],
+    /// Warnings found while compiling (event type names this machine does not have).
+    pub warnings: std::cell::RefCell<Vec<CompileError>>,
     lists: HashMap<&'a str, &'a ListItem>,
     macros: HashMap<&'a str, (&'a MacroItem, Result<Ast, ParseError>)>,
     supported: &'a dyn Fn(Field) -> bool,
@@ -47,7 +49,7 @@ impl<'a> Compiler<'a> {
         let lists = items.lists.iter().map(|l| (l.name.as_str(), l)).collect();
         let macros =
             items.macros.iter().map(|m| (m.name.as_str(), (m, parser::parse(&m.cond.text)))).collect();
-        Compiler { files, lists, macros, supported }
+        Compiler { files, warnings: Default::default(), lists, macros, supported }
     }
 
     /// Syntax errors of macros, reported whether or not a rule uses them (as Falco does).
@@ -87,9 +89,9 @@ impl<'a> Compiler<'a> {
             }
         }
         if excs.is_empty() {
-            return Ok(main);
+            return Ok(optimize(main));
         }
-        Ok(Expr::And(vec![main, Expr::Not(Box::new(Expr::Or(excs.into())))].into()))
+        Ok(optimize(Expr::And(vec![main, Expr::Not(Box::new(Expr::Or(excs.into())))].into())))
     }
 
     fn expr(&self, ast: &Ast, site: &Site<'_>, stack: &mut Vec<String>) -> R<Expr> {
@@ -136,13 +138,9 @@ impl<'a> Compiler<'a> {
     fn field(&self, f: &FieldRef, site: &Site<'_>) -> R<(FieldSel, FieldType)> {
         let (field, arg) = match fields::resolve(&f.name, f.arg.as_deref()) {
             Ok(x) => x,
+            // A typo or a plugin's field: an error, as in Falco.
             Err(FieldError::Unknown) => {
-                return Err(self.error(
-                    site,
-                    &f.span,
-                    format!("unknown field '{}'", f.name),
-                    Some(f.name.clone()),
-                ))
+                return Err(self.error(site, &f.span, format!("unknown field '{}'", f.name), None))
             }
             Err(FieldError::BadArg(why)) => {
                 return Err(self.error(site, &f.span, format!("field '{}' {why}", f.name), None))
@@ -264,10 +262,18 @@ impl<'a> Compiler<'a> {
         // evt.type: a bit test on the event's type.
         if sel.field == Field::EvtType && sel.tfs.is_empty() && matches!(op, Op::Eq | Op::Ne | Op::In) {
             let mut set = EventSet::empty();
-            for (v, _) in &values {
-                // Unknown names never match (another platform's syscall); not an error.
-                if let Some(e) = EventType::from_name(v) {
-                    set.insert(e);
+            for (v, s) in &values {
+                // Unknown names never match (another architecture's syscall, or a typo):
+                // a warning, not an error, so Falco's files load everywhere.
+                match EventType::from_name(v) {
+                    Some(e) => set.insert(e),
+                    None => {
+                        let w = self.error(site, s, format!("unknown event type '{v}' never matches"), None);
+                        let mut ws = self.warnings.borrow_mut();
+                        if !ws.iter().any(|x| x.msg == w.msg) {
+                            ws.push(w);
+                        }
+                    }
                 }
             }
             return Ok(Expr::EvtType { set: Box::new(set), negate: op == Op::Ne });
@@ -447,4 +453,130 @@ pub fn possible_events(e: &Expr) -> EventSet {
             s
         }
     }
+}
+
+/// Flattens nested and/or (macros nest them) and orders each list's members cheapest first:
+/// evaluation has no side effects, so the order is free, and a cheap test that fails spares
+/// the expensive ones.
+pub fn optimize(e: Expr) -> Expr {
+    match e {
+        Expr::And(v) => {
+            let mut out = Vec::new();
+            for x in v.into_vec() {
+                match optimize(x) {
+                    Expr::And(inner) => out.extend(inner.into_vec()),
+                    Expr::Const(true) => {}
+                    other => out.push(other),
+                }
+            }
+            // Positive tests first: in rules they say what is watched and usually fail;
+            // negated ones are exceptions and usually hold.
+            out.sort_by_key(|e| (matches!(e, Expr::Not(_)), cost(e)));
+            if out.len() == 1 {
+                out.pop().unwrap()
+            } else {
+                Expr::And(out.into())
+            }
+        }
+        Expr::Or(v) => {
+            let mut out = Vec::new();
+            for x in v.into_vec() {
+                match optimize(x) {
+                    Expr::Or(inner) => out.extend(inner.into_vec()),
+                    Expr::Const(false) => {}
+                    other => out.push(other),
+                }
+            }
+            let mut out = merge_alternatives(out);
+            out.sort_by_key(cost);
+            match out.len() {
+                0 => Expr::Const(false),
+                1 => out.pop().unwrap(),
+                _ => Expr::Or(out.into()),
+            }
+        }
+        Expr::Not(inner) => match optimize(*inner) {
+            Expr::Not(x) => *x,
+            x => Expr::Not(Box::new(x)),
+        },
+        other => other,
+    }
+}
+
+/// A rough cost of evaluating `e`, in units of one field extraction.
+fn cost(e: &Expr) -> u32 {
+    match e {
+        Expr::Const(_) => 0,
+        Expr::EvtType { .. } => 1,
+        Expr::Not(x) => cost(x),
+        Expr::And(v) | Expr::Or(v) => v.iter().map(cost).sum::<u32>() + 1,
+        Expr::Check(c) => {
+            let op = match c.op {
+                Op::Exists | Op::Eq | Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge => 2,
+                Op::In | Op::Intersects | Op::StartsWith | Op::BStartsWith | Op::EndsWith => 3,
+                Op::PMatch | Op::Contains | Op::BContains | Op::IContains => 5,
+                Op::Glob | Op::IGlob => 6,
+                Op::Regex => 12,
+            };
+            // Multi-valued fields (every ancestor) and transformers cost more.
+            let multi = if matches!(c.sel.arg, fields::FieldArg::None)
+                && c.sel.field.info().arg == fields::ArgForm::OptIndex
+            {
+                4
+            } else {
+                1
+            };
+            let rhs = match &c.rhs {
+                CRhs::Field(_) => 3,
+                CRhs::Many(ls) => ls.len() as u32,
+                _ => 0,
+            };
+            op * multi + 2 * c.sel.tfs.len() as u32 + rhs
+        }
+    }
+}
+
+/// Merges `f op a or f op b or ...` (same string field, same operator among =, contains,
+/// icontains, startswith, endswith) into one check with several literals: one extraction.
+fn merge_alternatives(v: Vec<Expr>) -> Vec<Expr> {
+    let mergeable = |c: &Check| {
+        matches!(c.op, Op::Eq | Op::Contains | Op::IContains | Op::StartsWith | Op::EndsWith)
+            && c.sel.field.ty() == FieldType::Str
+            && c.sel.tfs.is_empty()
+            && matches!(c.rhs, CRhs::One(_) | CRhs::Many(_))
+    };
+    let mut out: Vec<Expr> = Vec::with_capacity(v.len());
+    for e in v {
+        if let Expr::Check(c) = &e {
+            if mergeable(c) {
+                let same = out.iter_mut().find_map(|o| match o {
+                    Expr::Check(p)
+                        if mergeable(p)
+                            && p.op == c.op
+                            && p.sel.field == c.sel.field
+                            && p.sel.arg == c.sel.arg =>
+                    {
+                        Some(p)
+                    }
+                    _ => None,
+                });
+                if let Some(p) = same {
+                    let mut lits: Vec<Lit> = match std::mem::replace(&mut p.rhs, CRhs::None) {
+                        CRhs::One(l) => vec![l],
+                        CRhs::Many(ls) => ls.into_vec(),
+                        _ => unreachable!("mergeable checks have literal right sides"),
+                    };
+                    match &c.rhs {
+                        CRhs::One(l) => lits.push(l.clone()),
+                        CRhs::Many(ls) => lits.extend(ls.iter().cloned()),
+                        _ => unreachable!("mergeable checks have literal right sides"),
+                    }
+                    p.rhs = CRhs::Many(lits.into());
+                    continue;
+                }
+            }
+        }
+        out.push(e);
+    }
+    out
 }

@@ -106,6 +106,9 @@ pub enum CRhs {
     Prefixes(Box<[Box<[u8]>]>),
     Regex(regex::bytes::Regex),
     Field(FieldSel),
+    /// Any of these literals with the check's operator: `a or b or c` on the same string
+    /// field and operator, merged by the optimizer so the field is extracted once.
+    Many(Box<[Lit]>),
 }
 
 #[derive(Debug)]
@@ -397,6 +400,7 @@ fn ip_text(ip: IpAddr, buf: &mut [u8; 48]) -> &[u8] {
 fn cmp_str(op: Op, s: &[u8], rhs: &CRhs) -> bool {
     match rhs {
         CRhs::One(l) => cmp_bytes(op, s, &l.bytes),
+        CRhs::Many(ls) => ls.iter().any(|l| cmp_bytes(op, s, &l.bytes)),
         CRhs::Set { strs, .. } => strs.contains(s),
         CRhs::Prefixes(ps) => ps.iter().any(|p| matchers::path_prefix(p, s)),
         CRhs::Regex(re) => re.is_match(s),

@@ -228,11 +228,12 @@ pub fn lookup(name: &str) -> Option<Field> {
     INDEX.get_or_init(|| FIELDS.iter().map(|f| (f.name, f.field)).collect()).get(name).copied()
 }
 
-/// Falco's parameter names that Harrier's event table spells differently.
+/// Falco's parameter names that Harrier's event table spells differently: the integration
+/// maps `evt.arg.<key>` through this before looking the parameter up.
 pub fn harrier_param_name(falco: &str) -> &str {
     match falco {
         "name" => "path",
-        "res" => "ret",
+        "res" | "res_or_fd" => "ret",
         other => other,
     }
 }

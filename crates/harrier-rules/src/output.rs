@@ -48,8 +48,9 @@ impl OutputValue {
     }
 }
 
-/// What `%container.info` stands for (Falco's `-pc` style).
-pub const CONTAINER_INFO: &str = "container_id=%container.id container_name=%container.name";
+/// What `%container.info` stands for when no extra output is configured: Falco's generic
+/// replacement.
+pub const CONTAINER_INFO: &str = "%container.name (id=%container.id)";
 
 /// Parses an output format. Unknown fields are returned as errors (name, byte offset).
 pub fn compile(fmt: &str, container_info: &str) -> Result<Output, (String, usize)> {

@@ -44,7 +44,8 @@ pub struct LoadOptions {
     pub append_output: Vec<AppendOutput>,
     /// What `%container.info` expands to.
     pub container_info: String,
-    /// Unknown or unsupported fields are load errors instead of skipped rules.
+    /// Fields the integration does not support are load errors instead of skipped rules
+    /// (unknown fields are always errors).
     pub strict: bool,
 }
 
@@ -75,7 +76,7 @@ impl fmt::Debug for LoadOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuleStatus {
     Evaluable,
-    /// Uses a field Harrier does not know or the integration does not extract.
+    /// Uses a field the integration does not extract.
     Unsupported {
         field: String,
         detail: String,
@@ -116,6 +117,31 @@ impl Rule {
     /// The alert text and Falco's `output_fields`.
     pub fn format_output<S: EventSource + ?Sized>(&self, src: &S) -> (String, Vec<(String, OutputValue)>) {
         self.output.format(src)
+    }
+    /// The compiled condition (None when the rule is not evaluated): for analyses such as
+    /// deriving kernel-side filters.
+    pub fn condition(&self) -> Option<&Expr> {
+        self.expr.as_ref()
+    }
+    /// Every field the rule reads: condition, output and extra output fields.
+    pub fn fields_used(&self) -> Vec<Field> {
+        let mut v = Vec::new();
+        if let Some(e) = &self.expr {
+            e.fields(&mut v);
+        }
+        for s in &self.output.segments {
+            if let output::Segment::Field { sel, .. } = s {
+                v.push(sel.field);
+            }
+        }
+        for (_, sel, _) in &self.output.extra {
+            if let Some(sel) = sel {
+                v.push(sel.field);
+            }
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
     }
     /// The fields the output uses (to extract, or to show in docs).
     pub fn output_fields(&self) -> impl Iterator<Item = &str> {
@@ -253,6 +279,14 @@ impl RuleSet {
                 (RuleStatus::Evaluable, Some(e)) => possible_events(e),
                 _ => EventSet::empty(),
             };
+            if event_types.is_all() {
+                diags.push(Diagnostic::warning(
+                    &file,
+                    line,
+                    col,
+                    format!("rule '{}' does not restrict evt.type: it is evaluated on every event", r.name),
+                ));
+            }
             let mut used = Vec::new();
             if let Some(e) = &expr {
                 e.fields(&mut used);
@@ -277,6 +311,9 @@ impl RuleSet {
                 expr,
                 output,
             });
+        }
+        for w in compiler.warnings.borrow().iter() {
+            diags.push(Diagnostic::warning(&files[w.file].0, w.line, w.col, w.msg.clone()));
         }
         if diags.iter().any(|d| d.is_error()) {
             diags.retain(|d| d.is_error());
@@ -310,6 +347,15 @@ impl RuleSet {
     /// Event types some active rule needs: the syscalls to attach (for rules).
     pub fn event_types(&self) -> EventSet {
         self.rules.iter().filter(|r| r.is_active()).fold(EventSet::empty(), |a, r| a.union(&r.event_types))
+    }
+
+    /// Every field the active rules read (what the integration must extract).
+    pub fn fields_used(&self) -> Vec<Field> {
+        let mut v: Vec<Field> =
+            self.rules.iter().filter(|r| r.is_active()).flat_map(|r| r.fields_used()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// Indices of the active rules an event of this type must meet, in file order.

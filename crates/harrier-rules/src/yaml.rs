@@ -66,6 +66,8 @@ impl Node {
     }
 }
 
+const MAX_DEPTH: usize = 256;
+
 enum Frame {
     Seq(Vec<Node>, Pos),
     /// Entries so far and a key waiting for its value.
@@ -91,6 +93,10 @@ fn size(n: &Node) -> usize {
 
 impl Builder {
     fn push_value(&mut self, node: Node) {
+        // After an error the tree is not used: drop nodes as they close (keeps drops shallow).
+        if self.error.is_some() {
+            return;
+        }
         match self.stack.last_mut() {
             Some((Frame::Seq(items, _), _)) => items.push(node),
             Some((Frame::Map(entries, pending, _), _)) => match pending.take() {
@@ -118,8 +124,21 @@ impl MarkedEventReceiver for Builder {
                 }
                 self.push_value(node);
             }
-            Event::SequenceStart(anchor, _) => self.stack.push((Frame::Seq(Vec::new(), pos), anchor)),
-            Event::MappingStart(anchor, _) => self.stack.push((Frame::Map(Vec::new(), None, pos), anchor)),
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                // Rule files are shallow; a deep tree would only cost stack when dropped.
+                if self.stack.len() >= MAX_DEPTH {
+                    self.error.get_or_insert(YamlError {
+                        pos,
+                        msg: format!("nested deeper than {MAX_DEPTH} levels"),
+                    });
+                }
+                let frame = if matches!(ev, Event::SequenceStart(..)) {
+                    Frame::Seq(Vec::new(), pos)
+                } else {
+                    Frame::Map(Vec::new(), None, pos)
+                };
+                self.stack.push((frame, anchor));
+            }
             Event::SequenceEnd | Event::MappingEnd => {
                 let Some((frame, anchor)) = self.stack.pop() else { return };
                 let node = match frame {

@@ -74,6 +74,11 @@ fn every_rule_loads_and_is_active() {
         let r = rs.rules().iter().find(|r| r.name == name).unwrap_or_else(|| panic!("missing {name}"));
         assert_eq!(r.priority, prio, "{name}");
     }
+    let used: Vec<&str> = rs.fields_used().iter().map(|f| f.name()).collect();
+    println!("fields: {used:?}");
+    for f in ["evt.type", "proc.name", "fd.name", "evt.arg", "proc.aname", "container.id", "user.name"] {
+        assert!(used.contains(&f), "{f} not in {used:?}");
+    }
     let attach = rs.event_types().syscall_names();
     println!("attach: {attach:?}");
     assert!(!attach.contains(&"read") && !attach.contains(&"write"), "{attach:?}");
@@ -266,7 +271,7 @@ fn outputs_carry_falcos_usual_fields() {
         ),
         "{text}"
     );
-    assert!(text.ends_with("container_id=host container_name=host)"), "{text}");
+    assert!(text.ends_with("terminal=34816 host (id=host))"), "{text}");
     for f in [
         "fd.name",
         "proc.name",

@@ -62,3 +62,48 @@ fn incubating_and_sandbox_counts() {
     assert_eq!(per_file("/falco-incubating_rules.yaml"), (31, 31, 31));
     assert_eq!(per_file("/falco-sandbox_rules.yaml"), (37, 37, 25));
 }
+
+/// Falco's own stable rules fire on the behaviours they describe (fake events carrying the
+/// fields their macros read), and stay quiet on ordinary events.
+#[test]
+fn stable_rules_fire_on_their_behaviours() {
+    use common::with_proc;
+    use harrier_rules::testing::{FakeEvent, Owned};
+    let Some(files) = common::read_falco(&["falco_rules.yaml"]) else { return };
+    let opts = LoadOptions { rule_matching: harrier_rules::ruleset::RuleMatching::All, ..Default::default() };
+    let rs = RuleSet::load(&files, &opts).unwrap();
+    let fired = |ev: &FakeEvent| {
+        let mut v = Vec::new();
+        rs.evaluate(ev, |r| v.push(r.name.clone()));
+        v
+    };
+    let mix = common::event_mix();
+    let got: Vec<Vec<String>> = mix.iter().map(fired).collect();
+    for (ev, g) in mix.iter().zip(&got) {
+        println!("{}: {g:?}", ev.ty.name());
+    }
+    assert_eq!(got[0], ["Read sensitive file untrusted"], "cat /etc/shadow");
+    assert!(got[1].is_empty(), "ls opens libc");
+    assert_eq!(got[2], ["Clear Log Activities"], "truncate /var/log/syslog");
+    assert_eq!(got[4], ["Run shell untrusted"], "sh under nginx");
+    assert!(got[5].is_empty(), "ls runs");
+    assert_eq!(got[8], ["PTRACE attached to process"], "gdb attaches");
+    assert!(got[9].is_empty(), "a read");
+
+    let exec =
+        |name: &str, exe: &str| with_proc(FakeEvent::new("execve"), name, exe, &format!("{name} x"), "bash");
+    assert_eq!(fired(&exec("x", "/dev/shm/x")), ["Execution from /dev/shm"]);
+    assert_eq!(
+        fired(&exec("x", "/memfd:x (deleted)").set("proc.is_exe_from_memfd", true)),
+        ["Fileless execution via memfd_create"]
+    );
+    let sym = with_proc(FakeEvent::new("symlinkat"), "ln", "/usr/bin/ln", "ln -s /etc/shadow /tmp/s", "bash")
+        .set("evt.arg.target", "/etc/shadow")
+        .set("evt.arg.linkpath", "/tmp/s");
+    assert_eq!(fired(&sym), ["Create Symlink Over Sensitive Files"]);
+    let pkt = with_proc(FakeEvent::new("socket"), "tcpdump", "/usr/bin/tcpdump", "tcpdump", "sh")
+        .set("evt.arg.domain", Owned::Flags(17, "socket_family"))
+        .set("container.id", "0123456789ab");
+    assert_eq!(fired(&pkt), ["Packet socket created in container"]);
+    assert!(fired(&pkt.clone().set("container.id", "host")).is_empty());
+}

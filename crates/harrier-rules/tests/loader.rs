@@ -218,3 +218,27 @@ fn macro_cycles_are_errors() {
     let e = errors(&[("c.yaml", y)]);
     assert!(e[0].contains("refers to itself"), "{e:?}");
 }
+
+#[test]
+fn hostile_yaml_is_an_error_not_a_crash() {
+    let deep = format!("- rule: {}x{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    let e = errors(&[("deep.yaml", &deep)]);
+    assert!(e[0].contains("nested deeper than") || e[0].contains("recursion limit exceeded"), "{e:?}");
+    // The "billion laughs": aliases that expand exponentially.
+    let mut bomb = String::from("- list: a0\n  items: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..12 {
+        bomb.push_str(&format!("- list: a{i}\n  items: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n", p = i - 1));
+    }
+    let e = errors(&[("bomb.yaml", &bomb)]);
+    assert!(e[0].contains("aliases expand too much"), "{e:?}");
+}
+
+#[test]
+fn positions_in_quoted_and_crlf_files() {
+    let y = "- rule: r\n  desc: d\n  condition: \"evt.type = open and proc.name in (a b)\"\n  output: o\n  priority: INFO\n";
+    let e = errors(&[("q.yaml", y)]);
+    assert!(e[0].starts_with("q.yaml:3:51: rule 'r': expected ',' or ')'"), "{e:?}");
+    let y = "- rule: r\r\n  desc: d\r\n  condition: evt.type = open and nope.field = 1\r\n  output: o\r\n  priority: INFO\r\n";
+    let e = errors(&[("crlf.yaml", y)]);
+    assert!(e[0].starts_with("crlf.yaml:3:34: rule 'r': unknown field 'nope.field'"), "{e:?}");
+}
