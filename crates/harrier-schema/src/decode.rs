@@ -38,8 +38,12 @@ impl Value<'_> {
 /// A process life-cycle event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Meta {
-    Fork { child_tid: u32, child_pid: u32, comm: String },
-    Exec { old_tid: u32, comm: String },
+    /// `child_vpid` is the child's pid in its own namespace and `flags` holds
+    /// [`crate::wire::FORK_SHARES_FILES`]; both 0 in schema versions before 3.
+    Fork { child_tid: u32, child_pid: u32, comm: String, child_vpid: u32, flags: u32 },
+    /// `cgroup` is the task's cgroup path after the exec ("/docker/<id>"; "/"
+    /// for a root cgroup; empty in schema versions before 3).
+    Exec { old_tid: u32, comm: String, cgroup: String },
     Exit { pid: u32 },
     Comm { comm: String },
 }
@@ -119,6 +123,20 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The kernel sends a cgroup path as NUL-terminated components, deepest
+/// first (one walk up the tree); this puts them root first.
+fn cgroup_path(components: &[u8]) -> String {
+    let mut path = String::with_capacity(components.len() + 1);
+    for c in components.split(|&b| b == 0).filter(|c| !c.is_empty()).rev() {
+        path.push('/');
+        path.push_str(&String::from_utf8_lossy(c));
+    }
+    if path.is_empty() {
+        path.push('/');
+    }
+    path
+}
+
 /// Decodes one event as it came out of a ring (or a capture file).
 pub fn decode(b: &[u8]) -> Result<Event<'_>, DecodeError> {
     let header = Header::parse(b).ok_or(DecodeError::Short)?;
@@ -132,8 +150,17 @@ pub fn decode(b: &[u8]) -> Result<Event<'_>, DecodeError> {
                 child_tid: r.u32().ok_or(DecodeError::Short)?,
                 child_pid: r.u32().ok_or(DecodeError::Short)?,
                 comm: r.comm(),
+                child_vpid: r.u32().unwrap_or(0),
+                flags: r.u32().unwrap_or(0),
             },
-            META_EXEC => Meta::Exec { old_tid: r.u32().ok_or(DecodeError::Short)?, comm: r.comm() },
+            META_EXEC => Meta::Exec {
+                old_tid: r.u32().ok_or(DecodeError::Short)?,
+                comm: r.comm(),
+                cgroup: match r.value(Wire::Bytes) {
+                    Value::Bytes(b) => cgroup_path(b),
+                    _ => String::new(),
+                },
+            },
             META_EXIT => Meta::Exit { pid: r.u32().ok_or(DecodeError::Short)? },
             META_COMM => Meta::Comm { comm: r.comm() },
             t => return Err(DecodeError::UnknownType(t)),

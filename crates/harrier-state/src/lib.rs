@@ -30,10 +30,10 @@ impl ThreadTable {
     /// Applies a life-cycle event from thread `tid`.
     pub fn apply(&mut self, tid: u32, meta: &Meta) {
         match meta {
-            Meta::Fork { child_tid, child_pid, comm } => {
+            Meta::Fork { child_tid, child_pid, comm, .. } => {
                 self.threads.insert(*child_tid, Thread { pid: *child_pid, comm: comm.clone() });
             }
-            Meta::Exec { old_tid, comm } => {
+            Meta::Exec { old_tid, comm, .. } => {
                 // A non-leader thread that execs takes over the leader's tid.
                 if *old_tid != tid {
                     self.threads.remove(old_tid);
@@ -107,9 +107,9 @@ mod tests {
     #[test]
     fn fork_exec_comm_exit() {
         let mut t = ThreadTable::new();
-        t.apply(1, &Meta::Fork { child_tid: 4_000_001, child_pid: 4_000_001, comm: "sh".into() });
+        t.apply(1, &Meta::Fork { child_tid: 4_000_001, child_pid: 4_000_001, comm: "sh".into(), child_vpid: 0, flags: 0 });
         assert_eq!(t.lookup(4_000_001).unwrap().comm, "sh");
-        t.apply(4_000_001, &Meta::Exec { old_tid: 4_000_001, comm: "ls".into() });
+        t.apply(4_000_001, &Meta::Exec { old_tid: 4_000_001, comm: "ls".into(), cgroup: String::new() });
         t.apply(4_000_001, &Meta::Comm { comm: "renamed".into() });
         assert_eq!(t.lookup(4_000_001), Some(&Thread { pid: 4_000_001, comm: "renamed".into() }));
         t.apply(4_000_001, &Meta::Exit { pid: 4_000_001 });
