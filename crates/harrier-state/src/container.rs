@@ -54,13 +54,8 @@ pub fn id_from_cgroup(path: &str) -> Option<(&str, &'static str)> {
             }
         }
         if is_hex64(comp) {
-            let runtime = if path.starts_with("/docker/") {
-                "docker"
-            } else if path.contains("kubepods") {
-                "containerd"
-            } else {
-                "containerd"
-            };
+            // Bare 64-hex leaves: docker's cgroupfs driver, else containerd (CRI or /<namespace>/<id>).
+            let runtime = if path.starts_with("/docker/") { "docker" } else { "containerd" };
             return Some((comp, runtime));
         }
         if depth >= 2 {

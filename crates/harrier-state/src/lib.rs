@@ -27,6 +27,7 @@ pub mod fd;
 pub mod process;
 mod procfs;
 mod state;
+pub mod testing;
 mod threads;
 pub mod users;
 
