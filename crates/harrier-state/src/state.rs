@@ -116,6 +116,11 @@ impl State {
         Ancestors { state: self, next: self.process(tid).map_or(0, |p| p.ppid), left: 64 }
     }
 
+    /// Every process, in no order.
+    pub fn processes(&self) -> impl Iterator<Item = &Process> {
+        self.procs.values()
+    }
+
     pub fn len(&self) -> usize {
         self.procs.len()
     }
