@@ -253,7 +253,8 @@ fn parse_param(tok: &str) -> Option<Param> {
     };
     let args: Vec<&str> = if args.is_empty() { vec![] } else { args.split(',').collect() };
     let kind = parse_kind(kind_name, &args)?;
-    let enter_ok = kind.wire() != Wire::Bytes && !matches!(kind, Kind::Tgid | Kind::U32User(..) | Kind::Task(_))
+    let enter_ok = kind.wire() != Wire::Bytes
+        && !matches!(kind, Kind::Tgid | Kind::U32User(..) | Kind::Task(_))
         || matches!(kind, Kind::Path(_) | Kind::Sockaddr(_, Len::Arg(_)));
     if at_enter && !enter_ok {
         return None;

@@ -40,12 +40,26 @@ impl Value<'_> {
 pub enum Meta {
     /// `child_vpid` is the child's pid in its own namespace and `flags` holds
     /// [`crate::wire::FORK_SHARES_FILES`]; both 0 in schema versions before 3.
-    Fork { child_tid: u32, child_pid: u32, comm: String, child_vpid: u32, flags: u32 },
+    Fork {
+        child_tid: u32,
+        child_pid: u32,
+        comm: String,
+        child_vpid: u32,
+        flags: u32,
+    },
     /// `cgroup` is the task's cgroup path after the exec ("/docker/<id>"; "/"
     /// for a root cgroup; empty in schema versions before 3).
-    Exec { old_tid: u32, comm: String, cgroup: String },
-    Exit { pid: u32 },
-    Comm { comm: String },
+    Exec {
+        old_tid: u32,
+        comm: String,
+        cgroup: String,
+    },
+    Exit {
+        pid: u32,
+    },
+    Comm {
+        comm: String,
+    },
 }
 
 #[derive(Debug)]
@@ -240,6 +254,37 @@ mod tests {
         b.extend(ret.to_le_bytes());
         b.extend(body);
         b
+    }
+
+    #[test]
+    fn life_cycle_events_of_schema_v2_and_v3() {
+        let mut fork = Vec::new();
+        fork.extend(9u32.to_le_bytes());
+        fork.extend(8u32.to_le_bytes());
+        fork.extend(*b"sh\0\0\0\0\0\0\0\0\0\0\0\0\0\0");
+        let bytes = event(META_FORK, 0, &fork);
+        let old = decode(&bytes).unwrap();
+        let Event::Meta(_, Meta::Fork { child_vpid: 0, flags: 0, .. }) = old else { panic!("{old:?}") };
+        fork.extend(1u32.to_le_bytes());
+        fork.extend(crate::wire::FORK_SHARES_FILES.to_le_bytes());
+        let bytes = event(META_FORK, 0, &fork);
+        let new = decode(&bytes).unwrap();
+        let Event::Meta(_, Meta::Fork { child_vpid: 1, flags: 1, .. }) = new else { panic!("{new:?}") };
+        let mut exec = Vec::new();
+        exec.extend(42u32.to_le_bytes());
+        exec.extend(*b"ls\0\0\0\0\0\0\0\0\0\0\0\0\0\0");
+        let bytes = event(META_EXEC, 0, &exec);
+        let old = decode(&bytes).unwrap();
+        let Event::Meta(_, Meta::Exec { cgroup, .. }) = old else { panic!() };
+        assert_eq!(cgroup, "", "v2: no cgroup");
+        let cg = b"abc.scope\0system.slice\0";
+        exec.extend((cg.len() as u16).to_le_bytes());
+        exec.extend(cg);
+        let bytes = event(META_EXEC, 0, &exec);
+        let new = decode(&bytes).unwrap();
+        let Event::Meta(_, Meta::Exec { cgroup, .. }) = new else { panic!() };
+        assert_eq!(cgroup, "/system.slice/abc.scope", "deepest first on the wire, root first decoded");
+        assert_eq!(cgroup_path(b""), "/");
     }
 
     #[test]

@@ -156,10 +156,8 @@ impl Containers {
             c.privileged = host["Privileged"].as_bool().unwrap_or(false);
         }
         // runc's state (plain runc, docker's and containerd's runc roots).
-        let states = [
-            self.run_dir.join("runc").join(full),
-            self.run_dir.join("docker/runtime-runc/moby").join(full),
-        ];
+        let states =
+            [self.run_dir.join("runc").join(full), self.run_dir.join("docker/runtime-runc/moby").join(full)];
         let mut bundle = None;
         let containerd_ns = subdirs(&self.run_dir.join("containerd/runc"));
         for dir in states.iter().cloned().chain(containerd_ns.into_iter().map(|ns| ns.join(full))) {
@@ -182,8 +180,24 @@ impl Containers {
         if let Some(spec) = bundle.and_then(|b| read_json(&b.join("config.json"))) {
             let ann = &spec["annotations"];
             let first = |keys: &[&str]| keys.iter().find_map(|k| ann[*k].as_str().filter(|s| !s.is_empty()));
-            set(&mut c.name, first(&["io.kubernetes.cri.container-name", "io.kubernetes.container.name", "org.opencontainers.container.name", "nerdctl/name"]));
-            set(&mut c.image, first(&["io.kubernetes.cri.image-name", "org.opencontainers.image.ref.name", "io.containerd.image.name", "org.opencontainers.image.name"]));
+            set(
+                &mut c.name,
+                first(&[
+                    "io.kubernetes.cri.container-name",
+                    "io.kubernetes.container.name",
+                    "org.opencontainers.container.name",
+                    "nerdctl/name",
+                ]),
+            );
+            set(
+                &mut c.image,
+                first(&[
+                    "io.kubernetes.cri.image-name",
+                    "org.opencontainers.image.ref.name",
+                    "io.containerd.image.name",
+                    "org.opencontainers.image.name",
+                ]),
+            );
             // Privileged as docker means it: every capability in the bounding set.
             if let Some(bounding) = spec["process"]["capabilities"]["bounding"].as_array() {
                 c.privileged |= bounding.len() >= 38 && bounding.iter().any(|v| v == "CAP_SYS_ADMIN");
@@ -244,7 +258,12 @@ mod tests {
         for (path, runtime) in &cases {
             assert_eq!(id_from_cgroup(path), Some((ID, *runtime)), "{path}");
         }
-        for host in ["/", "/user.slice/user-0.slice/session-1.scope", "/process_api/1b6b99b43a1bf3257daf987c1eecc2e4", "/system.slice/docker.service"] {
+        for host in [
+            "/",
+            "/user.slice/user-0.slice/session-1.scope",
+            "/process_api/1b6b99b43a1bf3257daf987c1eecc2e4",
+            "/system.slice/docker.service",
+        ] {
             assert_eq!(id_from_cgroup(host), None, "{host}");
         }
     }
@@ -259,7 +278,8 @@ mod tests {
         std::fs::write(dir.join("run/runc/web1/state.json"), state.to_string()).unwrap();
         let spec = serde_json::json!({"annotations": {"org.opencontainers.image.ref.name": "docker.io/library/busybox:1.36"}});
         std::fs::write(bundle.join("config.json"), spec.to_string()).unwrap();
-        let mut cs = Containers { run_dir: dir.join("run"), docker_dir: dir.join("docker"), ..Default::default() };
+        let mut cs =
+            Containers { run_dir: dir.join("run"), docker_dir: dir.join("docker"), ..Default::default() };
         let c = cs.lookup("/web1").expect("a runc state dir makes it a container");
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!((&*c.id, &*c.name, c.runtime), ("web1", "web1", "runc"));

@@ -269,7 +269,14 @@ mod tests {
         assert_eq!(type_of_link("anon_inode:inotify"), FdType::Inotify);
         assert_eq!(type_of_link("pipe:[42]"), FdType::Pipe);
         assert_eq!(type_of_link("/memfd:x (deleted)"), FdType::Memfd);
-        let t = Tuple { v6: false, l4: L4::Tcp, sip: [127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], dip: [10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], sport: 5, dport: 80 };
+        let t = Tuple {
+            v6: false,
+            l4: L4::Tcp,
+            sip: [127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            dip: [10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            sport: 5,
+            dport: 80,
+        };
         assert_eq!(t.name(), "127.0.0.1:5->10.0.0.2:80");
     }
 }

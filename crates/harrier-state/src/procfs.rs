@@ -141,7 +141,11 @@ fn read_fds(p: &mut Process, socks: &Sockets) {
             if typ == FdType::File && std::fs::metadata(&name).is_ok_and(|m| m.is_dir()) {
                 typ = FdType::Directory;
             }
-            let name = if typ == FdType::Memfd { name.trim_start_matches('/').trim_end_matches(" (deleted)") } else { &name };
+            let name = if typ == FdType::Memfd {
+                name.trim_start_matches('/').trim_end_matches(" (deleted)")
+            } else {
+                &name
+            };
             Fd::new(typ, Arc::from(name), false)
         };
         f.cloexec = flags & O_CLOEXEC != 0;
@@ -155,12 +159,20 @@ fn read_fds(p: &mut Process, socks: &Sockets) {
 /// Sockets of `pid`'s network namespace from its /proc/PID/net tables.
 fn read_sockets(pid: u32) -> Sockets {
     let mut out = Sockets::new();
-    for (file, v6, l4) in [("tcp", false, L4::Tcp), ("tcp6", true, L4::Tcp), ("udp", false, L4::Udp), ("udp6", true, L4::Udp)] {
+    for (file, v6, l4) in
+        [("tcp", false, L4::Tcp), ("tcp6", true, L4::Tcp), ("udp", false, L4::Udp), ("udp6", true, L4::Udp)]
+    {
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{file}")) else { continue };
         for l in text.lines().skip(1) {
             let cols: Vec<&str> = l.split_whitespace().collect();
-            let (Some(local), Some(remote), Some(ino)) = (cols.get(1), cols.get(2), cols.get(9)) else { continue };
-            let (Some((sip, sport)), Some((dip, dport)), Ok(ino)) = (hex_addr(local), hex_addr(remote), ino.parse::<u64>()) else { continue };
+            let (Some(local), Some(remote), Some(ino)) = (cols.get(1), cols.get(2), cols.get(9)) else {
+                continue;
+            };
+            let (Some((sip, sport)), Some((dip, dport)), Ok(ino)) =
+                (hex_addr(local), hex_addr(remote), ino.parse::<u64>())
+            else {
+                continue;
+            };
             let mut f = socket_fd(if v6 { 10 } else { 2 }, 0, 0);
             let t = Tuple { v6, l4, sip, dip, sport, dport };
             f.name = Arc::from(t.name().as_str());

@@ -213,12 +213,45 @@ impl State {
         // Only these change state; everything else is a lookup for the caller.
         let relevant = matches!(
             name,
-            "execve" | "execveat" | "open" | "openat" | "openat2" | "creat" | "close" | "close_range"
-                | "dup" | "dup2" | "dup3" | "fcntl" | "socket" | "connect" | "bind" | "accept"
-                | "accept4" | "pipe" | "pipe2" | "socketpair" | "memfd_create" | "eventfd"
-                | "eventfd2" | "signalfd" | "signalfd4" | "timerfd_create" | "inotify_init"
-                | "inotify_init1" | "epoll_create" | "epoll_create1" | "chdir" | "fchdir"
-                | "setuid" | "setreuid" | "setresuid" | "setgid" | "setregid" | "setresgid" | "capset"
+            "execve"
+                | "execveat"
+                | "open"
+                | "openat"
+                | "openat2"
+                | "creat"
+                | "close"
+                | "close_range"
+                | "dup"
+                | "dup2"
+                | "dup3"
+                | "fcntl"
+                | "socket"
+                | "connect"
+                | "bind"
+                | "accept"
+                | "accept4"
+                | "pipe"
+                | "pipe2"
+                | "socketpair"
+                | "memfd_create"
+                | "eventfd"
+                | "eventfd2"
+                | "signalfd"
+                | "signalfd4"
+                | "timerfd_create"
+                | "inotify_init"
+                | "inotify_init1"
+                | "epoll_create"
+                | "epoll_create1"
+                | "chdir"
+                | "fchdir"
+                | "setuid"
+                | "setreuid"
+                | "setresuid"
+                | "setgid"
+                | "setregid"
+                | "setresgid"
+                | "capset"
         );
         if !relevant || (ret < 0 && !(name == "connect" && ret == -EINPROGRESS)) {
             return;
@@ -233,154 +266,165 @@ impl State {
 /// Applies a state-changing syscall to its process; true if it named a
 /// descriptor the table did not hold.
 fn apply_to(p: &mut Process, e: &SyscallEvent) -> bool {
-        let ret = e.ret;
-        let name = e.syscall.name;
-        let mut unknown_fd = false;
-        let u = |n: &str| e.param(n).and_then(Value::as_i64).map(|v| v as u64);
-        let b = |n: &str| e.param(n).and_then(Value::as_bytes).filter(|b| !b.is_empty());
-        let fd_of = |n: &str| u(n).map(|v| v as i32);
-        let new_fd = ret as i32;
-        match name {
-            "execve" | "execveat" => {
-                if let Some(a) = b("args") {
-                    p.set_argv(a);
+    let ret = e.ret;
+    let name = e.syscall.name;
+    let mut unknown_fd = false;
+    let u = |n: &str| e.param(n).and_then(Value::as_i64).map(|v| v as u64);
+    let b = |n: &str| e.param(n).and_then(Value::as_bytes).filter(|b| !b.is_empty());
+    let fd_of = |n: &str| u(n).map(|v| v as i32);
+    let new_fd = ret as i32;
+    match name {
+        "execve" | "execveat" => {
+            if let Some(a) = b("args") {
+                p.set_argv(a);
+            }
+            if let Some(x) = b("exe") {
+                p.exepath = Arc::from(String::from_utf8_lossy(x).as_ref());
+            }
+            if let Some(c) = b("cwd") {
+                p.cwd = Arc::from(String::from_utf8_lossy(c).as_ref());
+            }
+            let set = |f: &mut u32, n: &str| {
+                if let Some(v) = u(n) {
+                    *f = v as u32;
                 }
-                if let Some(x) = b("exe") {
-                    p.exepath = Arc::from(String::from_utf8_lossy(x).as_ref());
-                }
-                if let Some(c) = b("cwd") {
-                    p.cwd = Arc::from(String::from_utf8_lossy(c).as_ref());
-                }
-                let set = |f: &mut u32, n: &str| {
-                    if let Some(v) = u(n) {
-                        *f = v as u32;
-                    }
-                };
-                set(&mut p.uid, "uid");
-                set(&mut p.gid, "gid");
-                set(&mut p.euid, "euid");
-                set(&mut p.egid, "egid");
-                set(&mut p.loginuid, "loginuid");
-                set(&mut p.tty, "tty");
-                set(&mut p.sid, "sid");
-                set(&mut p.vpid, "vpid");
-                set(&mut p.vpgid, "vpgid");
-                set(&mut p.exe_flags, "exe_flags");
-                p.cap_effective = u("cap_effective").unwrap_or(p.cap_effective);
-                p.exe_ctime = u("exe_ctime").unwrap_or(p.exe_ctime);
-                p.exe_mtime = u("exe_mtime").unwrap_or(p.exe_mtime);
-            }
-            "open" | "openat" | "openat2" | "creat" => {
-                let flags = u("flags").unwrap_or(0);
-                let path = b("fullpath").or_else(|| b("path")).unwrap_or_default();
-                let typ = if flags & O_DIRECTORY != 0 { FdType::Directory } else { FdType::File };
-                let mut f = Fd::new(typ, Arc::from(String::from_utf8_lossy(path).as_ref()), flags & O_CLOEXEC != 0);
-                f.flags = flags as u32;
-                p.fds.insert(new_fd, f);
-            }
-            "close" => {
-                if let Some(fd) = fd_of("fd") {
-                    unknown_fd = p.fds.remove(fd).is_none();
-                }
-            }
-            "close_range" => {
-                let flags = u("flags").unwrap_or(0);
-                p.fds.close_range(u("first").unwrap_or(0) as u32, u("last").unwrap_or(0) as u32, flags & CLOSE_RANGE_CLOEXEC != 0);
-            }
-            "dup" | "dup2" | "dup3" => {
-                let old = fd_of("oldfd").unwrap_or(-1);
-                unknown_fd = p.fds.get(old).is_none();
-                p.fds.dup(old, new_fd, u("flags").unwrap_or(0) & O_CLOEXEC != 0);
-            }
-            "fcntl" => {
-                let fd = fd_of("fd").unwrap_or(-1);
-                match u("cmd").unwrap_or(u64::MAX) as i64 {
-                    F_DUPFD => p.fds.dup(fd, new_fd, false),
-                    F_DUPFD_CLOEXEC => p.fds.dup(fd, new_fd, true),
-                    F_SETFD => {
-                        if let Some(f) = p.fds.get_mut(fd) {
-                            f.cloexec = u("arg").unwrap_or(0) & FD_CLOEXEC != 0;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            "socket" => {
-                let family = u("domain").unwrap_or(0);
-                let typ = u("type").unwrap_or(0);
-                let mut f = socket_fd(family, typ & 0xf, u("protocol").unwrap_or(0));
-                f.cloexec = typ & SOCK_CLOEXEC != 0;
-                f.flags = typ as u32;
-                p.fds.insert(new_fd, f);
-            }
-            "connect" | "bind" => {
-                let fd = fd_of("fd").unwrap_or(-1);
-                let Some(f) = p.fds.get_mut(fd) else {
-                    return true;
-                };
-                let local = b("local");
-                let peer = if name == "connect" { b("peer").or_else(|| b("addr")) } else { None };
-                set_addresses(f, local, peer);
-            }
-            "accept" | "accept4" => {
-                let listener = fd_of("fd").and_then(|fd| p.fds.get(fd));
-                let l4 = listener.and_then(|l| l.tuple.as_ref()).map_or(L4::Tcp, |t| t.l4);
-                let peer = b("peer").or_else(|| b("addr"));
-                let family = peer.or(b("local")).map_or(0, |a| u16::from_le_bytes([a[0], a.get(1).copied().unwrap_or(0)]) as u64);
-                let family = if family == 0 { listener.map_or(AF_INET, |l| family_of(l.typ)) } else { family };
-                let mut f = socket_fd(family, 1, 0);
-                if let Some(t) = f.tuple.as_mut() {
-                    t.l4 = l4;
-                }
-                f.cloexec = u("flags").unwrap_or(0) & SOCK_CLOEXEC != 0;
-                set_addresses(&mut f, b("local"), peer);
-                p.fds.insert(new_fd, f);
-            }
-            "pipe" | "pipe2" | "socketpair" => {
-                let cloexec = (u("flags").unwrap_or(0) | u("type").unwrap_or(0)) & O_CLOEXEC != 0;
-                let f = if name == "socketpair" {
-                    let mut f = socket_fd(u("domain").unwrap_or(AF_UNIX), u("type").unwrap_or(0) & 0xf, 0);
-                    f.cloexec = cloexec;
-                    f
-                } else {
-                    Fd::new(FdType::Pipe, Arc::from("pipe"), cloexec)
-                };
-                for n in ["fd0", "fd1"] {
-                    if let Some(fd) = fd_of(n) {
-                        p.fds.insert(fd, f.clone());
-                    }
-                }
-            }
-            "memfd_create" => {
-                let n = String::from_utf8_lossy(b("name").unwrap_or_default());
-                let f = Fd::new(FdType::Memfd, Arc::from(format!("memfd:{n}").as_str()), u("flags").unwrap_or(0) & MFD_CLOEXEC != 0);
-                p.fds.insert(new_fd, f);
-            }
-            "signalfd" | "signalfd4" if fd_of("fd").is_some_and(|fd| fd >= 0) => {}
-            _ if anon_name(name).is_some() => {
-                let (typ, n) = anon_name(name).unwrap_or((FdType::Other, ""));
-                p.fds.insert(new_fd, Fd::new(typ, Arc::from(n), u("flags").unwrap_or(0) & O_CLOEXEC != 0));
-            }
-            "chdir" | "fchdir" => {
-                if let Some(c) = b("cwd") {
-                    p.cwd = Arc::from(String::from_utf8_lossy(c).as_ref());
-                }
-            }
-            "setuid" | "setreuid" | "setresuid" | "setgid" | "setregid" | "setresgid" | "capset" => {
-                let set = |f: &mut u32, n: &str| {
-                    if let Some(v) = u(n) {
-                        *f = v as u32;
-                    }
-                };
-                set(&mut p.uid, "cur_uid");
-                set(&mut p.euid, "cur_euid");
-                set(&mut p.gid, "cur_gid");
-                set(&mut p.egid, "cur_egid");
-                p.cap_effective = u("cur_cap_effective").unwrap_or(p.cap_effective);
-            }
-            _ => {}
+            };
+            set(&mut p.uid, "uid");
+            set(&mut p.gid, "gid");
+            set(&mut p.euid, "euid");
+            set(&mut p.egid, "egid");
+            set(&mut p.loginuid, "loginuid");
+            set(&mut p.tty, "tty");
+            set(&mut p.sid, "sid");
+            set(&mut p.vpid, "vpid");
+            set(&mut p.vpgid, "vpgid");
+            set(&mut p.exe_flags, "exe_flags");
+            p.cap_effective = u("cap_effective").unwrap_or(p.cap_effective);
+            p.exe_ctime = u("exe_ctime").unwrap_or(p.exe_ctime);
+            p.exe_mtime = u("exe_mtime").unwrap_or(p.exe_mtime);
         }
-        unknown_fd
+        "open" | "openat" | "openat2" | "creat" => {
+            let flags = u("flags").unwrap_or(0);
+            let path = b("fullpath").or_else(|| b("path")).unwrap_or_default();
+            let typ = if flags & O_DIRECTORY != 0 { FdType::Directory } else { FdType::File };
+            let mut f =
+                Fd::new(typ, Arc::from(String::from_utf8_lossy(path).as_ref()), flags & O_CLOEXEC != 0);
+            f.flags = flags as u32;
+            p.fds.insert(new_fd, f);
+        }
+        "close" => {
+            if let Some(fd) = fd_of("fd") {
+                unknown_fd = p.fds.remove(fd).is_none();
+            }
+        }
+        "close_range" => {
+            let flags = u("flags").unwrap_or(0);
+            p.fds.close_range(
+                u("first").unwrap_or(0) as u32,
+                u("last").unwrap_or(0) as u32,
+                flags & CLOSE_RANGE_CLOEXEC != 0,
+            );
+        }
+        "dup" | "dup2" | "dup3" => {
+            let old = fd_of("oldfd").unwrap_or(-1);
+            unknown_fd = p.fds.get(old).is_none();
+            p.fds.dup(old, new_fd, u("flags").unwrap_or(0) & O_CLOEXEC != 0);
+        }
+        "fcntl" => {
+            let fd = fd_of("fd").unwrap_or(-1);
+            match u("cmd").unwrap_or(u64::MAX) as i64 {
+                F_DUPFD => p.fds.dup(fd, new_fd, false),
+                F_DUPFD_CLOEXEC => p.fds.dup(fd, new_fd, true),
+                F_SETFD => {
+                    if let Some(f) = p.fds.get_mut(fd) {
+                        f.cloexec = u("arg").unwrap_or(0) & FD_CLOEXEC != 0;
+                    }
+                }
+                _ => {}
+            }
+        }
+        "socket" => {
+            let family = u("domain").unwrap_or(0);
+            let typ = u("type").unwrap_or(0);
+            let mut f = socket_fd(family, typ & 0xf, u("protocol").unwrap_or(0));
+            f.cloexec = typ & SOCK_CLOEXEC != 0;
+            f.flags = typ as u32;
+            p.fds.insert(new_fd, f);
+        }
+        "connect" | "bind" => {
+            let fd = fd_of("fd").unwrap_or(-1);
+            let Some(f) = p.fds.get_mut(fd) else {
+                return true;
+            };
+            let local = b("local");
+            let peer = if name == "connect" { b("peer").or_else(|| b("addr")) } else { None };
+            set_addresses(f, local, peer);
+        }
+        "accept" | "accept4" => {
+            let listener = fd_of("fd").and_then(|fd| p.fds.get(fd));
+            let l4 = listener.and_then(|l| l.tuple.as_ref()).map_or(L4::Tcp, |t| t.l4);
+            let peer = b("peer").or_else(|| b("addr"));
+            let family = peer
+                .or(b("local"))
+                .map_or(0, |a| u16::from_le_bytes([a[0], a.get(1).copied().unwrap_or(0)]) as u64);
+            let family = if family == 0 { listener.map_or(AF_INET, |l| family_of(l.typ)) } else { family };
+            let mut f = socket_fd(family, 1, 0);
+            if let Some(t) = f.tuple.as_mut() {
+                t.l4 = l4;
+            }
+            f.cloexec = u("flags").unwrap_or(0) & SOCK_CLOEXEC != 0;
+            set_addresses(&mut f, b("local"), peer);
+            p.fds.insert(new_fd, f);
+        }
+        "pipe" | "pipe2" | "socketpair" => {
+            let cloexec = (u("flags").unwrap_or(0) | u("type").unwrap_or(0)) & O_CLOEXEC != 0;
+            let f = if name == "socketpair" {
+                let mut f = socket_fd(u("domain").unwrap_or(AF_UNIX), u("type").unwrap_or(0) & 0xf, 0);
+                f.cloexec = cloexec;
+                f
+            } else {
+                Fd::new(FdType::Pipe, Arc::from("pipe"), cloexec)
+            };
+            for n in ["fd0", "fd1"] {
+                if let Some(fd) = fd_of(n) {
+                    p.fds.insert(fd, f.clone());
+                }
+            }
+        }
+        "memfd_create" => {
+            let n = String::from_utf8_lossy(b("name").unwrap_or_default());
+            let f = Fd::new(
+                FdType::Memfd,
+                Arc::from(format!("memfd:{n}").as_str()),
+                u("flags").unwrap_or(0) & MFD_CLOEXEC != 0,
+            );
+            p.fds.insert(new_fd, f);
+        }
+        "signalfd" | "signalfd4" if fd_of("fd").is_some_and(|fd| fd >= 0) => {}
+        _ if anon_name(name).is_some() => {
+            let (typ, n) = anon_name(name).unwrap_or((FdType::Other, ""));
+            p.fds.insert(new_fd, Fd::new(typ, Arc::from(n), u("flags").unwrap_or(0) & O_CLOEXEC != 0));
+        }
+        "chdir" | "fchdir" => {
+            if let Some(c) = b("cwd") {
+                p.cwd = Arc::from(String::from_utf8_lossy(c).as_ref());
+            }
+        }
+        "setuid" | "setreuid" | "setresuid" | "setgid" | "setregid" | "setresgid" | "capset" => {
+            let set = |f: &mut u32, n: &str| {
+                if let Some(v) = u(n) {
+                    *f = v as u32;
+                }
+            };
+            set(&mut p.uid, "cur_uid");
+            set(&mut p.euid, "cur_euid");
+            set(&mut p.gid, "cur_gid");
+            set(&mut p.egid, "cur_egid");
+            p.cap_effective = u("cur_cap_effective").unwrap_or(p.cap_effective);
+        }
+        _ => {}
+    }
+    unknown_fd
 }
 
 /// The /proc link name of the descriptor an anonymous-inode syscall makes.

@@ -39,7 +39,9 @@ pub fn syscall(ts: u64, tid: u32, name: &str, ret: i64, params: &[(&str, P)]) ->
             (Wire::I32 | Wire::U32, v) => {
                 body.extend((if let Some(P::I(i)) = v { *i } else { 0 } as u32).to_le_bytes())
             }
-            (Wire::I64 | Wire::U64, v) => body.extend((if let Some(P::I(i)) = v { *i } else { 0 } as u64).to_le_bytes()),
+            (Wire::I64 | Wire::U64, v) => {
+                body.extend((if let Some(P::I(i)) = v { *i } else { 0 } as u64).to_le_bytes())
+            }
             (Wire::Bytes, v) => {
                 let b: &[u8] = if let Some(P::B(b)) = v { b } else { &[] };
                 body.extend((b.len() as u16).to_le_bytes());

@@ -103,7 +103,16 @@ mod tests {
     #[test]
     fn fork_exec_comm_exit() {
         let mut t = ThreadTable::new();
-        t.apply(1, &Meta::Fork { child_tid: 4_000_001, child_pid: 4_000_001, comm: "sh".into(), child_vpid: 0, flags: 0 });
+        t.apply(
+            1,
+            &Meta::Fork {
+                child_tid: 4_000_001,
+                child_pid: 4_000_001,
+                comm: "sh".into(),
+                child_vpid: 0,
+                flags: 0,
+            },
+        );
         assert_eq!(t.lookup(4_000_001).unwrap().comm, "sh");
         t.apply(4_000_001, &Meta::Exec { old_tid: 4_000_001, comm: "ls".into(), cgroup: String::new() });
         t.apply(4_000_001, &Meta::Comm { comm: "renamed".into() });

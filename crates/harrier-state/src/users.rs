@@ -72,7 +72,12 @@ impl Users {
             if rc != 0 || result.is_null() {
                 return None;
             }
-            return Some(User { uid, name: text(pwd.pw_name), homedir: text(pwd.pw_dir), shell: text(pwd.pw_shell) });
+            return Some(User {
+                uid,
+                name: text(pwd.pw_name),
+                homedir: text(pwd.pw_dir),
+                shell: text(pwd.pw_shell),
+            });
         }
     }
 

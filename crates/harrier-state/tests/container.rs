@@ -46,7 +46,9 @@ impl Drop for Container {
 /// Directories a cgroup path would create under each hierarchy, that are not there yet.
 fn missing_cgroup_dirs(cgroup: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let hierarchies = std::fs::read_dir("/sys/fs/cgroup").map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>()).unwrap_or_default();
+    let hierarchies = std::fs::read_dir("/sys/fs/cgroup")
+        .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default();
     for h in hierarchies.iter().chain(std::iter::once(&PathBuf::from("/sys/fs/cgroup"))) {
         let mut p = h.clone();
         for comp in cgroup.split('/').filter(|c| !c.is_empty()) {
@@ -70,7 +72,12 @@ fn bundle(dir: &Path, cgroup: &str) {
     // The shell forks and execs `true` (the process to find), says so, then waits for stdin to close: the test
     // reads the container's state while it still runs.
     spec["process"]["terminal"] = json!(false);
-    spec["process"]["args"] = json!(["/bin/busybox", "sh", "-c", "/bin/busybox true harrier-in-container; echo ready; /bin/busybox head -n 1"]);
+    spec["process"]["args"] = json!([
+        "/bin/busybox",
+        "sh",
+        "-c",
+        "/bin/busybox true harrier-in-container; echo ready; /bin/busybox head -n 1"
+    ]);
     // Rlimits fail on these machines (FINDINGS.md).
     spec["process"].as_object_mut().unwrap().remove("rlimits");
     spec["linux"]["cgroupsPath"] = json!(cgroup);
@@ -81,12 +88,18 @@ fn bundle(dir: &Path, cgroup: &str) {
 /// Runs a container in `cgroup` under the sensor; returns the state and the container's name.
 fn run_in(name: &str, cgroup: &str, check: impl FnOnce(&State)) {
     let dir = std::env::temp_dir().join(format!("harrier-ct-{name}-{}", std::process::id()));
-    let mut ct = Container { name: name.into(), bundle: dir.clone(), child: None, new_dirs: missing_cgroup_dirs(cgroup) };
+    let mut ct = Container {
+        name: name.into(),
+        bundle: dir.clone(),
+        child: None,
+        new_dirs: missing_cgroup_dirs(cgroup),
+    };
     bundle(&dir, cgroup);
     let events = Rc::new(RefCell::new(Vec::<Vec<u8>>::new()));
     let sink = events.clone();
     let cfg = Config::new(parse_syscalls("execve,execveat").unwrap());
-    let mut s = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().push(b.to_vec()))).expect("the sensor starts");
+    let mut s = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().push(b.to_vec())))
+        .expect("the sensor starts");
     let mut state = State::new();
     state.scan_proc(None);
     let child = Command::new("runc")
@@ -128,7 +141,10 @@ fn runc_containers_get_their_id_and_image() {
         let p = in_container(st);
         assert_eq!(p.container_id(), &full[..12], "docker-shaped cgroup");
         let c = p.container.as_ref().unwrap();
-        assert_eq!((c.runtime, &*c.image, &*c.image_repository), ("docker", IMAGE, "docker.io/library/busybox"));
+        assert_eq!(
+            (c.runtime, &*c.image, &*c.image_repository),
+            ("docker", IMAGE, "docker.io/library/busybox")
+        );
         assert!(!c.created.is_empty(), "creation time from runc's state.json");
         let parent = st.ancestors(p.pid).next().expect("the container's shell");
         assert_eq!(parent.vpid, 1, "the shell is pid 1 in the container's pid namespace");

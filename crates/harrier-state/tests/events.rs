@@ -65,23 +65,44 @@ fn fork_then_exec_fills_the_child() {
 #[test]
 fn descriptors_follow_open_dup_close_pipe_socket_and_exec() {
     let (mut s, _) = with_child();
-    let open = syscall(4, CHILD, "openat", 3, &[("path", P::B(b"../lib/x")), ("fullpath", P::B(b"/usr/lib/x")), ("flags", P::I(0))]);
+    let open = syscall(
+        4,
+        CHILD,
+        "openat",
+        3,
+        &[("path", P::B(b"../lib/x")), ("fullpath", P::B(b"/usr/lib/x")), ("flags", P::I(0))],
+    );
     apply(&mut s, &open);
     apply(&mut s, &syscall(5, CHILD, "dup2", 7, &[("oldfd", P::I(3)), ("newfd", P::I(7))]));
     apply(&mut s, &syscall(6, CHILD, "close", 0, &[("fd", P::I(3))]));
     assert!(s.fd(CHILD, 3).is_none());
     let f = s.fd(CHILD, 7).expect("the dup");
     assert_eq!((&*f.name, f.directory(), f.filename(), f.typ), ("/usr/lib/x", "/usr/lib", "x", FdType::File));
-    apply(&mut s, &syscall(7, CHILD, "pipe2", 0, &[("flags", P::I(0o2000000)), ("fd0", P::I(4)), ("fd1", P::I(5))]));
+    apply(
+        &mut s,
+        &syscall(7, CHILD, "pipe2", 0, &[("flags", P::I(0o2000000)), ("fd0", P::I(4)), ("fd1", P::I(5))]),
+    );
     assert_eq!(s.fd(CHILD, 5).unwrap().typ, FdType::Pipe);
     apply(&mut s, &syscall(8, CHILD, "socket", 6, &[("domain", P::I(2)), ("type", P::I(1))]));
     let (local, peer) = (inet(40000, [10, 0, 0, 1]), inet(443, [93, 184, 216, 34]));
-    apply(&mut s, &syscall(9, CHILD, "connect", 0, &[("fd", P::I(6)), ("local", P::B(&local)), ("peer", P::B(&peer))]));
+    apply(
+        &mut s,
+        &syscall(9, CHILD, "connect", 0, &[("fd", P::I(6)), ("local", P::B(&local)), ("peer", P::B(&peer))]),
+    );
     let sock = s.fd(CHILD, 6).unwrap();
     let t = sock.tuple.as_ref().unwrap();
     assert_eq!((sock.typ, t.l4, t.sport, t.dport), (FdType::Ipv4, L4::Tcp, 40000, 443));
     assert_eq!(&*sock.name, "10.0.0.1:40000->93.184.216.34:443");
-    apply(&mut s, &syscall(10, CHILD, "accept4", 8, &[("fd", P::I(6)), ("flags", P::I(0o2000000)), ("peer", P::B(&peer)), ("local", P::B(&local))]));
+    apply(
+        &mut s,
+        &syscall(
+            10,
+            CHILD,
+            "accept4",
+            8,
+            &[("fd", P::I(6)), ("flags", P::I(0o2000000)), ("peer", P::B(&peer)), ("local", P::B(&local))],
+        ),
+    );
     assert_eq!(&*s.fd(CHILD, 8).unwrap().name, "10.0.0.1:40000->93.184.216.34:443");
     // exec drops the close-on-exec ones (the pipe, the accepted socket).
     apply(&mut s, &exec(11, CHILD, CHILD, "true", "/"));
@@ -115,7 +136,16 @@ fn a_forked_child_gets_a_copy_of_the_fds_and_setuid_updates_creds() {
     apply(&mut s, &syscall(6, CHILD + 10, "close", 0, &[("fd", P::I(3))]));
     assert!(s.fd(CHILD + 10, 3).is_none());
     assert!(s.fd(CHILD, 3).is_some(), "the parent's table is its own");
-    apply(&mut s, &syscall(7, CHILD + 10, "setresuid", 0, &[("cur_uid", P::I(0)), ("cur_euid", P::I(0)), ("cur_cap_effective", P::I(-1))]));
+    apply(
+        &mut s,
+        &syscall(
+            7,
+            CHILD + 10,
+            "setresuid",
+            0,
+            &[("cur_uid", P::I(0)), ("cur_euid", P::I(0)), ("cur_cap_effective", P::I(-1))],
+        ),
+    );
     let c = s.process(CHILD + 10).unwrap();
     assert_eq!((c.uid, c.euid, c.cap_effective), (0, 0, u64::MAX));
     let names: Vec<_> = s.ancestors(CHILD + 10).map(|p| p.pid).take(2).collect();

@@ -25,7 +25,13 @@ fn rss_with_10000_processes_of_10_fds() {
     let mut execs = Vec::new();
     for i in 0..N {
         let args = format!("/usr/bin/worker\0--id\0{i}\0");
-        execs.push(syscall(0, BASE + i, "execve", 0, &[("args", P::B(args.as_bytes())), ("exe", P::B(b"/usr/bin/worker")), ("cwd", P::B(b"/srv/app"))]));
+        execs.push(syscall(
+            0,
+            BASE + i,
+            "execve",
+            0,
+            &[("args", P::B(args.as_bytes())), ("exe", P::B(b"/usr/bin/worker")), ("cwd", P::B(b"/srv/app"))],
+        ));
     }
     let mut opens = Vec::new();
     for i in 0..N {

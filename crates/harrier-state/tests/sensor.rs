@@ -13,7 +13,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::rc::Rc;
 
-const SYSCALLS: &str = "execve,execveat,openat,close,dup,dup2,dup3,fcntl,pipe2,socket,connect,accept4,bind,chdir";
+const SYSCALLS: &str =
+    "execve,execveat,openat,close,dup,dup2,dup3,fcntl,pipe2,socket,connect,accept4,bind,chdir";
 
 /// Starts the sensor for every process, seeds a State from /proc, runs
 /// `work`, then applies everything the sensor saw (exits stay visible: no
@@ -25,7 +26,8 @@ fn observe(work: impl FnOnce()) -> State {
     let events = Rc::new(RefCell::new(Vec::<Vec<u8>>::new()));
     let sink = events.clone();
     let cfg = Config::new(parse_syscalls(SYSCALLS).unwrap());
-    let mut s = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().push(b.to_vec()))).expect("the sensor starts");
+    let mut s = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().push(b.to_vec())))
+        .expect("the sensor starts");
     let mut state = State::new();
     state.scan_proc(None);
     work();
@@ -121,7 +123,11 @@ fn this_process_fds_are_tracked_through_open_dup_pipe_connect_and_accept() {
     assert_eq!(&*c.name, format!("127.0.0.1:{}->127.0.0.1:{port}", t.sport));
     let a = state.fd(me, acc).expect("accepted socket");
     let at = a.tuple.as_ref().unwrap();
-    assert_eq!((at.sport, at.dport, at.l4), (port, t.sport, L4::Tcp), "accept: local and peer from the kernel");
+    assert_eq!(
+        (at.sport, at.dport, at.l4),
+        (port, t.sport, L4::Tcp),
+        "accept: local and peer from the kernel"
+    );
     held.last_mut().unwrap().flush().ok();
     unsafe {
         libc::close(dupped);
