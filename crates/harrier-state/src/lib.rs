@@ -35,7 +35,7 @@ pub mod users;
 pub use container::{Container, Containers};
 pub use fd::{Fd, FdTable, FdType, Tuple, L4};
 pub use process::{Comm, Process};
-pub use state::{Ancestors, State, StateStats};
+pub use state::{Ancestors, State, StateStats, STATE_SYSCALLS};
 pub use threads::{Thread, ThreadTable};
 pub use users::{User, Users};
 
@@ -78,5 +78,13 @@ mod tests {
         assert!(p <= 240, "Process is {p} bytes");
         assert!(f <= 32, "Fd is {f} bytes");
         assert!(t <= 48, "Tuple is {t} bytes");
+    }
+
+    #[test]
+    fn every_state_syscall_is_typed() {
+        for name in crate::STATE_SYSCALLS {
+            let s = harrier_schema::syscall_by_name(name).unwrap_or_else(|| panic!("{name} unknown"));
+            assert!(s.params.is_some(), "{name} has no typed event");
+        }
     }
 }

@@ -34,7 +34,6 @@ pub struct StateStats {
     pub processes_freed: u64,
 }
 
-#[derive(Default)]
 pub struct State {
     /// tid → pid (thread group).
     threads: IdMap<u32, u32>,
@@ -46,11 +45,74 @@ pub struct State {
     pub users: Users,
     pub containers: Containers,
     pub stats: StateStats,
+    /// Indexed by syscall number: does it change state?
+    relevant: Vec<bool>,
 }
+
+/// The syscalls whose events change the tables.
+pub const STATE_SYSCALLS: &[&str] = &[
+    "execve",
+    "execveat",
+    "open",
+    "openat",
+    "openat2",
+    "creat",
+    "close",
+    "close_range",
+    "dup",
+    "dup2",
+    "dup3",
+    "fcntl",
+    "socket",
+    "connect",
+    "bind",
+    "accept",
+    "accept4",
+    "pipe",
+    "pipe2",
+    "socketpair",
+    "memfd_create",
+    "eventfd",
+    "eventfd2",
+    "signalfd",
+    "signalfd4",
+    "timerfd_create",
+    "inotify_init",
+    "inotify_init1",
+    "epoll_create",
+    "epoll_create1",
+    "chdir",
+    "fchdir",
+    "setuid",
+    "setreuid",
+    "setresuid",
+    "setgid",
+    "setregid",
+    "setresgid",
+    "capset",
+];
 
 impl State {
     pub fn new() -> State {
-        State { containers: Containers::new(), ..Default::default() }
+        let mut relevant = vec![false; harrier_schema::MAX_SYSCALL_NR as usize + 1];
+        for nr in STATE_SYSCALLS.iter().filter_map(|n| harrier_schema::syscall_by_name(n)).map(|s| s.nr) {
+            relevant[nr as usize] = true;
+        }
+        State {
+            threads: IdMap::default(),
+            procs: IdMap::default(),
+            exited: Vec::new(),
+            exited_last_batch: Vec::new(),
+            users: Users::default(),
+            containers: Containers::new(),
+            stats: StateStats::default(),
+            relevant,
+        }
+    }
+
+    /// The container of thread `tid`'s process (None: the host or unknown).
+    pub fn container(&self, tid: u32) -> Option<&crate::Container> {
+        self.process(tid)?.container.as_deref()
     }
 
     /// Seeds the tables from /proc (all processes, or one). Call after the
@@ -210,49 +272,8 @@ impl State {
         let tid = e.header.tid;
         let ret = e.ret;
         let name = e.syscall.name;
-        // Only these change state; everything else is a lookup for the caller.
-        let relevant = matches!(
-            name,
-            "execve"
-                | "execveat"
-                | "open"
-                | "openat"
-                | "openat2"
-                | "creat"
-                | "close"
-                | "close_range"
-                | "dup"
-                | "dup2"
-                | "dup3"
-                | "fcntl"
-                | "socket"
-                | "connect"
-                | "bind"
-                | "accept"
-                | "accept4"
-                | "pipe"
-                | "pipe2"
-                | "socketpair"
-                | "memfd_create"
-                | "eventfd"
-                | "eventfd2"
-                | "signalfd"
-                | "signalfd4"
-                | "timerfd_create"
-                | "inotify_init"
-                | "inotify_init1"
-                | "epoll_create"
-                | "epoll_create1"
-                | "chdir"
-                | "fchdir"
-                | "setuid"
-                | "setreuid"
-                | "setresuid"
-                | "setgid"
-                | "setregid"
-                | "setresgid"
-                | "capset"
-        );
+        // Only a few syscalls change state; the rest cost one table lookup.
+        let relevant = self.relevant.get(e.syscall.nr as usize).copied().unwrap_or(false);
         if !relevant || (ret < 0 && !(name == "connect" && ret == -EINPROGRESS)) {
             return;
         }
@@ -260,6 +281,12 @@ impl State {
         if apply_to(p, e) {
             self.stats.unknown_fds += 1;
         }
+    }
+}
+
+impl Default for State {
+    fn default() -> State {
+        State::new()
     }
 }
 

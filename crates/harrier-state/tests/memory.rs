@@ -61,3 +61,41 @@ fn rss_with_10000_processes_of_10_fds() {
     );
     assert!(after - before < 64 << 20, "bounded: under 64 MiB");
 }
+
+#[test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+fn ns_per_applied_event() {
+    let me = std::process::id();
+    let child = 5_500_000;
+    let mut s = State::new();
+    s.scan_proc(Some(me));
+    s.apply(&decode(&fork(0, me, child, child, "w")).unwrap());
+    let cases: [(&str, Vec<u8>); 3] = [
+        ("read (no state change)", syscall(1, child, "read", 10, &[("fd", P::I(3))])),
+        (
+            "fcntl F_SETFD (update)",
+            syscall(1, child, "fcntl", 0, &[("fd", P::I(3)), ("cmd", P::I(2)), ("arg", P::I(1))]),
+        ),
+        (
+            "openat + close (insert, remove)",
+            syscall(1, child, "openat", 3, &[("fullpath", P::B(b"/etc/hosts"))]),
+        ),
+    ];
+    let close = syscall(1, child, "close", 0, &[("fd", P::I(3))]);
+    let close = decode(&close).unwrap();
+    for (name, b) in &cases {
+        let e = decode(b).unwrap();
+        let n = 1_000_000;
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            s.apply(&e);
+            if name.starts_with("openat") {
+                s.apply(&close);
+            }
+        }
+        println!(
+            "{name}: {:.1} ns per apply (decode not included)",
+            t.elapsed().as_nanos() as f64 / n as f64
+        );
+    }
+}
