@@ -90,6 +90,8 @@ pub const STATE_SYSCALLS: &[&str] = &[
     "setregid",
     "setresgid",
     "capset",
+    "setsid",
+    "setpgid",
 ];
 
 impl State {
@@ -431,6 +433,11 @@ fn apply_to(p: &mut Process, e: &SyscallEvent) -> bool {
         _ if anon_name(name).is_some() => {
             let (typ, n) = anon_name(name).unwrap_or((FdType::Other, ""));
             p.fds.insert(new_fd, Fd::new(typ, Arc::from(n), u("flags").unwrap_or(0) & O_CLOEXEC != 0));
+        }
+        // setpgid may name another process; only the caller's own group is read.
+        "setsid" | "setpgid" if u("pid").unwrap_or(0) == 0 || u("pid") == Some(p.vpid as u64) => {
+            p.sid = u("cur_sid").map_or(p.sid, |v| v as u32);
+            p.vpgid = u("cur_vpgid").map_or(p.vpgid, |v| v as u32);
         }
         "chdir" | "fchdir" => {
             if let Some(c) = b("cwd") {

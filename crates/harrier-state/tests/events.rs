@@ -148,6 +148,18 @@ fn a_forked_child_gets_a_copy_of_the_fds_and_setuid_updates_creds() {
     );
     let c = s.process(CHILD + 10).unwrap();
     assert_eq!((c.uid, c.euid, c.cap_effective), (0, 0, u64::MAX));
+    apply(
+        &mut s,
+        &syscall(
+            8,
+            CHILD + 10,
+            "setsid",
+            77,
+            &[("cur_sid", P::I(CHILD as i64 + 10)), ("cur_vpgid", P::I(77))],
+        ),
+    );
+    let c = s.process(CHILD + 10).unwrap();
+    assert_eq!((c.sid, c.vpgid), (CHILD + 10, 77));
     let names: Vec<_> = s.ancestors(CHILD + 10).map(|p| p.pid).take(2).collect();
     assert_eq!(names, [CHILD, std::process::id()]);
 }
