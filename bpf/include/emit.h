@@ -464,15 +464,19 @@ static long hr_walk_step(__u32 i, void *ctx)
 	mnt = (struct mount *)c->walk.mnt;
 	parent = BPF_CORE_READ(d, d_parent);
 	mnt_root = BPF_CORE_READ(mnt, mnt.mnt_root);
-	if (d == mnt_root || d == parent) {
+	if (d == mnt_root) {
 		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
 
-		if (d != mnt_root || up == mnt)
+		if (up == mnt)
 			return 1; /* the root of the mount tree */
 		c->walk.dentry = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
 		c->walk.mnt = (__u64)up;
 		return 0;
 	}
+	/* A disconnected dentry (a memfd's "memfd:name"): its name is all
+	 * there is, as /proc's links show it; written below, then stop. */
+	if (d == parent)
+		parent = 0;
 	if (bpf_core_read(&q, sizeof(q), &d->d_name))
 		return 1;
 	len = q.len & 255;
@@ -483,7 +487,7 @@ static long hr_walk_step(__u32 i, void *ctx)
 	c->path[pos & (HR_PATH_MAX - 1)] = '/';
 	c->walk.pos = pos;
 	c->walk.dentry = (__u64)parent;
-	return 0;
+	return parent ? 0 : 1;
 }
 
 static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry, struct vfsmount *vfsmnt)

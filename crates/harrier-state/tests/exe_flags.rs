@@ -130,8 +130,7 @@ fn overlay_upper_layer_and_memfd_executables_are_flagged() {
     assert!(!p(1).is_exe_upper_layer(), "lower layer");
     assert!(!p(2).is_exe_upper_layer() && !p(2).is_exe_from_memfd(), "plain ext4");
     assert!(p(3).is_exe_from_memfd() && !p(3).is_exe_upper_layer(), "memfd: {:?}", p(3));
-    // (Its exepath is "/": the kernel-side dentry walk does not name files on
-    // internal mounts yet; a known limit.)
+    assert_eq!(&*p(3).exepath, "/memfd:harrier-memfd-true", "named as /proc/PID/exe names it");
     drop(ov);
     assert!(!root.exists(), "cleaned up");
 }
