@@ -99,3 +99,22 @@ fn ns_per_applied_event() {
         );
     }
 }
+
+#[test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+fn seeding_all_of_proc() {
+    let before = rss_bytes();
+    let t = std::time::Instant::now();
+    let mut s = State::new();
+    s.scan_proc(None);
+    let took = t.elapsed();
+    let fds: usize = s.processes().map(|p| p.fds.len()).sum();
+    println!(
+        "seeded {} processes ({} threads, {fds} fds) from /proc in {:.1} ms, {:.1} MiB RSS",
+        s.len(),
+        s.thread_count(),
+        took.as_secs_f64() * 1e3,
+        (rss_bytes() - before) as f64 / (1 << 20) as f64
+    );
+    assert!(s.len() > 1);
+}
