@@ -40,6 +40,15 @@ fn observe(work: impl FnOnce()) -> State {
     state
 }
 
+/// Removed with its contents when dropped, also when an assertion fails.
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn gettid() -> u32 {
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
@@ -83,9 +92,9 @@ fn this_process_fds_are_tracked_through_open_dup_pipe_connect_and_accept() {
         return;
     }
     let me = std::process::id();
-    let dir = std::env::temp_dir().join(format!("harrier-state-fds-{me}-{}", gettid()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("f");
+    let dir = TempDir(std::env::temp_dir().join(format!("harrier-state-fds-{me}-{}", gettid())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let file = dir.0.join("f");
     let mut held = Vec::new();
     let (mut fd, mut dupped, mut closed, mut pipe, mut conn, mut acc) = (0, 0, 0, [0; 2], 0, 0);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -134,7 +143,7 @@ fn this_process_fds_are_tracked_through_open_dup_pipe_connect_and_accept() {
         libc::close(pipe[0]);
         libc::close(pipe[1]);
     }
-    std::fs::remove_dir_all(&dir).unwrap();
+    drop(dir);
 }
 
 #[test]
