@@ -18,6 +18,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include "harrier.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -112,6 +113,7 @@ static __always_inline void hr_tail_to(void *ctx, __u32 nr)
 }
 
 #include "emit.h"
+#include "task.h"
 #include "capture.gen.c"
 
 /* The one program on every syscall exit in dispatcher mode: no helper call
@@ -164,12 +166,16 @@ int BPF_PROG(hr_fork, struct task_struct *parent, struct task_struct *child)
 {
 	struct hr_em em;
 
-	/* Runs in the parent: the header names it, the child comes in the body. */
-	if (hr_begin_fixed(&em, HR_META_FORK, 0, 24 + 8 + 16))
+	/* Runs in the parent: the header names it, the child comes in the body,
+	 * with its pid as its namespace sees it and whether it shares the
+	 * parent's fd table (threads, CLONE_FILES). */
+	if (hr_begin_fixed(&em, HR_META_FORK, 0, 24 + 8 + 16 + 8))
 		return 0;
 	hr_put_u32(&em, 24, child->pid);
 	hr_put_u32(&em, 28, child->tgid);
 	hr_put_comm(&em, 32, child->comm);
+	hr_put_u32(&em, 48, hr_vpid_of(child));
+	hr_put_u32(&em, 52, child->files == parent->files ? HR_FORK_SHARES_FILES : 0);
 	return hr_submit_fixed(&em);
 }
 
@@ -178,11 +184,15 @@ int BPF_PROG(hr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 {
 	struct hr_em em;
 
-	if (hr_begin_fixed(&em, HR_META_EXEC, 0, 24 + 4 + 16))
+	/* The cgroup (for the container id) is read here, in its own program:
+	 * in execve's exit handler it multiplied the verifier's paths past its
+	 * limit. */
+	if (hr_begin(&em, HR_META_EXEC, 0, 24 + 4 + 16))
 		return 0;
 	hr_put_u32(&em, 24, old_pid);
 	hr_put_comm(&em, 28, p->comm);
-	return hr_submit_fixed(&em);
+	hr_put_cgroup(&em);
+	return hr_submit(&em);
 }
 
 SEC("tp_btf/sched_process_exit")

@@ -9,6 +9,7 @@ PACKAGES=(
   redis-server redis-tools                               # bench-capture workload
   inotify-tools linux-perf valgrind                      # comparisons and profiling
   fonts-dejavu-core                                      # text in benchmark charts
+  runc busybox-static                                    # harrier-state container test
 )
 
 missing=()

@@ -485,15 +485,19 @@ static long hr_walk_step(__u32 i, void *ctx)
 	mnt = (struct mount *)c->walk.mnt;
 	parent = BPF_CORE_READ(d, d_parent);
 	mnt_root = BPF_CORE_READ(mnt, mnt.mnt_root);
-	if (d == mnt_root || d == parent) {
+	if (d == mnt_root) {
 		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
 
-		if (d != mnt_root || up == mnt)
+		if (up == mnt)
 			return 1; /* the root of the mount tree */
 		c->walk.dentry = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
 		c->walk.mnt = (__u64)up;
 		return 0;
 	}
+	/* A disconnected dentry (a memfd's "memfd:name"): its name is all
+	 * there is, as /proc's links show it; written below, then stop. */
+	if (d == parent)
+		parent = 0;
 	if (bpf_core_read(&q, sizeof(q), &d->d_name))
 		return 1;
 	len = q.len & 255;
@@ -504,7 +508,7 @@ static long hr_walk_step(__u32 i, void *ctx)
 	c->path[pos & (HR_PATH_MAX - 1)] = '/';
 	c->walk.pos = pos;
 	c->walk.dentry = (__u64)parent;
-	return 0;
+	return parent ? 0 : 1;
 }
 
 static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry, struct vfsmount *vfsmnt)
@@ -570,11 +574,12 @@ static __always_inline void hr_put_fdpath_ret(struct hr_em *em)
 #define HR_EINPROGRESS 115
 
 /*
- * What a connect really connected to: the peer the kernel stored in the
- * socket, written as a struct sockaddr. Only for a connect that succeeded or
- * is in progress; a racing thread may change the caller's buffer, not this.
+ * An address the kernel holds for the socket behind fd, written as a struct
+ * sockaddr: the peer (connect, accept) or, with `local`, the socket's own
+ * (bind, and the port connect picked). Only when `ok` (the call succeeded or
+ * is in progress); a racing thread may change the caller's buffer, not this.
  */
-static __always_inline void hr_put_sockpeer(struct hr_em *em, __u64 fd)
+static __always_inline void hr_put_sockaddr_of(struct hr_em *em, __s64 fd, bool ok, bool local)
 {
 	__u8 *slot = hr_var_begin(em);
 	struct file *f;
@@ -585,7 +590,7 @@ static __always_inline void hr_put_sockpeer(struct hr_em *em, __u64 fd)
 
 	if (!slot)
 		return;
-	if (em->ret != 0 && em->ret != -HR_EINPROGRESS)
+	if (!ok)
 		goto out;
 	f = hr_fd_file(em, fd);
 	sock = f ? BPF_CORE_READ(f, private_data) : 0;
@@ -595,20 +600,27 @@ static __always_inline void hr_put_sockpeer(struct hr_em *em, __u64 fd)
 	family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	__builtin_memset(slot + 2, 0, 28);
 	*(__u16 *)(slot + 2) = family;
-	if (family == HR_AF_INET) {
-		*(__u16 *)(slot + 4) = BPF_CORE_READ(sk, __sk_common.skc_dport);
-		*(__u32 *)(slot + 6) = BPF_CORE_READ(sk, __sk_common.skc_daddr);
-		n = 16;
-	} else if (family == HR_AF_INET6) {
-		*(__u16 *)(slot + 4) = BPF_CORE_READ(sk, __sk_common.skc_dport);
-		bpf_core_read(slot + 10, 16, &sk->__sk_common.skc_v6_daddr);
-		n = 28;
+	if (family == HR_AF_INET || family == HR_AF_INET6) {
+		/* skc_num (local port) is in host order, skc_dport in network order. */
+		*(__u16 *)(slot + 4) = local ? bpf_htons(BPF_CORE_READ(sk, __sk_common.skc_num))
+					     : BPF_CORE_READ(sk, __sk_common.skc_dport);
+		if (family == HR_AF_INET) {
+			*(__u32 *)(slot + 6) = local ? BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr)
+						     : BPF_CORE_READ(sk, __sk_common.skc_daddr);
+			n = 16;
+		} else {
+			if (local)
+				bpf_core_read(slot + 10, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+			else
+				bpf_core_read(slot + 10, 16, &sk->__sk_common.skc_v6_daddr);
+			n = 28;
+		}
 	} else if (family == HR_AF_UNIX) {
-		struct sock *peer = BPF_CORE_READ((struct unix_sock *)sk, peer);
+		struct sock *peer = local ? sk : BPF_CORE_READ((struct unix_sock *)sk, peer);
 		struct unix_address *addr = peer ? BPF_CORE_READ((struct unix_sock *)peer, addr) : 0;
 		__u32 len = addr ? BPF_CORE_READ(addr, len) : 0;
 
-		/* An unbound peer has no name: the family alone says unix. */
+		/* An unbound socket has no name: the family alone says unix. */
 		if (len > HR_SOCKADDR_MAX)
 			len = HR_SOCKADDR_MAX;
 		if (len)
@@ -617,6 +629,12 @@ static __always_inline void hr_put_sockpeer(struct hr_em *em, __u64 fd)
 	}
 out:
 	hr_var_end(em, slot, n);
+}
+
+/* What a connect really connected to. */
+static __always_inline void hr_put_sockpeer(struct hr_em *em, __u64 fd)
+{
+	hr_put_sockaddr_of(em, fd, em->ret == 0 || em->ret == -HR_EINPROGRESS, 0);
 }
 
 /* The three execve fields only make sense once the new image runs (ret == 0). */
@@ -725,6 +743,9 @@ static __always_inline void hr_put_sockaddr_stashed(struct hr_em *em, struct hr_
 /* A plain argument as it was at entry, or as the registers say now. */
 static __always_inline __u64 hr_stash_arg(struct hr_stash *st, int i, __u64 now)
 {
+	/* Read now: else clang may merge both loads into one instruction on two
+	 * pointer types, which the verifier refuses. */
+	asm volatile("" : "+r"(now));
 	return st ? st->args[i] : now;
 }
 

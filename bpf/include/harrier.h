@@ -25,11 +25,13 @@ struct hr_hdr {
 /* Process life-cycle events, from sched tracepoints (not syscalls): they keep
  * user space's tid -> pid/comm table exact without a field in every event. */
 enum hr_meta_type {
-	HR_META_FORK = 1000,	/* u32 child_tid, u32 child_tgid, char comm[16] */
-	HR_META_EXEC = 1001,	/* u32 old_tid, char comm[16] */
+	HR_META_FORK = 1000,	/* u32 child_tid, u32 child_tgid, char comm[16], u32 child_vpid, u32 flags */
+	HR_META_EXEC = 1001,	/* u32 old_tid, char comm[16], u16 len + cgroup (task.h) */
 	HR_META_EXIT = 1002,	/* u32 tgid */
 	HR_META_COMM = 1003,	/* char comm[16] */
 };
+
+#define HR_FORK_SHARES_FILES 1	/* the child shares the parent's fd table */
 
 enum hr_drop_reason {
 	HR_DROP_RING_FULL = 0,	/* bpf_ringbuf_output() found no room */

@@ -34,6 +34,7 @@ fn fixed_stmt(p: &Param, off: usize) -> String {
         }
         Kind::Fd(i) | Kind::S32(i) | Kind::U32(i) | Kind::U64(i) | Kind::S64(i) => arg(*i),
         Kind::Tgid => "hr_tgid(&em)".into(),
+        Kind::Task(f) => format!("hr_task_{f}(&em)"),
         Kind::U32User(i, o) => format!("hr_user_u32({} + {o})", arg(*i)),
         Kind::U64User(i, o) if p.at_enter => format!("hr_stash_u64(st, {o}, {} + {o})", arg(*i)),
         Kind::U64User(i, o) => format!("hr_user_u64({} + {o})", arg(*i)),
@@ -63,6 +64,11 @@ fn var_stmt(p: &Param) -> String {
         Kind::Argv(i) => format!("hr_put_argv(&em, {})", arg(*i)),
         Kind::FdPathRet => "hr_put_fdpath_ret(&em)".into(),
         Kind::SockPeer(i) => format!("hr_put_sockpeer(&em, {})", arg(*i)),
+        Kind::SockAddrOf(i, local) => {
+            let fd = i.map_or("em.ret".to_string(), arg);
+            let ok = if i.is_some() { "em.ret == 0 || em.ret == -HR_EINPROGRESS" } else { "em.ret >= 0" };
+            format!("hr_put_sockaddr_of(&em, {fd}, {ok}, {})", *local as u8)
+        }
         Kind::Exe => "hr_put_exe(&em)".into(),
         Kind::Cwd => "hr_put_cwd(&em)".into(),
         Kind::Args => "hr_put_args(&em)".into(),

@@ -48,6 +48,11 @@ pub enum Kind {
     FdPathRet,
     /// Peer address of the socket behind fd arg i, read from the kernel's socket.
     SockPeer(u8),
+    /// Peer (`false`) or local (`true`) address of the socket behind fd arg i,
+    /// or behind the returned fd when the index is `None`, whenever the call succeeded.
+    SockAddrOf(Option<u8>, bool),
+    /// A field of the calling task's kernel state, read at exit (see [`TASK_FIELDS`]).
+    Task(&'static str),
     Exe,
     Cwd,
     Args,
@@ -74,9 +79,28 @@ impl Wire {
     }
 }
 
+/// `task(name)` fields and their wire types: what a new process has that the
+/// syscall's arguments do not carry, read from the task in BPF at the event.
+pub const TASK_FIELDS: &[(&str, Wire)] = &[
+    ("uid", Wire::U32),
+    ("gid", Wire::U32),
+    ("euid", Wire::U32),
+    ("egid", Wire::U32),
+    ("loginuid", Wire::U32),
+    ("tty", Wire::U32),
+    ("sid", Wire::U32),
+    ("vpid", Wire::U32),
+    ("vpgid", Wire::U32),
+    ("cap_effective", Wire::U64),
+    ("exe_ctime", Wire::U64),
+    ("exe_mtime", Wire::U64),
+    ("exe_flags", Wire::U32),
+];
+
 impl Kind {
     pub fn wire(&self) -> Wire {
         match self {
+            Kind::Task(f) => TASK_FIELDS.iter().find(|(n, _)| n == f).map_or(Wire::U32, |(_, w)| *w),
             Kind::Fd(_) | Kind::S32(_) => Wire::I32,
             Kind::U32(_) | Kind::U32User(..) | Kind::Tgid => Wire::U32,
             Kind::S64(_) => Wire::I64,
@@ -89,7 +113,7 @@ impl Kind {
     pub fn text_kind(&self) -> &'static str {
         match self {
             Kind::Path(_) | Kind::Exe | Kind::Cwd | Kind::FdPathRet => "Path",
-            Kind::Sockaddr(..) | Kind::MsgAddr(..) | Kind::SockPeer(_) => "Sockaddr",
+            Kind::Sockaddr(..) | Kind::MsgAddr(..) | Kind::SockPeer(_) | Kind::SockAddrOf(..) => "Sockaddr",
             Kind::Argv(_) | Kind::Args => "Argv",
             Kind::Fd(_) => "Fd",
             _ if self.wire() == Wire::Bytes => "Data",
@@ -200,7 +224,11 @@ fn parse_kind(kind: &str, args: &[&str]) -> Option<Kind> {
         ("msgdata", 2) => Kind::MsgData(arg(0)?, parse_len(args[1])?),
         ("argv", 1) => Kind::Argv(arg(0)?),
         ("fdpath", 1) if args[0] == "ret" => Kind::FdPathRet,
+        ("sockpeer", 1) if args[0] == "ret" => Kind::SockAddrOf(None, false),
         ("sockpeer", 1) => Kind::SockPeer(arg(0)?),
+        ("sockname", 1) if args[0] == "ret" => Kind::SockAddrOf(None, true),
+        ("sockname", 1) => Kind::SockAddrOf(Some(arg(0)?), true),
+        ("task", 1) => Kind::Task(TASK_FIELDS.iter().find(|(n, _)| *n == args[0])?.0),
         ("exe", 0) => Kind::Exe,
         ("cwd", 0) => Kind::Cwd,
         ("args", 0) => Kind::Args,
@@ -225,7 +253,8 @@ fn parse_param(tok: &str) -> Option<Param> {
     };
     let args: Vec<&str> = if args.is_empty() { vec![] } else { args.split(',').collect() };
     let kind = parse_kind(kind_name, &args)?;
-    let enter_ok = kind.wire() != Wire::Bytes && !matches!(kind, Kind::Tgid | Kind::U32User(..))
+    let enter_ok = kind.wire() != Wire::Bytes
+        && !matches!(kind, Kind::Tgid | Kind::U32User(..) | Kind::Task(_))
         || matches!(kind, Kind::Path(_) | Kind::Sockaddr(_, Len::Arg(_)));
     if at_enter && !enter_ok {
         return None;

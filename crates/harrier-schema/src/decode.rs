@@ -38,10 +38,28 @@ impl Value<'_> {
 /// A process life-cycle event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Meta {
-    Fork { child_tid: u32, child_pid: u32, comm: String },
-    Exec { old_tid: u32, comm: String },
-    Exit { pid: u32 },
-    Comm { comm: String },
+    /// `child_vpid` is the child's pid in its own namespace and `flags` holds
+    /// [`crate::wire::FORK_SHARES_FILES`]; both 0 in schema versions before 3.
+    Fork {
+        child_tid: u32,
+        child_pid: u32,
+        comm: String,
+        child_vpid: u32,
+        flags: u32,
+    },
+    /// `cgroup` is the task's cgroup path after the exec ("/docker/<id>"; "/"
+    /// for a root cgroup; empty in schema versions before 3).
+    Exec {
+        old_tid: u32,
+        comm: String,
+        cgroup: String,
+    },
+    Exit {
+        pid: u32,
+    },
+    Comm {
+        comm: String,
+    },
 }
 
 #[derive(Debug)]
@@ -119,6 +137,20 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The kernel sends a cgroup path as NUL-terminated components, deepest
+/// first (one walk up the tree); this puts them root first.
+fn cgroup_path(components: &[u8]) -> String {
+    let mut path = String::with_capacity(components.len() + 1);
+    for c in components.split(|&b| b == 0).filter(|c| !c.is_empty()).rev() {
+        path.push('/');
+        path.push_str(&String::from_utf8_lossy(c));
+    }
+    if path.is_empty() {
+        path.push('/');
+    }
+    path
+}
+
 /// Decodes one event as it came out of a ring (or a capture file).
 pub fn decode(b: &[u8]) -> Result<Event<'_>, DecodeError> {
     let header = Header::parse(b).ok_or(DecodeError::Short)?;
@@ -132,8 +164,17 @@ pub fn decode(b: &[u8]) -> Result<Event<'_>, DecodeError> {
                 child_tid: r.u32().ok_or(DecodeError::Short)?,
                 child_pid: r.u32().ok_or(DecodeError::Short)?,
                 comm: r.comm(),
+                child_vpid: r.u32().unwrap_or(0),
+                flags: r.u32().unwrap_or(0),
             },
-            META_EXEC => Meta::Exec { old_tid: r.u32().ok_or(DecodeError::Short)?, comm: r.comm() },
+            META_EXEC => Meta::Exec {
+                old_tid: r.u32().ok_or(DecodeError::Short)?,
+                comm: r.comm(),
+                cgroup: match r.value(Wire::Bytes) {
+                    Value::Bytes(b) => cgroup_path(b),
+                    _ => String::new(),
+                },
+            },
             META_EXIT => Meta::Exit { pid: r.u32().ok_or(DecodeError::Short)? },
             META_COMM => Meta::Comm { comm: r.comm() },
             t => return Err(DecodeError::UnknownType(t)),
@@ -213,6 +254,37 @@ mod tests {
         b.extend(ret.to_le_bytes());
         b.extend(body);
         b
+    }
+
+    #[test]
+    fn life_cycle_events_of_schema_v2_and_v3() {
+        let mut fork = Vec::new();
+        fork.extend(9u32.to_le_bytes());
+        fork.extend(8u32.to_le_bytes());
+        fork.extend(*b"sh\0\0\0\0\0\0\0\0\0\0\0\0\0\0");
+        let bytes = event(META_FORK, 0, &fork);
+        let old = decode(&bytes).unwrap();
+        let Event::Meta(_, Meta::Fork { child_vpid: 0, flags: 0, .. }) = old else { panic!("{old:?}") };
+        fork.extend(1u32.to_le_bytes());
+        fork.extend(crate::wire::FORK_SHARES_FILES.to_le_bytes());
+        let bytes = event(META_FORK, 0, &fork);
+        let new = decode(&bytes).unwrap();
+        let Event::Meta(_, Meta::Fork { child_vpid: 1, flags: 1, .. }) = new else { panic!("{new:?}") };
+        let mut exec = Vec::new();
+        exec.extend(42u32.to_le_bytes());
+        exec.extend(*b"ls\0\0\0\0\0\0\0\0\0\0\0\0\0\0");
+        let bytes = event(META_EXEC, 0, &exec);
+        let old = decode(&bytes).unwrap();
+        let Event::Meta(_, Meta::Exec { cgroup, .. }) = old else { panic!() };
+        assert_eq!(cgroup, "", "v2: no cgroup");
+        let cg = b"abc.scope\0system.slice\0";
+        exec.extend((cg.len() as u16).to_le_bytes());
+        exec.extend(cg);
+        let bytes = event(META_EXEC, 0, &exec);
+        let new = decode(&bytes).unwrap();
+        let Event::Meta(_, Meta::Exec { cgroup, .. }) = new else { panic!() };
+        assert_eq!(cgroup, "/system.slice/abc.scope", "deepest first on the wire, root first decoded");
+        assert_eq!(cgroup_path(b""), "/");
     }
 
     #[test]

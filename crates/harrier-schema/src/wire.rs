@@ -18,6 +18,8 @@ pub const META_FORK: u16 = 1000;
 pub const META_EXEC: u16 = 1001;
 pub const META_EXIT: u16 = 1002;
 pub const META_COMM: u16 = 1003;
+/// `Meta::Fork` flags bit: the child shares its parent's fd table (a thread, CLONE_FILES).
+pub const FORK_SHARES_FILES: u32 = 1;
 
 /// Per-CPU array rings (`struct hr_aring`): head at 0, tail at 64, data here.
 pub const ARING_DATA: usize = 128;

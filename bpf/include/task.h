@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Task fields for the state engine (`task(name)` and `cgroup` kinds in
+ * schema/events.tbl): what a new process has that the syscall's arguments do
+ * not carry, read from the kernel at the event, because a /proc read after
+ * the fact may find the process gone. All CO-RE reads; only execve/execveat,
+ * the set*id family and capset use them, so their cost stays off hot paths.
+ */
+#ifndef HARRIER_TASK_H
+#define HARRIER_TASK_H
+
+/* Kernels before 6.15 name the kernfs parent `parent`; before 6.6/6.11 the
+ * inode times are timespec64 fields. */
+struct kernfs_node___old {
+	struct kernfs_node *parent;
+} __attribute__((preserve_access_index));
+
+struct inode___old {
+	struct timespec64 i_mtime;
+	struct timespec64 i_ctime;
+} __attribute__((preserve_access_index));
+
+#define HR_OVERLAYFS_MAGIC 0x794c7630
+#define HR_EXE_UPPER_LAYER 1	/* exe_flags bits, mirrored in harrier-state */
+#define HR_EXE_MEMFD 2
+#define HR_CG_DEPTH 8		/* cgroup levels kept (the deepest ones) */
+#define HR_CG_NAME 256
+/* Nanoseconds fit 30 bits; 6.x keeps a flag (I_CTIME_QUERIED) in bit 31. */
+#define HR_NSEC_MASK 0x3fffffff
+
+static __always_inline __u32 hr_task_uid(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+
+	return BPF_CORE_READ(t, cred, uid.val);
+}
+
+static __always_inline __u32 hr_task_gid(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+
+	return BPF_CORE_READ(t, cred, gid.val);
+}
+
+static __always_inline __u32 hr_task_euid(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+
+	return BPF_CORE_READ(t, cred, euid.val);
+}
+
+static __always_inline __u32 hr_task_egid(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+
+	return BPF_CORE_READ(t, cred, egid.val);
+}
+
+/* -1 (unset) without audit support, as /proc/PID/loginuid says. */
+static __always_inline __u32 hr_task_loginuid(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+
+	if (!bpf_core_field_exists(t->loginuid))
+		return (__u32)-1;
+	return BPF_CORE_READ(t, loginuid.val);
+}
+
+/* The controlling terminal as a device number (new_encode_dev), 0 for none. */
+static __always_inline __u32 hr_task_tty(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+	struct tty_struct *tty = BPF_CORE_READ(t, signal, tty);
+	__u32 major, minor;
+
+	if (!tty)
+		return 0;
+	major = BPF_CORE_READ(tty, driver, major);
+	minor = BPF_CORE_READ(tty, driver, minor_start) + BPF_CORE_READ(tty, index);
+	return (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
+}
+
+/* A pid's number in the namespace at `level` (0: the init namespace). */
+static __always_inline __u32 hr_pid_nr(struct pid *p, __u32 level)
+{
+	int nr = 0;
+
+	if (p)
+		bpf_core_read(&nr, sizeof(nr), &p->numbers[level & 31].nr);
+	return nr;
+}
+
+static __always_inline __u32 hr_task_sid(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+
+	return hr_pid_nr(BPF_CORE_READ(t, signal, pids[PIDTYPE_SID]), 0);
+}
+
+/* The process id as its own pid namespace sees it. */
+static __always_inline __u32 hr_vpid_of(struct task_struct *t)
+{
+	struct pid *p = BPF_CORE_READ(t, group_leader, thread_pid);
+
+	return hr_pid_nr(p, p ? BPF_CORE_READ(p, level) : 0);
+}
+
+static __always_inline __u32 hr_task_vpid(struct hr_em *em)
+{
+	return hr_vpid_of(em->task);
+}
+
+static __always_inline __u32 hr_task_vpgid(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+	struct pid *own = BPF_CORE_READ(t, thread_pid);
+
+	return hr_pid_nr(BPF_CORE_READ(t, signal, pids[PIDTYPE_PGID]), own ? BPF_CORE_READ(own, level) : 0);
+}
+
+static __always_inline __u64 hr_task_cap_effective(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+	__u64 caps = 0;
+
+	bpf_core_read(&caps, sizeof(caps), &t->cred->cap_effective);
+	return caps;
+}
+
+static __always_inline struct inode *hr_exe_inode(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+
+	return em->ret == 0 ? BPF_CORE_READ(t, mm, exe_file, f_inode) : 0;
+}
+
+static __always_inline __u64 hr_task_exe_ctime(struct hr_em *em)
+{
+	struct inode *i = hr_exe_inode(em);
+
+	if (!i)
+		return 0;
+	if (bpf_core_field_exists(i->i_ctime_sec))
+		return BPF_CORE_READ(i, i_ctime_sec) * 1000000000ULL +
+		       (BPF_CORE_READ(i, i_ctime_nsec) & HR_NSEC_MASK);
+	struct inode___old *o = (void *)i;
+	return BPF_CORE_READ(o, i_ctime.tv_sec) * 1000000000ULL + BPF_CORE_READ(o, i_ctime.tv_nsec);
+}
+
+static __always_inline __u64 hr_task_exe_mtime(struct hr_em *em)
+{
+	struct inode *i = hr_exe_inode(em);
+
+	if (!i)
+		return 0;
+	if (bpf_core_field_exists(i->i_mtime_sec))
+		return BPF_CORE_READ(i, i_mtime_sec) * 1000000000ULL +
+		       (BPF_CORE_READ(i, i_mtime_nsec) & HR_NSEC_MASK);
+	struct inode___old *o = (void *)i;
+	return BPF_CORE_READ(o, i_mtime.tv_sec) * 1000000000ULL + BPF_CORE_READ(o, i_mtime.tv_nsec);
+}
+
+/*
+ * Where the executable lives: an overlayfs file whose inode has an upper
+ * dentry was written in the container (struct ovl_inode keeps __upperdentry
+ * right after its vfs inode; overlay's types are not in vmlinux BTF); a
+ * memfd's dentry is named "memfd:...".
+ */
+static __always_inline __u32 hr_task_exe_flags(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+	struct file *f = em->ret == 0 ? BPF_CORE_READ(t, mm, exe_file) : 0;
+	struct inode *i;
+	void *upper = 0;
+	char name[6] = {};
+	__u32 flags = 0;
+
+	if (!f)
+		return 0;
+	i = BPF_CORE_READ(f, f_inode);
+	if (BPF_CORE_READ(i, i_sb, s_magic) == HR_OVERLAYFS_MAGIC) {
+		bpf_probe_read_kernel(&upper, sizeof(upper), (void *)i + bpf_core_type_size(struct inode));
+		if (upper)
+			flags |= HR_EXE_UPPER_LAYER;
+	}
+	bpf_probe_read_kernel(name, sizeof(name), BPF_CORE_READ(f, f_path.dentry, d_name.name));
+	if (name[0] == 'm' && name[1] == 'e' && name[2] == 'm' && name[3] == 'f' && name[4] == 'd' &&
+	    name[5] == ':')
+		flags |= HR_EXE_MEMFD;
+	return flags;
+}
+
+static __always_inline struct kernfs_node *hr_kn_parent(struct kernfs_node *kn)
+{
+	if (bpf_core_field_exists(kn->__parent))
+		return BPF_CORE_READ(kn, __parent);
+	return BPF_CORE_READ((struct kernfs_node___old *)kn, parent);
+}
+
+/*
+ * The first v1 hierarchy that places the task below its root, else the
+ * unified one: container runtimes move the task into every hierarchy. A
+ * global function, so the verifier checks it once and the caller sees one
+ * returned scalar instead of one state per early return.
+ */
+__attribute__((noinline)) __u64 hr_cgroup_kn(__u64 css_set)
+{
+	struct css_set *cs = (struct css_set *)css_set;
+	struct kernfs_node *kn;
+
+#pragma unroll
+	for (int i = 0; i < CGROUP_SUBSYS_COUNT; i++) {
+		kn = BPF_CORE_READ(cs, subsys[i], cgroup, kn);
+		if (kn && hr_kn_parent(kn))
+			return (__u64)kn;
+	}
+	return (__u64)BPF_CORE_READ(cs, dfl_cgrp, kn);
+}
+
+struct hr_cg_walk {
+	struct kernfs_node *kn;
+	__u8 *slot;
+	__u32 off;
+};
+
+static long hr_cg_step(__u64 i, struct hr_cg_walk *w)
+{
+	struct kernfs_node *kn = w->kn; /* a local: BPF_CORE_READ would relocate w's own fields */
+	struct kernfs_node *p = kn ? hr_kn_parent(kn) : 0;
+	long n;
+
+	if (!p)
+		return 1;
+	n = bpf_probe_read_kernel_str(w->slot + 2 + (w->off & 2047), HR_CG_NAME, BPF_CORE_READ(kn, name));
+	w->off += n & ~(n >> 63);
+	w->kn = p;
+	return 0;
+}
+
+/*
+ * The cgroup path's components, deepest first, each NUL-terminated (at most
+ * HR_CG_DEPTH of them; none for a root cgroup). Deepest first keeps this one
+ * straight walk up the tree; user space reverses it. The walk is a bpf_loop
+ * callback so that the verifier checks it once, whatever the execve handler's
+ * other fields did before it.
+ */
+static __always_inline void hr_put_cgroup(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+	/* A probe-read pointer is a scalar, which a global function accepts. */
+	struct hr_cg_walk w = { .kn = (struct kernfs_node *)hr_cgroup_kn((__u64)BPF_CORE_READ(t, cgroups)) };
+
+	w.slot = hr_var_begin(em);
+	if (!w.slot)
+		return;
+	bpf_loop(HR_CG_DEPTH, hr_cg_step, &w, 0);
+	hr_var_end(em, w.slot, w.off & 4095);
+}
+
+#endif

@@ -1,0 +1,298 @@
+//! Containers: the id from a process's cgroup path, the rest from the
+//! runtime's own state files under /run (and docker's under /var/lib).
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Container {
+    /// Falco's container.id: the first 12 hex digits of a 64-hex id, or
+    /// the name plain runc was given.
+    pub id: Arc<str>,
+    pub full_id: Arc<str>,
+    pub name: Arc<str>,
+    /// "busybox:1.36" (container.image).
+    pub image: Arc<str>,
+    /// "busybox" (container.image.repository).
+    pub image_repository: Arc<str>,
+    pub privileged: bool,
+    /// The runtime's creation time as it wrote it (RFC 3339), if known.
+    pub created: Arc<str>,
+    /// Which runtime layout the id came from ("docker", "containerd", "cri-o", "podman", "runc").
+    pub runtime: &'static str,
+}
+
+/// Runtime prefixes of systemd scope names and their runtime.
+const SCOPES: &[(&str, &str)] = &[
+    ("docker-", "docker"),
+    ("cri-containerd-", "containerd"),
+    ("crio-conmon-", "cri-o"),
+    ("crio-", "cri-o"),
+    ("libpod-conmon-", "podman"),
+    ("libpod-", "podman"),
+];
+
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The full container id and runtime for a cgroup path, if it is shaped like
+/// a container's: docker (/docker/<id>, docker-<id>.scope), containerd/CRI
+/// (/kubepods/.../<id>, cri-containerd-<id>.scope, /<namespace>/<id>), cri-o
+/// (crio-<id>.scope), podman (libpod-<id>.scope). Plain runc names are
+/// arbitrary: see [`Containers::lookup`].
+pub fn id_from_cgroup(path: &str) -> Option<(&str, &'static str)> {
+    for (depth, comp) in path.rsplit('/').filter(|c| !c.is_empty()).enumerate() {
+        let comp = comp.strip_suffix(".scope").unwrap_or(comp);
+        for (prefix, runtime) in SCOPES {
+            if let Some(id) = comp.strip_prefix(prefix) {
+                if is_hex64(id) {
+                    return Some((id, runtime));
+                }
+            }
+        }
+        if is_hex64(comp) {
+            // Bare 64-hex leaves: docker's cgroupfs driver, else containerd (CRI or /<namespace>/<id>).
+            let runtime = if path.starts_with("/docker/") { "docker" } else { "containerd" };
+            return Some((comp, runtime));
+        }
+        if depth >= 2 {
+            break;
+        }
+    }
+    None
+}
+
+/// Containers seen so far, by full id.
+#[derive(Debug, Default)]
+pub struct Containers {
+    by_id: HashMap<Arc<str>, Arc<Container>>,
+    /// Cgroup leaves checked and found not to be plain runc containers.
+    not_containers: HashMap<Box<str>, ()>,
+    /// Where runtime state lives; tests point it elsewhere.
+    pub run_dir: PathBuf,
+    pub docker_dir: PathBuf,
+}
+
+impl Containers {
+    pub fn new() -> Containers {
+        Containers { run_dir: "/run".into(), docker_dir: "/var/lib/docker".into(), ..Default::default() }
+    }
+
+    /// The container a cgroup path belongs to, None for the host. Called at
+    /// exec: a new container's files are read once, then it is cached.
+    pub fn lookup(&mut self, cgroup: &str) -> Option<Arc<Container>> {
+        let (full, runtime) = match id_from_cgroup(cgroup) {
+            Some(x) => x,
+            None => {
+                // Plain runc: the leaf is the name given to `runc run`, and
+                // runc keeps its state under /run/runc/<name>.
+                let leaf = cgroup.rsplit('/').find(|c| !c.is_empty())?;
+                if let Some(c) = self.by_id.get(leaf) {
+                    return Some(c.clone());
+                }
+                if self.not_containers.contains_key(leaf) {
+                    return None;
+                }
+                if !self.run_dir.join("runc").join(leaf).join("state.json").exists() {
+                    if self.not_containers.len() > 4096 {
+                        self.not_containers.clear();
+                    }
+                    self.not_containers.insert(leaf.into(), ());
+                    return None;
+                }
+                (leaf, "runc")
+            }
+        };
+        if let Some(c) = self.by_id.get(full) {
+            return Some(c.clone());
+        }
+        let c = Arc::new(self.read(full, runtime));
+        self.by_id.insert(c.full_id.clone(), c.clone());
+        Some(c)
+    }
+
+    /// Forgets a container (its processes keep their Arc).
+    pub fn remove(&mut self, full_id: &str) {
+        self.by_id.remove(full_id);
+    }
+
+    pub fn get(&self, full_id: &str) -> Option<&Arc<Container>> {
+        self.by_id.get(full_id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// What the runtime's files say about a container; fields stay empty
+    /// where nothing readable says more.
+    fn read(&self, full: &str, runtime: &'static str) -> Container {
+        let short = if is_hex64(full) { &full[..12] } else { full };
+        let mut c = Container {
+            id: short.into(),
+            full_id: full.into(),
+            name: Arc::from(""),
+            image: Arc::from(""),
+            image_repository: Arc::from(""),
+            privileged: false,
+            created: Arc::from(""),
+            runtime,
+        };
+        // Docker's own files name the image and the privileged flag.
+        let docker = self.docker_dir.join("containers").join(full);
+        if let Some(cfg) = read_json(&docker.join("config.v2.json")) {
+            set(&mut c.name, cfg["Name"].as_str().map(|n| n.trim_start_matches('/')));
+            set(&mut c.image, cfg["Config"]["Image"].as_str());
+            set(&mut c.created, cfg["Created"].as_str());
+        }
+        if let Some(host) = read_json(&docker.join("hostconfig.json")) {
+            c.privileged = host["Privileged"].as_bool().unwrap_or(false);
+        }
+        // runc's state (plain runc, docker's and containerd's runc roots).
+        let states =
+            [self.run_dir.join("runc").join(full), self.run_dir.join("docker/runtime-runc/moby").join(full)];
+        let mut bundle = None;
+        let containerd_ns = subdirs(&self.run_dir.join("containerd/runc"));
+        for dir in states.iter().cloned().chain(containerd_ns.into_iter().map(|ns| ns.join(full))) {
+            if let Some(st) = read_json(&dir.join("state.json")) {
+                set(&mut c.created, st["created"].as_str());
+                bundle = st["config"]["labels"]
+                    .as_array()
+                    .and_then(|l| l.iter().filter_map(|s| s.as_str()?.strip_prefix("bundle=")).next())
+                    .map(PathBuf::from);
+                break;
+            }
+        }
+        if bundle.is_none() {
+            for ns in subdirs(&self.run_dir.join("containerd/io.containerd.runtime.v2.task")) {
+                if ns.join(full).join("config.json").exists() {
+                    bundle = Some(ns.join(full));
+                }
+            }
+        }
+        if let Some(spec) = bundle.and_then(|b| read_json(&b.join("config.json"))) {
+            let ann = &spec["annotations"];
+            let first = |keys: &[&str]| keys.iter().find_map(|k| ann[*k].as_str().filter(|s| !s.is_empty()));
+            set(
+                &mut c.name,
+                first(&[
+                    "io.kubernetes.cri.container-name",
+                    "io.kubernetes.container.name",
+                    "org.opencontainers.container.name",
+                    "nerdctl/name",
+                ]),
+            );
+            set(
+                &mut c.image,
+                first(&[
+                    "io.kubernetes.cri.image-name",
+                    "org.opencontainers.image.ref.name",
+                    "io.containerd.image.name",
+                    "org.opencontainers.image.name",
+                ]),
+            );
+            // Privileged as docker means it: every capability in the bounding set.
+            if let Some(bounding) = spec["process"]["capabilities"]["bounding"].as_array() {
+                c.privileged |= bounding.len() >= 38 && bounding.iter().any(|v| v == "CAP_SYS_ADMIN");
+            }
+        }
+        if c.name.is_empty() && runtime == "runc" {
+            c.name = c.full_id.clone();
+        }
+        c.image_repository = Arc::from(repository(&c.image));
+        c
+    }
+}
+
+fn set(field: &mut Arc<str>, v: Option<&str>) {
+    if let Some(v) = v.filter(|v| !v.is_empty()) {
+        if field.is_empty() {
+            *field = Arc::from(v);
+        }
+    }
+}
+
+fn read_json(p: &Path) -> Option<Value> {
+    serde_json::from_slice(&std::fs::read(p).ok()?).ok()
+}
+
+fn subdirs(p: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(p).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
+}
+
+/// An image reference without its tag or digest ("docker.io/library/busybox:1.36" →
+/// "docker.io/library/busybox"), as Falco's container.image.repository.
+pub fn repository(image: &str) -> &str {
+    let image = image.split('@').next().unwrap_or(image);
+    let slash = image.rfind('/').map_or(0, |i| i + 1);
+    match image[slash..].rfind(':') {
+        Some(i) => &image[..slash + i],
+        None => image,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "3f1c0e5a9b7d2e4f6a8c0b1d3e5f7a9c2b4d6e8f0a1c3e5b7d9f1a3c5e7b9d0f";
+
+    #[test]
+    fn ids_from_the_runtimes_cgroup_layouts() {
+        let cases = [
+            (format!("/docker/{ID}"), "docker"),
+            (format!("/system.slice/docker-{ID}.scope"), "docker"),
+            (format!("/kubepods/burstable/pod1234-5678/{ID}"), "containerd"),
+            (format!("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod12.slice/cri-containerd-{ID}.scope"), "containerd"),
+            (format!("/kubepods.slice/kubepods-pod1.slice/crio-{ID}.scope"), "cri-o"),
+            (format!("/machine.slice/libpod-{ID}.scope"), "podman"),
+            (format!("/default/{ID}"), "containerd"),
+        ];
+        for (path, runtime) in &cases {
+            assert_eq!(id_from_cgroup(path), Some((ID, *runtime)), "{path}");
+        }
+        for host in [
+            "/",
+            "/user.slice/user-0.slice/session-1.scope",
+            "/process_api/1b6b99b43a1bf3257daf987c1eecc2e4",
+            "/system.slice/docker.service",
+        ] {
+            assert_eq!(id_from_cgroup(host), None, "{host}");
+        }
+    }
+
+    #[test]
+    fn metadata_from_runc_state_and_bundle() {
+        let dir = std::env::temp_dir().join(format!("harrier-state-ct-{}", std::process::id()));
+        let bundle = dir.join("bundle");
+        std::fs::create_dir_all(dir.join("run/runc/web1")).unwrap();
+        std::fs::create_dir_all(&bundle).unwrap();
+        let state = serde_json::json!({"created": "2026-11-22T10:00:00Z", "config": {"labels": [format!("bundle={}", bundle.display())]}});
+        std::fs::write(dir.join("run/runc/web1/state.json"), state.to_string()).unwrap();
+        let spec = serde_json::json!({"annotations": {"org.opencontainers.image.ref.name": "docker.io/library/busybox:1.36"}});
+        std::fs::write(bundle.join("config.json"), spec.to_string()).unwrap();
+        let mut cs =
+            Containers { run_dir: dir.join("run"), docker_dir: dir.join("docker"), ..Default::default() };
+        let c = cs.lookup("/web1").expect("a runc state dir makes it a container");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!((&*c.id, &*c.name, c.runtime), ("web1", "web1", "runc"));
+        assert_eq!(&*c.image, "docker.io/library/busybox:1.36");
+        assert_eq!(&*c.image_repository, "docker.io/library/busybox");
+        assert_eq!(&*c.created, "2026-11-22T10:00:00Z");
+        assert!(cs.lookup("/not-a-container").is_none());
+    }
+
+    #[test]
+    fn repositories() {
+        assert_eq!(repository("busybox"), "busybox");
+        assert_eq!(repository("localhost:5000/app:1"), "localhost:5000/app");
+        assert_eq!(repository("nginx@sha256:abc"), "nginx");
+    }
+}

@@ -1,0 +1,573 @@
+//! The state engine: processes, their fds, users and containers, kept
+//! current from the event stream.
+
+use crate::container::Containers;
+use crate::fd::{Fd, FdType, Tuple, L4};
+use crate::process::{Comm, Process};
+use crate::users::Users;
+use crate::IdMap;
+use harrier_schema::decode::{Event, Meta, SyscallEvent, Value};
+use std::sync::Arc;
+
+const O_DIRECTORY: u64 = 0o200000;
+const O_CLOEXEC: u64 = 0o2000000;
+const SOCK_CLOEXEC: u64 = 0o2000000;
+const MFD_CLOEXEC: u64 = 1;
+const FD_CLOEXEC: u64 = 1;
+const F_DUPFD: i64 = 0;
+const F_SETFD: i64 = 2;
+const F_DUPFD_CLOEXEC: i64 = 1030;
+const CLOSE_RANGE_CLOEXEC: u64 = 4;
+const EINPROGRESS: i64 = 115;
+const AF_UNIX: u64 = 1;
+const AF_INET: u64 = 2;
+const AF_INET6: u64 = 10;
+const AF_NETLINK: u64 = 16;
+
+/// Counters of what the engine could not resolve (never silent).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StateStats {
+    /// Events from a thread no table knew (and /proc no longer had).
+    pub unknown_threads: u64,
+    /// fd operations on a descriptor the table did not hold (dup of, connect on...).
+    pub unknown_fds: u64,
+    pub processes_freed: u64,
+}
+
+pub struct State {
+    /// tid → pid (thread group).
+    threads: IdMap<u32, u32>,
+    procs: IdMap<u32, Process>,
+    /// Exited threads, freed one batch late: another CPU's ring may still
+    /// hold older events of theirs in the batch being applied.
+    exited: Vec<u32>,
+    exited_last_batch: Vec<u32>,
+    pub users: Users,
+    pub containers: Containers,
+    pub stats: StateStats,
+    /// Indexed by syscall number: does it change state?
+    relevant: Vec<bool>,
+}
+
+/// The syscalls whose events change the tables.
+pub const STATE_SYSCALLS: &[&str] = &[
+    "execve",
+    "execveat",
+    "open",
+    "openat",
+    "openat2",
+    "creat",
+    "close",
+    "close_range",
+    "dup",
+    "dup2",
+    "dup3",
+    "fcntl",
+    "socket",
+    "connect",
+    "bind",
+    "accept",
+    "accept4",
+    "pipe",
+    "pipe2",
+    "socketpair",
+    "memfd_create",
+    "eventfd",
+    "eventfd2",
+    "signalfd",
+    "signalfd4",
+    "timerfd_create",
+    "inotify_init",
+    "inotify_init1",
+    "epoll_create",
+    "epoll_create1",
+    "chdir",
+    "fchdir",
+    "setuid",
+    "setreuid",
+    "setresuid",
+    "setgid",
+    "setregid",
+    "setresgid",
+    "capset",
+    "setsid",
+    "setpgid",
+];
+
+impl State {
+    pub fn new() -> State {
+        let mut relevant = vec![false; harrier_schema::MAX_SYSCALL_NR as usize + 1];
+        for nr in STATE_SYSCALLS.iter().filter_map(|n| harrier_schema::syscall_by_name(n)).map(|s| s.nr) {
+            relevant[nr as usize] = true;
+        }
+        State {
+            threads: IdMap::default(),
+            procs: IdMap::default(),
+            exited: Vec::new(),
+            exited_last_batch: Vec::new(),
+            users: Users::default(),
+            containers: Containers::new(),
+            stats: StateStats::default(),
+            relevant,
+        }
+    }
+
+    /// The container of thread `tid`'s process (None: the host or unknown).
+    pub fn container(&self, tid: u32) -> Option<&crate::Container> {
+        self.process(tid)?.container.as_deref()
+    }
+
+    /// Seeds the tables from /proc (all processes, or one). Call after the
+    /// sensor is attached and before consuming events, so that nothing that
+    /// happens in between is missed.
+    pub fn scan_proc(&mut self, pid: Option<u32>) {
+        crate::procfs::scan(self, pid);
+    }
+
+    pub(crate) fn insert_process(&mut self, p: Process, tids: &[u32]) {
+        let pid = p.pid;
+        for &t in tids {
+            self.threads.insert(t, pid);
+        }
+        let mut p = p;
+        p.threads = tids.len() as u32;
+        self.procs.insert(pid, p);
+    }
+
+    /// Applies one event (in timestamp order).
+    pub fn apply(&mut self, ev: &Event) {
+        match ev {
+            Event::Meta(h, m) => self.apply_meta(h.tid, h.ts, m),
+            Event::Syscall(e) => self.apply_syscall(e),
+        }
+    }
+
+    /// Call after each drained batch of events.
+    pub fn end_batch(&mut self) {
+        let mut gone = std::mem::take(&mut self.exited_last_batch);
+        for tid in gone.drain(..) {
+            let Some(pid) = self.threads.remove(&tid) else { continue };
+            if let Some(p) = self.procs.get_mut(&pid) {
+                p.threads = p.threads.saturating_sub(1);
+                if p.threads == 0 {
+                    self.procs.remove(&pid);
+                    self.stats.processes_freed += 1;
+                }
+            }
+        }
+        self.exited_last_batch = std::mem::replace(&mut self.exited, gone);
+    }
+
+    /// The process thread `tid` belongs to.
+    pub fn process(&self, tid: u32) -> Option<&Process> {
+        self.procs.get(self.threads.get(&tid)?)
+    }
+
+    /// The process with this pid.
+    pub fn process_by_pid(&self, pid: u32) -> Option<&Process> {
+        self.procs.get(&pid)
+    }
+
+    /// Descriptor `fd` of the process thread `tid` belongs to.
+    pub fn fd(&self, tid: u32, fd: i32) -> Option<&Fd> {
+        self.process(tid)?.fds.get(fd)
+    }
+
+    /// The parent, grandparent... of thread `tid`'s process, nearest first
+    /// (Falco's proc.aname[1], [2]...). Stops at a pid it does not know or
+    /// at a loop; allocates nothing.
+    pub fn ancestors(&self, tid: u32) -> Ancestors<'_> {
+        Ancestors { state: self, next: self.process(tid).map_or(0, |p| p.ppid), left: 64 }
+    }
+
+    /// Every process, in no order.
+    pub fn processes(&self) -> impl Iterator<Item = &Process> {
+        self.procs.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.procs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.procs.is_empty()
+    }
+
+    pub fn thread_count(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// The process of `tid`, made from /proc if no event introduced it.
+    fn proc_mut(&mut self, tid: u32) -> Option<&mut Process> {
+        if !self.threads.contains_key(&tid) {
+            match crate::procfs::read_process_of(tid, &mut self.containers) {
+                Some((p, tids)) if !self.procs.contains_key(&p.pid) => self.insert_process(p, &tids),
+                Some((p, _)) => {
+                    self.threads.insert(tid, p.pid);
+                    if let Some(q) = self.procs.get_mut(&p.pid) {
+                        q.threads += 1;
+                    }
+                }
+                None => {
+                    self.stats.unknown_threads += 1;
+                    return None;
+                }
+            }
+        }
+        let pid = *self.threads.get(&tid)?;
+        self.procs.get_mut(&pid)
+    }
+
+    fn apply_meta(&mut self, tid: u32, ts: u64, m: &Meta) {
+        match m {
+            Meta::Fork { child_tid, child_pid, comm, child_vpid, flags: _ } => {
+                let Some(parent) = self.proc_mut(tid) else {
+                    // Parent unknown and gone: the child may still be in /proc.
+                    self.proc_mut(*child_tid);
+                    return;
+                };
+                if parent.pid == *child_pid {
+                    parent.threads += 1;
+                    self.threads.insert(*child_tid, *child_pid);
+                    return;
+                }
+                // A new process: the child starts as a copy of its parent
+                // (strings are shared Arcs; the fd table is copied, as fork does).
+                let mut child = parent.clone();
+                child.pid = *child_pid;
+                child.ppid = parent.pid;
+                child.vpid = if *child_vpid != 0 { *child_vpid } else { *child_pid };
+                child.comm = Comm::new(comm);
+                child.start_ts = ts;
+                child.threads = 0;
+                self.insert_process(child, &[*child_tid]);
+            }
+            Meta::Exec { old_tid, comm, cgroup } => {
+                // A non-leader thread that execs takes over the leader's tid.
+                if *old_tid != tid {
+                    if let Some(pid) = self.threads.remove(old_tid) {
+                        if let Some(p) = self.procs.get_mut(&pid) {
+                            p.threads = p.threads.saturating_sub(1);
+                        }
+                    }
+                }
+                let container = if cgroup.is_empty() { None } else { Some(self.containers.lookup(cgroup)) };
+                let Some(p) = self.proc_mut(tid) else { return };
+                p.comm = Comm::new(comm);
+                p.fds.exec();
+                if let Some(c) = container {
+                    p.container = c;
+                }
+            }
+            Meta::Exit { .. } => self.exited.push(tid),
+            Meta::Comm { comm } => {
+                if let Some(p) = self.proc_mut(tid) {
+                    if p.pid == tid {
+                        p.comm = Comm::new(comm);
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply_syscall(&mut self, e: &SyscallEvent) {
+        let tid = e.header.tid;
+        let ret = e.ret;
+        let name = e.syscall.name;
+        // Only a few syscalls change state; the rest cost one table lookup.
+        let relevant = self.relevant.get(e.syscall.nr as usize).copied().unwrap_or(false);
+        if !relevant || (ret < 0 && !(name == "connect" && ret == -EINPROGRESS)) {
+            return;
+        }
+        let Some(p) = self.proc_mut(tid) else { return };
+        if apply_to(p, e) {
+            self.stats.unknown_fds += 1;
+        }
+    }
+}
+
+impl Default for State {
+    fn default() -> State {
+        State::new()
+    }
+}
+
+/// Applies a state-changing syscall to its process; true if it named a
+/// descriptor the table did not hold.
+fn apply_to(p: &mut Process, e: &SyscallEvent) -> bool {
+    let ret = e.ret;
+    let name = e.syscall.name;
+    let mut unknown_fd = false;
+    let u = |n: &str| e.param(n).and_then(Value::as_i64).map(|v| v as u64);
+    let b = |n: &str| e.param(n).and_then(Value::as_bytes).filter(|b| !b.is_empty());
+    let fd_of = |n: &str| u(n).map(|v| v as i32);
+    let new_fd = ret as i32;
+    match name {
+        "execve" | "execveat" => {
+            if let Some(a) = b("args") {
+                p.set_argv(a);
+            }
+            if let Some(x) = b("exe") {
+                p.exepath = Arc::from(String::from_utf8_lossy(x).as_ref());
+            }
+            if let Some(c) = b("cwd") {
+                p.cwd = Arc::from(String::from_utf8_lossy(c).as_ref());
+            }
+            let set = |f: &mut u32, n: &str| {
+                if let Some(v) = u(n) {
+                    *f = v as u32;
+                }
+            };
+            set(&mut p.uid, "uid");
+            set(&mut p.gid, "gid");
+            set(&mut p.euid, "euid");
+            set(&mut p.egid, "egid");
+            set(&mut p.loginuid, "loginuid");
+            set(&mut p.tty, "tty");
+            set(&mut p.sid, "sid");
+            set(&mut p.vpid, "vpid");
+            set(&mut p.vpgid, "vpgid");
+            set(&mut p.exe_flags, "exe_flags");
+            p.cap_effective = u("cap_effective").unwrap_or(p.cap_effective);
+            p.exe_ctime = u("exe_ctime").unwrap_or(p.exe_ctime);
+            p.exe_mtime = u("exe_mtime").unwrap_or(p.exe_mtime);
+        }
+        "open" | "openat" | "openat2" | "creat" => {
+            let flags = u("flags").unwrap_or(0);
+            let path = b("fullpath").or_else(|| b("path")).unwrap_or_default();
+            let typ = if flags & O_DIRECTORY != 0 { FdType::Directory } else { FdType::File };
+            let mut f =
+                Fd::new(typ, Arc::from(String::from_utf8_lossy(path).as_ref()), flags & O_CLOEXEC != 0);
+            f.flags = flags as u32;
+            p.fds.insert(new_fd, f);
+        }
+        "close" => {
+            if let Some(fd) = fd_of("fd") {
+                unknown_fd = p.fds.remove(fd).is_none();
+            }
+        }
+        "close_range" => {
+            let flags = u("flags").unwrap_or(0);
+            p.fds.close_range(
+                u("first").unwrap_or(0) as u32,
+                u("last").unwrap_or(0) as u32,
+                flags & CLOSE_RANGE_CLOEXEC != 0,
+            );
+        }
+        "dup" | "dup2" | "dup3" => {
+            let old = fd_of("oldfd").unwrap_or(-1);
+            unknown_fd = p.fds.get(old).is_none();
+            p.fds.dup(old, new_fd, u("flags").unwrap_or(0) & O_CLOEXEC != 0);
+        }
+        "fcntl" => {
+            let fd = fd_of("fd").unwrap_or(-1);
+            match u("cmd").unwrap_or(u64::MAX) as i64 {
+                F_DUPFD => p.fds.dup(fd, new_fd, false),
+                F_DUPFD_CLOEXEC => p.fds.dup(fd, new_fd, true),
+                F_SETFD => {
+                    if let Some(f) = p.fds.get_mut(fd) {
+                        f.cloexec = u("arg").unwrap_or(0) & FD_CLOEXEC != 0;
+                    }
+                }
+                _ => {}
+            }
+        }
+        "socket" => {
+            let family = u("domain").unwrap_or(0);
+            let typ = u("type").unwrap_or(0);
+            let mut f = socket_fd(family, typ & 0xf, u("protocol").unwrap_or(0));
+            f.cloexec = typ & SOCK_CLOEXEC != 0;
+            f.flags = typ as u32;
+            p.fds.insert(new_fd, f);
+        }
+        "connect" | "bind" => {
+            let fd = fd_of("fd").unwrap_or(-1);
+            let Some(f) = p.fds.get_mut(fd) else {
+                return true;
+            };
+            let local = b("local");
+            let peer = if name == "connect" { b("peer").or_else(|| b("addr")) } else { None };
+            set_addresses(f, local, peer);
+        }
+        "accept" | "accept4" => {
+            let listener = fd_of("fd").and_then(|fd| p.fds.get(fd));
+            let l4 = listener.and_then(|l| l.tuple.as_ref()).map_or(L4::Tcp, |t| t.l4);
+            let peer = b("peer").or_else(|| b("addr"));
+            let family = peer
+                .or(b("local"))
+                .map_or(0, |a| u16::from_le_bytes([a[0], a.get(1).copied().unwrap_or(0)]) as u64);
+            let family = if family == 0 { listener.map_or(AF_INET, |l| family_of(l.typ)) } else { family };
+            let mut f = socket_fd(family, 1, 0);
+            if let Some(t) = f.tuple.as_mut() {
+                t.l4 = l4;
+            }
+            f.cloexec = u("flags").unwrap_or(0) & SOCK_CLOEXEC != 0;
+            set_addresses(&mut f, b("local"), peer);
+            p.fds.insert(new_fd, f);
+        }
+        "pipe" | "pipe2" | "socketpair" => {
+            let cloexec = (u("flags").unwrap_or(0) | u("type").unwrap_or(0)) & O_CLOEXEC != 0;
+            let f = if name == "socketpair" {
+                let mut f = socket_fd(u("domain").unwrap_or(AF_UNIX), u("type").unwrap_or(0) & 0xf, 0);
+                f.cloexec = cloexec;
+                f
+            } else {
+                Fd::new(FdType::Pipe, Arc::from("pipe"), cloexec)
+            };
+            for n in ["fd0", "fd1"] {
+                if let Some(fd) = fd_of(n) {
+                    p.fds.insert(fd, f.clone());
+                }
+            }
+        }
+        "memfd_create" => {
+            let n = String::from_utf8_lossy(b("name").unwrap_or_default());
+            let f = Fd::new(
+                FdType::Memfd,
+                Arc::from(format!("memfd:{n}").as_str()),
+                u("flags").unwrap_or(0) & MFD_CLOEXEC != 0,
+            );
+            p.fds.insert(new_fd, f);
+        }
+        "signalfd" | "signalfd4" if fd_of("fd").is_some_and(|fd| fd >= 0) => {}
+        _ if anon_name(name).is_some() => {
+            let (typ, n) = anon_name(name).unwrap_or((FdType::Other, ""));
+            p.fds.insert(new_fd, Fd::new(typ, Arc::from(n), u("flags").unwrap_or(0) & O_CLOEXEC != 0));
+        }
+        // setpgid may name another process; only the caller's own group is read.
+        "setsid" | "setpgid" if u("pid").unwrap_or(0) == 0 || u("pid") == Some(p.vpid as u64) => {
+            p.sid = u("cur_sid").map_or(p.sid, |v| v as u32);
+            p.vpgid = u("cur_vpgid").map_or(p.vpgid, |v| v as u32);
+        }
+        "chdir" | "fchdir" => {
+            if let Some(c) = b("cwd") {
+                p.cwd = Arc::from(String::from_utf8_lossy(c).as_ref());
+            }
+        }
+        "setuid" | "setreuid" | "setresuid" | "setgid" | "setregid" | "setresgid" | "capset" => {
+            let set = |f: &mut u32, n: &str| {
+                if let Some(v) = u(n) {
+                    *f = v as u32;
+                }
+            };
+            set(&mut p.uid, "cur_uid");
+            set(&mut p.euid, "cur_euid");
+            set(&mut p.gid, "cur_gid");
+            set(&mut p.egid, "cur_egid");
+            p.cap_effective = u("cur_cap_effective").unwrap_or(p.cap_effective);
+        }
+        _ => {}
+    }
+    unknown_fd
+}
+
+/// The /proc link name of the descriptor an anonymous-inode syscall makes.
+fn anon_name(syscall: &str) -> Option<(FdType, &'static str)> {
+    Some(match syscall {
+        "eventfd" | "eventfd2" => (FdType::Event, "anon_inode:[eventfd]"),
+        "signalfd" | "signalfd4" => (FdType::Signalfd, "anon_inode:[signalfd]"),
+        "timerfd_create" => (FdType::Timerfd, "anon_inode:[timerfd]"),
+        "inotify_init" | "inotify_init1" => (FdType::Inotify, "anon_inode:inotify"),
+        "epoll_create" | "epoll_create1" => (FdType::Eventpoll, "anon_inode:[eventpoll]"),
+        _ => return None,
+    })
+}
+
+fn family_of(t: FdType) -> u64 {
+    match t {
+        FdType::Ipv6 => AF_INET6,
+        FdType::Unix => AF_UNIX,
+        _ => AF_INET,
+    }
+}
+
+/// A new socket descriptor of this family, type (SOCK_STREAM...) and protocol.
+pub(crate) fn socket_fd(family: u64, typ: u64, protocol: u64) -> Fd {
+    let ftype = match family {
+        AF_INET => FdType::Ipv4,
+        AF_INET6 => FdType::Ipv6,
+        AF_UNIX => FdType::Unix,
+        AF_NETLINK => FdType::Netlink,
+        _ => FdType::Socket,
+    };
+    let mut f = Fd::new(ftype, Arc::from(""), false);
+    if matches!(ftype, FdType::Ipv4 | FdType::Ipv6) {
+        let l4 = match (typ, protocol) {
+            (_, 6) | (1, 0) => L4::Tcp,
+            (_, 17) | (2, 0) => L4::Udp,
+            (_, 1) | (_, 58) => L4::Icmp,
+            (3, _) => L4::Raw,
+            _ => L4::Unknown,
+        };
+        f.tuple = Some(Box::new(Tuple { v6: ftype == FdType::Ipv6, l4, ..Default::default() }));
+    }
+    f
+}
+
+/// Fills an inet tuple (or a unix name) from kernel sockaddrs and renames the fd.
+fn set_addresses(f: &mut Fd, local: Option<&[u8]>, peer: Option<&[u8]>) {
+    if f.typ == FdType::Unix {
+        // Falco names a unix socket by the path it is bound or connected to.
+        if let Some(path) = peer.or(local).and_then(unix_path) {
+            f.name = Arc::from(path.as_str());
+        }
+        return;
+    }
+    let Some(t) = f.tuple.as_mut() else { return };
+    if let Some((ip, port)) = local.and_then(inet) {
+        t.sip = ip;
+        t.sport = port;
+    }
+    if let Some((ip, port)) = peer.and_then(inet) {
+        t.dip = ip;
+        t.dport = port;
+    }
+    f.name = Arc::from(t.name().as_str());
+}
+
+/// (address as 16 bytes, port in host order) from an inet/inet6 sockaddr.
+fn inet(a: &[u8]) -> Option<([u8; 16], u16)> {
+    let family = u16::from_le_bytes([*a.first()?, *a.get(1)?]) as u64;
+    let port = u16::from_be_bytes([*a.get(2)?, *a.get(3)?]);
+    let mut ip = [0u8; 16];
+    match family {
+        AF_INET => ip[..4].copy_from_slice(a.get(4..8)?),
+        AF_INET6 => ip.copy_from_slice(a.get(8..24)?),
+        _ => return None,
+    }
+    Some((ip, port))
+}
+
+fn unix_path(a: &[u8]) -> Option<String> {
+    let path = a.get(2..)?;
+    match path.first() {
+        None => None,
+        Some(0) => Some(format!("@{}", String::from_utf8_lossy(&path[1..]).trim_end_matches('\0'))),
+        _ => {
+            let end = path.iter().position(|&c| c == 0).unwrap_or(path.len());
+            Some(String::from_utf8_lossy(&path[..end]).into_owned())
+        }
+    }
+}
+
+/// Ancestors by ppid, nearest first; see [`State::ancestors`].
+pub struct Ancestors<'a> {
+    state: &'a State,
+    next: u32,
+    left: u32,
+}
+
+impl<'a> Iterator for Ancestors<'a> {
+    type Item = &'a Process;
+
+    fn next(&mut self) -> Option<&'a Process> {
+        if self.next == 0 || self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let p = self.state.procs.get(&self.next)?;
+        // pid 1's ppid is 0; a self-parented entry would loop.
+        self.next = if p.ppid == p.pid { 0 } else { p.ppid };
+        Some(p)
+    }
+}

@@ -1,0 +1,172 @@
+//! The state engine fed with synthetic events, as the sensor writes them.
+
+use harrier_schema::decode::decode;
+use harrier_state::testing::{exec, exit, fork, syscall, P};
+use harrier_state::{FdType, State, L4};
+
+const ID: &str = "3f1c0e5a9b7d2e4f6a8c0b1d3e5f7a9c2b4d6e8f0a1c3e5b7d9f1a3c5e7b9d0f";
+const CHILD: u32 = 4_000_001;
+
+fn apply(s: &mut State, b: &[u8]) {
+    s.apply(&decode(b).expect("test events decode"));
+}
+
+fn inet(port: u16, ip: [u8; 4]) -> Vec<u8> {
+    let mut a = vec![2, 0];
+    a.extend(port.to_be_bytes());
+    a.extend(ip);
+    a.extend([0; 8]);
+    a
+}
+
+/// This test process, seeded from /proc, forks CHILD, which execs.
+fn with_child() -> (State, u32) {
+    let me = std::process::id();
+    let mut s = State::new();
+    s.scan_proc(Some(me));
+    apply(&mut s, &fork(1, me, CHILD, CHILD, "sh"));
+    apply(&mut s, &exec(2, CHILD, CHILD, "ls", &format!("/system.slice/docker-{ID}.scope")));
+    let ev = syscall(
+        3,
+        CHILD,
+        "execve",
+        0,
+        &[
+            ("args", P::B(b"/bin/ls\0-l\0/tmp\0")),
+            ("exe", P::B(b"/usr/bin/ls")),
+            ("cwd", P::B(b"/srv")),
+            ("uid", P::I(1000)),
+            ("euid", P::I(1000)),
+            ("loginuid", P::I(1000)),
+            ("exe_flags", P::I(2)),
+            ("cap_effective", P::I(0x20)),
+        ],
+    );
+    apply(&mut s, &ev);
+    (s, me)
+}
+
+#[test]
+fn fork_then_exec_fills_the_child() {
+    let (s, me) = with_child();
+    let p = s.process(CHILD).expect("the child is known");
+    assert_eq!((p.pid, p.ppid, p.name()), (CHILD, me, "ls"));
+    assert_eq!((&*p.exe, &*p.exepath, &*p.cwd), ("/bin/ls", "/usr/bin/ls", "/srv"));
+    assert_eq!(p.args().collect::<Vec<_>>(), ["-l", "/tmp"]);
+    assert_eq!((p.uid, p.euid, p.loginuid, p.cap_effective), (1000, 1000, 1000, 0x20));
+    assert!(p.is_exe_from_memfd() && !p.is_exe_upper_layer());
+    assert_eq!(p.container_id(), &ID[..12]);
+    assert_eq!(p.container.as_ref().unwrap().runtime, "docker");
+    let parent = s.ancestors(CHILD).next().expect("the parent");
+    assert_eq!(parent.pid, me);
+    assert_eq!(s.process(me).unwrap().container_id(), "host");
+}
+
+#[test]
+fn descriptors_follow_open_dup_close_pipe_socket_and_exec() {
+    let (mut s, _) = with_child();
+    let open = syscall(
+        4,
+        CHILD,
+        "openat",
+        3,
+        &[("path", P::B(b"../lib/x")), ("fullpath", P::B(b"/usr/lib/x")), ("flags", P::I(0))],
+    );
+    apply(&mut s, &open);
+    apply(&mut s, &syscall(5, CHILD, "dup2", 7, &[("oldfd", P::I(3)), ("newfd", P::I(7))]));
+    apply(&mut s, &syscall(6, CHILD, "close", 0, &[("fd", P::I(3))]));
+    assert!(s.fd(CHILD, 3).is_none());
+    let f = s.fd(CHILD, 7).expect("the dup");
+    assert_eq!((&*f.name, f.directory(), f.filename(), f.typ), ("/usr/lib/x", "/usr/lib", "x", FdType::File));
+    apply(
+        &mut s,
+        &syscall(7, CHILD, "pipe2", 0, &[("flags", P::I(0o2000000)), ("fd0", P::I(4)), ("fd1", P::I(5))]),
+    );
+    assert_eq!(s.fd(CHILD, 5).unwrap().typ, FdType::Pipe);
+    apply(&mut s, &syscall(8, CHILD, "socket", 6, &[("domain", P::I(2)), ("type", P::I(1))]));
+    let (local, peer) = (inet(40000, [10, 0, 0, 1]), inet(443, [93, 184, 216, 34]));
+    apply(
+        &mut s,
+        &syscall(9, CHILD, "connect", 0, &[("fd", P::I(6)), ("local", P::B(&local)), ("peer", P::B(&peer))]),
+    );
+    let sock = s.fd(CHILD, 6).unwrap();
+    let t = sock.tuple.as_ref().unwrap();
+    assert_eq!((sock.typ, t.l4, t.sport, t.dport), (FdType::Ipv4, L4::Tcp, 40000, 443));
+    assert_eq!(&*sock.name, "10.0.0.1:40000->93.184.216.34:443");
+    apply(
+        &mut s,
+        &syscall(
+            10,
+            CHILD,
+            "accept4",
+            8,
+            &[("fd", P::I(6)), ("flags", P::I(0o2000000)), ("peer", P::B(&peer)), ("local", P::B(&local))],
+        ),
+    );
+    assert_eq!(&*s.fd(CHILD, 8).unwrap().name, "10.0.0.1:40000->93.184.216.34:443");
+    // exec drops the close-on-exec ones (the pipe, the accepted socket).
+    apply(&mut s, &exec(11, CHILD, CHILD, "true", "/"));
+    assert!(s.fd(CHILD, 4).is_none() && s.fd(CHILD, 5).is_none() && s.fd(CHILD, 8).is_none());
+    assert!(s.fd(CHILD, 7).is_some() && s.fd(CHILD, 6).is_some());
+    assert_eq!(s.process(CHILD).unwrap().container_id(), "host", "exec'd in the root cgroup");
+}
+
+#[test]
+fn threads_share_the_process_and_exits_free_it_one_batch_late() {
+    let (mut s, _) = with_child();
+    let thread = CHILD + 1;
+    apply(&mut s, &fork(4, CHILD, thread, CHILD, "ls"));
+    apply(&mut s, &syscall(5, thread, "openat", 9, &[("fullpath", P::B(b"/etc/passwd"))]));
+    assert_eq!(&*s.fd(CHILD, 9).unwrap().name, "/etc/passwd", "threads share one fd table");
+    assert_eq!(s.process(thread).unwrap().pid, CHILD);
+    apply(&mut s, &exit(6, thread, CHILD));
+    apply(&mut s, &exit(7, CHILD, CHILD));
+    s.end_batch();
+    assert!(s.process(CHILD).is_some(), "kept for one more batch");
+    s.end_batch();
+    assert!(s.process(CHILD).is_none() && s.process(thread).is_none());
+    assert_eq!(s.stats.processes_freed, 1);
+}
+
+#[test]
+fn a_forked_child_gets_a_copy_of_the_fds_and_setuid_updates_creds() {
+    let (mut s, _) = with_child();
+    apply(&mut s, &syscall(4, CHILD, "openat", 3, &[("fullpath", P::B(b"/a"))]));
+    apply(&mut s, &fork(5, CHILD, CHILD + 10, CHILD + 10, "ls"));
+    apply(&mut s, &syscall(6, CHILD + 10, "close", 0, &[("fd", P::I(3))]));
+    assert!(s.fd(CHILD + 10, 3).is_none());
+    assert!(s.fd(CHILD, 3).is_some(), "the parent's table is its own");
+    apply(
+        &mut s,
+        &syscall(
+            7,
+            CHILD + 10,
+            "setresuid",
+            0,
+            &[("cur_uid", P::I(0)), ("cur_euid", P::I(0)), ("cur_cap_effective", P::I(-1))],
+        ),
+    );
+    let c = s.process(CHILD + 10).unwrap();
+    assert_eq!((c.uid, c.euid, c.cap_effective), (0, 0, u64::MAX));
+    apply(
+        &mut s,
+        &syscall(
+            8,
+            CHILD + 10,
+            "setsid",
+            77,
+            &[("cur_sid", P::I(CHILD as i64 + 10)), ("cur_vpgid", P::I(77))],
+        ),
+    );
+    let c = s.process(CHILD + 10).unwrap();
+    assert_eq!((c.sid, c.vpgid), (CHILD + 10, 77));
+    let names: Vec<_> = s.ancestors(CHILD + 10).map(|p| p.pid).take(2).collect();
+    assert_eq!(names, [CHILD, std::process::id()]);
+}
+
+#[test]
+fn users_and_groups_resolve() {
+    let mut s = State::new();
+    assert_eq!(&*s.users.user(0).unwrap().name, "root");
+    assert_eq!(s.users.group(0), Some("root"));
+}
