@@ -7,11 +7,7 @@ use harrier_schema::{syscall_by_name, SyscallInfo, SYSCALLS};
 
 /// Syscalls the process, fd and user tables are kept from (fork, exec and
 /// exit come from sched tracepoints in every session).
-pub const STATE_SYSCALLS: &[&str] = &[
-    "execve", "execveat", "clone", "clone3", "fork", "vfork", "open", "openat", "openat2", "creat", "close",
-    "dup", "dup2", "dup3", "fcntl", "socket", "connect", "accept", "accept4", "bind", "chdir", "fchdir",
-    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "capset",
-];
+pub use harrier_state::STATE_SYSCALLS;
 
 /// The capture selection and where it came from.
 #[derive(Debug)]

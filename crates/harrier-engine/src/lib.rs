@@ -125,11 +125,11 @@ impl Engine {
         // A close is judged with the fd it closes still in the table.
         let close = view.syscall.name == "close";
         if !close {
-            self.state.apply(&view);
+            self.state.apply(&view, bytes);
         }
         self.evaluate(Some(&view), ty, view.header.tid, view.header.ts);
         if close {
-            self.state.apply(&view);
+            self.state.apply(&view, bytes);
         }
     }
 

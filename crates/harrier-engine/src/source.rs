@@ -480,8 +480,11 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             }
             ContainerId | ContainerFullId => {
                 let Some(p) = self.proc() else { return };
-                let id = if p.container_id.is_empty() { "host" } else { p.container_id };
-                let id = if field == ContainerId && id.len() > 12 { &id[..12] } else { id };
+                let id = match (p.container_id.is_empty(), field) {
+                    (true, _) => "host",
+                    (false, ContainerId) => p.container_id,
+                    (false, _) => p.container_full_id,
+                };
                 one(out, Some(Value::str(id)))
             }
             ContainerName | ContainerImage | ContainerImageRepository | ContainerPrivileged => {
@@ -490,7 +493,7 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     let host = matches!(field, ContainerName).then_some(Value::str("host"));
                     return one(out, host);
                 }
-                let Some(c) = self.state.container(p.container_id) else { return };
+                let Some(c) = self.state.container(self.tid) else { return };
                 let v = match field {
                     ContainerName => Some(Value::str(c.name)),
                     ContainerImage => Some(Value::str(c.image)).filter(|_| !c.image.is_empty()),
@@ -525,21 +528,17 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 one(out, Some(v))
             }
             FdType | FdTypechar => {
-                let kind = self.fd().map(|f| f.kind).or_else(|| {
-                    self.event_fd_name().map(|_| crate::view::FdKind::File) // an open's new fd
-                });
-                one(out, kind.map(|k| Value::str(if field == FdType { k.name() } else { k.typechar() })))
+                let t = match self.fd() {
+                    Some(f) => Some((f.type_name, f.typechar)),
+                    None => self.event_fd_name().map(|_| ("file", "f")), // an open whose fd is gone
+                };
+                one(out, t.map(|(name, c)| Value::str(if field == FdType { name } else { c })))
             }
             FdIp | FdCip | FdSip | FdPort | FdCport | FdSport | FdL4proto | FdSockfamily | FdIsServer | FdNet | FdCnet
             | FdSnet => {
                 let Some(f) = self.fd() else { return };
                 if field == FdSockfamily {
-                    let fam = match f.kind {
-                        crate::view::FdKind::Ipv4 | crate::view::FdKind::Ipv6 => "ip",
-                        crate::view::FdKind::Unix => "unix",
-                        _ => return,
-                    };
-                    return one(out, Some(Value::str(fam)));
+                    return one(out, f.sockfamily.map(Value::str));
                 }
                 let Some(t) = f.tuple else { return };
                 match field {

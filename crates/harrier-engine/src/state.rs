@@ -1,175 +1,179 @@
 //! The engine's state: harrier-state's tables behind the [`StateView`] the
 //! field extraction reads.
 
-use crate::view::{ContainerInfo, FdInfo, ProcInfo, StateView, UserInfo};
+use crate::view::{ContainerInfo, FdInfo, ProcInfo, StateView, Tuple, UserInfo};
 use harrier_schema::decode::{decode, Event, Meta};
 use harrier_schema::view::SyscallView;
-use std::collections::HashMap;
+use harrier_state::fd::FdType;
+use harrier_state::{Process, State, STATE_SYSCALLS};
 
-#[derive(Debug, Default, Clone)]
-struct Proc {
-    pid: u32,
-    ppid: u32,
-    comm: Vec<u8>,
-    exe: Vec<u8>,
-    exepath: Vec<u8>,
-    args: Vec<u8>,
-    cwd: Vec<u8>,
-}
-
-/// Processes by tid (threads share their leader's entry by pid).
-#[derive(Default)]
+/// harrier-state's tables, fed only the events that change them.
 pub struct EngineState {
-    threads: HashMap<u32, u32>,
-    procs: HashMap<u32, Proc>,
-    exited: Vec<u32>,
-    exited_last_batch: Vec<u32>,
+    pub tables: State,
+    /// By syscall number: does the state need this syscall's events?
+    wanted: Vec<bool>,
 }
 
-fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
-    status.lines().find_map(|l| l.strip_prefix(key)).map(str::trim)
+impl Default for EngineState {
+    fn default() -> Self {
+        EngineState::new()
+    }
 }
 
 impl EngineState {
     pub fn new() -> EngineState {
-        EngineState::default()
+        let mut wanted = vec![false; harrier_schema::MAX_SYSCALL_NR as usize + 1];
+        for s in STATE_SYSCALLS.iter().filter_map(|n| harrier_schema::syscall_by_name(n)) {
+            wanted[s.nr as usize] = true;
+        }
+        EngineState { tables: State::new(), wanted }
     }
 
     /// Seeds the tables from /proc (call once the sensor is attached).
     pub fn scan_proc(&mut self) {
-        let Ok(dir) = std::fs::read_dir("/proc") else { return };
-        for e in dir.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-            self.load_proc(pid);
-            if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-                for t in tasks.flatten() {
-                    if let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
-                        self.threads.insert(tid, pid);
-                    }
-                }
-            }
-        }
+        self.tables.scan_proc(None);
     }
 
-    fn load_proc(&mut self, pid: u32) -> Option<()> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let ppid = status_field(&status, "PPid:")?.parse().ok()?;
-        let comm = status_field(&status, "Name:").unwrap_or("").as_bytes().to_vec();
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let mut parts = cmd.splitn(2, |&c| c == 0);
-        let exe = parts.next().unwrap_or_default().to_vec();
-        let args = parts.next().unwrap_or_default().to_vec();
-        let link = |n: &str| {
-            std::fs::read_link(format!("/proc/{pid}/{n}"))
-                .map(|p| p.into_os_string().into_encoded_bytes())
-                .unwrap_or_default()
-        };
-        let p = Proc { pid, ppid, comm, exe, exepath: link("exe"), args, cwd: link("cwd") };
-        self.procs.insert(pid, p);
-        self.threads.insert(pid, pid);
-        Some(())
-    }
-
-    fn pid_of(&self, tid: u32) -> u32 {
-        self.threads.get(&tid).copied().unwrap_or(tid)
-    }
-
-    /// A life-cycle event; returns the tid of an exiting process leader.
+    /// A life-cycle event; returns the tid of an exiting process leader
+    /// (Falco's procexit).
     pub fn apply_meta(&mut self, bytes: &[u8]) -> Option<u32> {
-        let Ok(Event::Meta(h, m)) = decode(bytes) else { return None };
-        match m {
-            Meta::Fork { child_tid, child_pid, comm } => {
-                self.threads.insert(child_tid, child_pid);
-                if child_tid == child_pid {
-                    let parent = self.procs.get(&self.pid_of(h.tid)).cloned().unwrap_or_default();
-                    let ppid = self.pid_of(h.tid);
-                    self.procs.insert(child_pid, Proc { pid: child_pid, ppid, comm: comm.into_bytes(), ..parent });
-                }
-                None
-            }
-            Meta::Exec { old_tid, comm } => {
-                let pid = self.pid_of(old_tid);
-                let p = self.procs.entry(pid).or_insert_with(|| Proc { pid, ..Default::default() });
-                p.comm = comm.into_bytes();
-                self.threads.insert(h.tid, pid);
-                None
-            }
-            Meta::Exit { pid } => {
-                self.exited.push(h.tid);
-                (h.tid == pid).then_some(h.tid)
-            }
-            Meta::Comm { comm } => {
-                let pid = self.pid_of(h.tid);
-                if let Some(p) = self.procs.get_mut(&pid) {
-                    p.comm = comm.into_bytes();
-                }
-                None
+        let ev = decode(bytes).ok()?;
+        let exit = match &ev {
+            Event::Meta(h, Meta::Exit { pid }) if h.tid == *pid => Some(h.tid),
+            _ => None,
+        };
+        self.tables.apply(&ev);
+        if let Event::Meta(h, _) = &ev {
+            self.warm_names(h.tid);
+        }
+        exit
+    }
+
+    /// A syscall event: decoded and applied only if the state needs it, so the
+    /// common event costs a table lookup, not a decode.
+    pub fn apply(&mut self, v: &SyscallView, bytes: &[u8]) {
+        if !self.wanted.get(v.syscall.nr as usize).copied().unwrap_or(false) {
+            return;
+        }
+        if let Ok(ev) = decode(bytes) {
+            self.tables.apply(&ev);
+            if matches!(v.syscall.name, "execve" | "execveat" | "setuid" | "setresuid" | "setreuid") {
+                self.warm_names(v.header.tid);
             }
         }
     }
 
-    /// A syscall event that changes state (exec's image, cwd).
-    pub fn apply(&mut self, v: &SyscallView) {
-        match v.syscall.name {
-            "execve" | "execveat" if v.ret == 0 => {
-                let pid = self.pid_of(v.header.tid);
-                let bytes = |n: &str| v.named(n).and_then(|p| p.as_bytes().map(<[u8]>::to_vec)).unwrap_or_default();
-                let args = bytes("args");
-                let mut parts = args.splitn(2, |&c| c == 0);
-                let exe = parts.next().unwrap_or_default().to_vec();
-                let rest = parts.next().unwrap_or_default().to_vec();
-                let p = self.procs.entry(pid).or_insert_with(|| Proc { pid, ..Default::default() });
-                p.exe = exe;
-                p.args = rest;
-                p.exepath = bytes("exe");
-                p.cwd = bytes("cwd");
-            }
-            _ => {}
+    /// Looks up the process's user, login user and group once, so that
+    /// extraction (a shared borrow) finds them cached.
+    fn warm_names(&mut self, tid: u32) {
+        let Some(p) = self.tables.process(tid) else { return };
+        let (uid, gid, login) = (p.uid, p.gid, p.loginuid);
+        self.tables.users.user(uid);
+        self.tables.users.group(gid);
+        if login != u32::MAX {
+            self.tables.users.user(login);
         }
     }
 
     pub fn end_batch(&mut self) {
-        for tid in std::mem::take(&mut self.exited_last_batch) {
-            if let Some(pid) = self.threads.remove(&tid) {
-                if pid == tid {
-                    self.procs.remove(&pid);
-                }
-            }
-        }
-        self.exited_last_batch = std::mem::take(&mut self.exited);
+        self.tables.end_batch();
     }
 }
 
-fn info(p: &Proc) -> ProcInfo<'_> {
+fn info(p: &Process) -> ProcInfo<'_> {
+    let c = p.container.as_deref();
     ProcInfo {
         pid: p.pid,
         ppid: p.ppid,
-        comm: &p.comm,
-        exe: &p.exe,
-        exepath: &p.exepath,
-        args: &p.args,
-        cwd: &p.cwd,
-        ..Default::default()
+        comm: p.name().as_bytes(),
+        exe: p.exe.as_bytes(),
+        exepath: p.exepath.as_bytes(),
+        args: p.args.as_bytes(),
+        cwd: p.cwd.as_bytes(),
+        env: b"",
+        uid: Some(p.uid),
+        gid: Some(p.gid),
+        euid: Some(p.euid),
+        loginuid: Some(p.loginuid),
+        tty: Some(p.tty),
+        sid: Some(p.sid),
+        vpid: Some(p.vpid),
+        vpgid: Some(p.vpgid),
+        cap_effective: Some(p.cap_effective),
+        exe_upper_layer: Some(p.is_exe_upper_layer()),
+        exe_from_memfd: Some(p.is_exe_from_memfd()),
+        start_ns: (p.start_ts != 0).then_some(p.start_ts),
+        container_id: c.map_or("", |c| &c.id),
+        container_full_id: c.map_or("", |c| &c.full_id),
     }
 }
 
 impl StateView for EngineState {
     fn process(&self, tid: u32) -> Option<ProcInfo<'_>> {
-        self.procs.get(&self.pid_of(tid)).map(info)
+        self.tables.process(tid).map(info)
     }
+
     fn process_by_pid(&self, pid: u32) -> Option<ProcInfo<'_>> {
-        self.procs.get(&pid).map(info)
+        self.tables.process_by_pid(pid).map(info)
     }
-    fn fd(&self, _tid: u32, _fd: i32) -> Option<FdInfo<'_>> {
-        None
+
+    fn fd(&self, tid: u32, fd: i32) -> Option<FdInfo<'_>> {
+        let f = self.tables.fd(tid, fd)?;
+        let tuple = f.tuple.as_deref().map(|t| {
+            // harrier-state keeps local (s*) and peer (d*); Falco orients by
+            // client and server.
+            let (cip, cport, sip, sport) = match t.server {
+                false => (t.sip(), t.sport, t.dip(), t.dport),
+                true => (t.dip(), t.dport, t.sip(), t.sport),
+            };
+            Tuple { cip, cport, sip, sport, l4proto: t.l4.name(), is_server: t.server }
+        });
+        let sockfamily = match f.typ {
+            FdType::Ipv4 | FdType::Ipv6 => Some("ip"),
+            FdType::Unix => Some("unix"),
+            _ => None,
+        };
+        Some(FdInfo {
+            num: fd,
+            type_name: f.typ.name(),
+            typechar: TYPECHARS.iter().find(|(t, _)| *t == f.typ.typechar()).map_or("o", |(_, s)| s),
+            sockfamily,
+            name: f.name.as_bytes(),
+            tuple,
+        })
     }
-    fn user(&self, _uid: u32) -> Option<UserInfo<'_>> {
-        None
+
+    fn user(&self, uid: u32) -> Option<UserInfo<'_>> {
+        self.tables.users.cached_user(uid).map(|u| UserInfo { name: &u.name, home: &u.homedir, shell: &u.shell })
     }
-    fn group(&self, _gid: u32) -> Option<&str> {
-        None
+
+    fn group(&self, gid: u32) -> Option<&str> {
+        self.tables.users.cached_group(gid)
     }
-    fn container(&self, _id: &str) -> Option<ContainerInfo<'_>> {
-        None
+
+    fn container(&self, tid: u32) -> Option<ContainerInfo<'_>> {
+        self.tables.container(tid).map(|c| ContainerInfo {
+            id: &c.id,
+            name: &c.name,
+            image: &c.image,
+            image_repository: &c.image_repository,
+            privileged: Some(c.privileged),
+        })
     }
 }
+
+/// fd.typechar as a string without allocating.
+const TYPECHARS: [(char, &str); 12] = [
+    ('f', "f"),
+    ('d', "d"),
+    ('4', "4"),
+    ('6', "6"),
+    ('u', "u"),
+    ('s', "s"),
+    ('p', "p"),
+    ('m', "m"),
+    ('e', "e"),
+    ('t', "t"),
+    ('i', "i"),
+    ('l', "l"),
+];

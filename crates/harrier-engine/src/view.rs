@@ -20,6 +20,7 @@ pub struct ProcInfo<'a> {
     pub env: &'a [u8],
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    pub euid: Option<u32>,
     pub loginuid: Option<u32>,
     pub tty: Option<u32>,
     pub sid: Option<u32>,
@@ -29,56 +30,9 @@ pub struct ProcInfo<'a> {
     pub exe_upper_layer: Option<bool>,
     pub exe_from_memfd: Option<bool>,
     pub start_ns: Option<u64>,
+    /// Empty for host processes.
     pub container_id: &'a str,
-}
-
-/// What an fd refers to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FdKind {
-    File,
-    Directory,
-    Ipv4,
-    Ipv6,
-    Unix,
-    Pipe,
-    Event,
-    Signal,
-    Memfd,
-    Other,
-}
-
-impl FdKind {
-    /// Falco's fd.type.
-    pub fn name(self) -> &'static str {
-        match self {
-            FdKind::File => "file",
-            FdKind::Directory => "directory",
-            FdKind::Ipv4 => "ipv4",
-            FdKind::Ipv6 => "ipv6",
-            FdKind::Unix => "unix",
-            FdKind::Pipe => "pipe",
-            FdKind::Event => "event",
-            FdKind::Signal => "signalfd",
-            FdKind::Memfd => "memfd",
-            FdKind::Other => "unknown",
-        }
-    }
-
-    /// Falco's fd.typechar.
-    pub fn typechar(self) -> &'static str {
-        match self {
-            FdKind::File => "f",
-            FdKind::Directory => "d",
-            FdKind::Ipv4 => "4",
-            FdKind::Ipv6 => "6",
-            FdKind::Unix => "u",
-            FdKind::Pipe => "p",
-            FdKind::Event => "e",
-            FdKind::Signal => "s",
-            FdKind::Memfd => "m",
-            FdKind::Other => "o",
-        }
-    }
+    pub container_full_id: &'a str,
 }
 
 /// A socket's addresses: client and server as Falco orients them.
@@ -97,7 +51,12 @@ pub struct Tuple {
 #[derive(Debug, Clone, Copy)]
 pub struct FdInfo<'a> {
     pub num: i32,
-    pub kind: FdKind,
+    /// Falco's fd.type ("file", "ipv4", "unix", "pipe"...).
+    pub type_name: &'static str,
+    /// Falco's fd.typechar ("f", "4", "u", "p"...).
+    pub typechar: &'static str,
+    /// "ip" or "unix" for sockets (fd.sockfamily).
+    pub sockfamily: Option<&'static str>,
     /// Path, or for sockets Falco's "cip:cport->sip:sport" text.
     pub name: &'a [u8],
     pub tuple: Option<Tuple>,
@@ -128,5 +87,6 @@ pub trait StateView {
     fn fd(&self, tid: u32, fd: i32) -> Option<FdInfo<'_>>;
     fn user(&self, uid: u32) -> Option<UserInfo<'_>>;
     fn group(&self, gid: u32) -> Option<&str>;
-    fn container(&self, id: &str) -> Option<ContainerInfo<'_>>;
+    /// The container thread `tid`'s process runs in (None: the host).
+    fn container(&self, tid: u32) -> Option<ContainerInfo<'_>>;
 }

@@ -16,39 +16,19 @@ impl Sink for Collect {
     }
 }
 
-fn event(tid: u32, kind: u16, ret: i64, body: &[u8]) -> Vec<u8> {
-    let len = (24 + body.len()) as u16;
-    let mut b = Vec::new();
-    b.extend(1u64.to_le_bytes());
-    b.extend(tid.to_le_bytes());
-    b.extend(kind.to_le_bytes());
-    b.extend(len.to_le_bytes());
-    b.extend(ret.to_le_bytes());
-    b.extend(body);
-    b
+use harrier_state::testing::{exec, fork, syscall, P};
+
+/// A process `name` (pid = tid) forked from pid 1 and exec'd.
+fn spawn(e: &mut Engine, tid: u32, name: &str) {
+    e.on_event(&fork(1, 1, tid, tid, "init"));
+    e.on_event(&exec(2, tid, tid, name, "/"));
+    let exe = format!("/usr/bin/{name}");
+    e.on_event(&syscall(3, tid, "execve", 0, &[("exe", P::B(exe.as_bytes())), ("args", P::B(exe.as_bytes()))]));
 }
 
-fn var(b: &mut Vec<u8>, s: &[u8]) {
-    b.extend((s.len() as u16).to_le_bytes());
-    b.extend(s);
-}
-
-fn exec_meta(tid: u32, comm: &str) -> Vec<u8> {
-    let mut body = tid.to_le_bytes().to_vec();
-    let mut c = [0u8; 16];
-    c[..comm.len()].copy_from_slice(comm.as_bytes());
-    body.extend(c);
-    event(tid, 1001, 0, &body)
-}
-
-fn openat(tid: u32, path: &str, flags: u32) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend((-100i32).to_le_bytes());
-    body.extend(flags.to_le_bytes());
-    body.extend(0u32.to_le_bytes());
-    var(&mut body, path.as_bytes());
-    var(&mut body, path.as_bytes());
-    event(tid, 257, 3, &body)
+fn openat(tid: u32, path: &str, flags: i64) -> Vec<u8> {
+    let p = path.as_bytes();
+    syscall(4, tid, "openat", 3, &[("dirfd", P::I(-100)), ("flags", P::I(flags)), ("path", P::B(p)), ("fullpath", P::B(p))])
 }
 
 fn engine() -> (Engine, Arc<Mutex<Vec<Alert>>>) {
@@ -68,9 +48,9 @@ fn alerts(engine: Engine, got: &Arc<Mutex<Vec<Alert>>>) -> Vec<Alert> {
 #[test]
 fn an_untrusted_read_of_shadow_alerts_and_a_trusted_one_does_not() {
     let (mut e, got) = engine();
-    e.on_event(&exec_meta(4242, "untrusted-cat"));
+    spawn(&mut e, 4242, "untrusted-cat");
     e.on_event(&openat(4242, "/etc/shadow", 0));
-    e.on_event(&exec_meta(4343, "passwd"));
+    spawn(&mut e, 4343, "passwd");
     e.on_event(&openat(4343, "/etc/shadow", 0));
     let a = alerts(e, &got);
     assert_eq!(a.len(), 1, "{a:#?}");

@@ -106,6 +106,8 @@ pub struct Tuple {
     pub dip: [u8; 16],
     pub sport: u16,
     pub dport: u16,
+    /// This side accepted the connection: Falco's client is the peer (d*).
+    pub server: bool,
 }
 
 impl Tuple {
@@ -122,13 +124,18 @@ impl Tuple {
     pub fn dip(&self) -> IpAddr {
         self.ip(&self.dip)
     }
-    /// Falco's fd.name for a connected inet socket: "sip:sport->dip:dport".
+    /// Falco's fd.name for a connected inet socket: "client:port->server:port"
+    /// (local->peer after connect, peer->local after accept).
     pub fn name(&self) -> String {
         let ip = |a: IpAddr| match a {
             IpAddr::V6(v) => format!("[{v}]"),
             a => a.to_string(),
         };
-        format!("{}:{}->{}:{}", ip(self.sip()), self.sport, ip(self.dip()), self.dport)
+        let (c, cp, s, sp) = match self.server {
+            false => (self.sip(), self.sport, self.dip(), self.dport),
+            true => (self.dip(), self.dport, self.sip(), self.sport),
+        };
+        format!("{}:{cp}->{}:{sp}", ip(c), ip(s))
     }
 }
 
@@ -276,7 +283,10 @@ mod tests {
             dip: [10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
             sport: 5,
             dport: 80,
+            server: false,
         };
         assert_eq!(t.name(), "127.0.0.1:5->10.0.0.2:80");
+        let accepted = Tuple { server: true, ..t };
+        assert_eq!(accepted.name(), "10.0.0.2:80->127.0.0.1:5", "the peer is the client");
     }
 }

@@ -174,7 +174,8 @@ fn read_sockets(pid: u32) -> Sockets {
                 continue;
             };
             let mut f = socket_fd(if v6 { 10 } else { 2 }, 0, 0);
-            let t = Tuple { v6, l4, sip, dip, sport, dport };
+            // Which side accepted is not in /proc/net: seeded sockets count as clients.
+            let t = Tuple { v6, l4, sip, dip, sport, dport, server: false };
             f.name = Arc::from(t.name().as_str());
             f.tuple = Some(Box::new(t));
             out.insert(ino, f);

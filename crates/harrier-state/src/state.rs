@@ -400,6 +400,7 @@ fn apply_to(p: &mut Process, e: &SyscallEvent) -> bool {
             let mut f = socket_fd(family, 1, 0);
             if let Some(t) = f.tuple.as_mut() {
                 t.l4 = l4;
+                t.server = true;
             }
             f.cloexec = u("flags").unwrap_or(0) & SOCK_CLOEXEC != 0;
             set_addresses(&mut f, b("local"), peer);

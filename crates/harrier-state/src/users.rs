@@ -48,6 +48,16 @@ impl Users {
         self.groups.get(&gid)?.as_deref()
     }
 
+    /// A user already looked up (None if never asked or unknown): for
+    /// readers that only hold a shared borrow, after `user` warmed the cache.
+    pub fn cached_user(&self, uid: u32) -> Option<&User> {
+        self.users.get(&uid)?.as_ref()
+    }
+
+    pub fn cached_group(&self, gid: u32) -> Option<&str> {
+        self.groups.get(&gid)?.as_deref()
+    }
+
     /// Forgets everything (e.g. on SIGHUP, after /etc/passwd changed).
     pub fn clear(&mut self) {
         self.users.clear();
