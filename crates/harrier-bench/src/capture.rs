@@ -256,7 +256,10 @@ pub fn auto_pick(case: &Case) -> Result<harrier_capture::AttachChoice> {
 
 /// Runs every case `rounds` times, interleaved, and returns per-case
 /// medians, plus what `auto` picks for each selection (by label).
-pub fn measure(cases: &[Case], rounds: usize) -> Result<(Vec<Run>, Vec<(String, harrier_capture::AttachChoice)>)> {
+pub fn measure(
+    cases: &[Case],
+    rounds: usize,
+) -> Result<(Vec<Run>, Vec<(String, harrier_capture::AttachChoice)>)> {
     let _redis =
         if cases.iter().any(|c| c.workload == Workload::Redis) { Some(Redis::start()?) } else { None };
     let mut picks: Vec<(String, harrier_capture::AttachChoice)> = Vec::new();

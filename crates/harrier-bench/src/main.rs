@@ -167,10 +167,15 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf, stop: bool) -> Result
                 .to_vec(),
             rows: rows
                 .iter()
-                .map(|(sel, mode, secs, left)| vec![sel.clone(), mode.clone(), num(*secs, 2), left.to_string()])
+                .map(|(sel, mode, secs, left)| {
+                    vec![sel.clone(), mode.clone(), num(*secs, 2), left.to_string()]
+                })
                 .collect(),
         };
-        md += &format!("\nStop: `harrier capture`, SIGINT after 1 s attached, median of {rounds}:\n\n{}", t.markdown());
+        md += &format!(
+            "\nStop: `harrier capture`, SIGINT after 1 s attached, median of {rounds}:\n\n{}",
+            t.markdown()
+        );
     }
     println!("{md}");
     std::fs::create_dir_all(&out)?;

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 fn load(files: &[(String, String)]) -> Result<RuleSet> {
     let opts = LoadOptions { supported: Arc::new(harrier_engine::source::supported), ..Default::default() };
-    RuleSet::load(files, &opts).map_err(|d| anyhow::anyhow!("{}", d.last().map(|d| d.to_string()).unwrap_or_default()))
+    RuleSet::load(files, &opts)
+        .map_err(|d| anyhow::anyhow!("{}", d.last().map(|d| d.to_string()).unwrap_or_default()))
 }
 
 /// Opens/closes, connects and execs: the event types Falco's rules capture.
@@ -49,7 +50,10 @@ pub fn measure(stable_rules: &str, rounds: usize) -> Result<Vec<(String, usize, 
     let stable = std::fs::read_to_string(stable_rules).with_context(|| format!("reading {stable_rules}"))?;
     let sets: Vec<(String, Vec<(String, String)>)> = vec![
         ("Falco stable rules".into(), vec![(stable_rules.to_string(), stable)]),
-        ("Harrier default rules".into(), vec![("harrier_rules.yaml".into(), harrier_rules::DEFAULT_RULES.into())]),
+        (
+            "Harrier default rules".into(),
+            vec![("harrier_rules.yaml".into(), harrier_rules::DEFAULT_RULES.into())],
+        ),
     ];
     // Record once, with the union of what both rule sets attach.
     let mut syscalls = Vec::new();

@@ -121,7 +121,8 @@ pub(crate) fn plan(cfg: &Config) -> Result<Vec<Attachment>> {
         names.extend(s.exit_also.map(|o| format!("sys_exit_{o}")));
     }
     let found = tracefs::tracepoint_ids("syscalls", &names)?;
-    let ids: HashMap<&str, u64> = names.iter().zip(found).filter_map(|(n, id)| Some((n.as_str(), id?))).collect();
+    let ids: HashMap<&str, u64> =
+        names.iter().zip(found).filter_map(|(n, id)| Some((n.as_str(), id?))).collect();
     let id_of = |name: &str| ids.get(name).copied();
     let require = |name: String| id_of(&name).ok_or_else(|| anyhow!("no tracepoint {name} on this kernel"));
     let mut plan = Vec::new();
@@ -137,7 +138,9 @@ pub(crate) fn plan(cfg: &Config) -> Result<Vec<Attachment>> {
             exit_ids.push(require(format!("sys_exit_{other}"))?);
         }
         let enter_id = match s.params {
-            Some(params) if params.iter().any(|p| p.at_enter) => Some(require(format!("sys_enter_{}", s.tracepoint))?),
+            Some(params) if params.iter().any(|p| p.at_enter) => {
+                Some(require(format!("sys_enter_{}", s.tracepoint))?)
+            }
             _ => None,
         };
         plan.push(Attachment { syscall: s, exit_ids, enter_id });
@@ -167,7 +170,9 @@ pub struct AttachChoice {
 
 pub(crate) fn choose(requested: AttachMode, plan: &[Attachment]) -> Result<AttachChoice> {
     let mut choice = match requested {
-        AttachMode::Auto => rule(plan, || sample_syscalls(SAMPLE).context("sampling the machine's syscalls"))?,
+        AttachMode::Auto => {
+            rule(plan, || sample_syscalls(SAMPLE).context("sampling the machine's syscalls"))?
+        }
         mode => AttachChoice { mode, reason: "requested".into(), selected_share: None, tracepoints: 0 },
     };
     choice.tracepoints = tracepoints(plan, choice.mode);

@@ -408,7 +408,8 @@ const DISPATCHER: &str = "hr_dispatch";
 fn fill_tail_slots(skel: &CaptureSkel, plan: &[Attachment]) -> Result<()> {
     let obj = skel.object();
     let fd_of = |name: &str| -> Result<i32> {
-        let p = obj.progs().find(|p| p.name() == name).ok_or_else(|| anyhow!("BPF program {name} is missing"))?;
+        let p =
+            obj.progs().find(|p| p.name() == name).ok_or_else(|| anyhow!("BPF program {name} is missing"))?;
         Ok(p.as_fd().as_raw_fd())
     };
     let mut slots: Vec<(u32, String)> = Vec::new();
@@ -419,7 +420,8 @@ fn fill_tail_slots(skel: &CaptureSkel, plan: &[Attachment]) -> Result<()> {
     }
     for a in plan {
         let (Some(tail), Some(other)) = (a.tail_prog(), a.syscall.exit_also) else { continue };
-        let other = harrier_schema::syscall_by_name(other).ok_or_else(|| anyhow!("unknown syscall {other}"))?;
+        let other =
+            harrier_schema::syscall_by_name(other).ok_or_else(|| anyhow!("unknown syscall {other}"))?;
         if !slots.iter().any(|(nr, _)| *nr == other.nr) {
             slots.push((other.nr, tail));
         }

@@ -74,7 +74,8 @@ fn settings(a: &RunArgs) -> Result<RunConfig> {
         c.rules_files = a.rules.clone();
     }
     if let Some(p) = &a.priority {
-        c.priority = harrier_rules::loader::Priority::parse(p).with_context(|| format!("unknown priority '{p}'"))?;
+        c.priority =
+            harrier_rules::loader::Priority::parse(p).with_context(|| format!("unknown priority '{p}'"))?;
     }
     if a.json {
         c.json_output = true;
@@ -225,7 +226,14 @@ pub fn run(a: RunArgs) -> Result<()> {
         counters.events_without_rules
     );
     for o in out_stats {
-        say!("harrier: output {}: {} sent, {} lost (queue full {}, failed {})", o.name, o.sent, o.lost(), o.dropped_queue_full, o.failed);
+        say!(
+            "harrier: output {}: {} sent, {} lost (queue full {}, failed {})",
+            o.name,
+            o.sent,
+            o.lost(),
+            o.dropped_queue_full,
+            o.failed
+        );
     }
     Ok(())
 }

@@ -94,7 +94,8 @@ impl RunConfig {
 
     pub fn parse(file: &str, text: &str) -> Result<RunConfig> {
         let r = Reader { file };
-        let docs = yaml::parse(text).map_err(|e| anyhow::anyhow!("{file}:{}:{}: {}", e.pos.line, e.pos.col, e.msg))?;
+        let docs = yaml::parse(text)
+            .map_err(|e| anyhow::anyhow!("{file}:{}:{}: {}", e.pos.line, e.pos.col, e.msg))?;
         let mut c = RunConfig::default();
         let Some(root) = docs.first() else { return Ok(c) };
         let Node::Map { entries, .. } = root else {
@@ -106,7 +107,8 @@ impl RunConfig {
                 "rules_files" | "rules_file" => c.rules_files = r.strings(v, key)?,
                 "priority" => {
                     let p = r.str(v, key)?;
-                    c.priority = Priority::parse(p).ok_or_else(|| r.err(v, format!("unknown priority '{p}'")))?;
+                    c.priority =
+                        Priority::parse(p).ok_or_else(|| r.err(v, format!("unknown priority '{p}'")))?;
                 }
                 "rule_matching" => {
                     c.rule_matching = match r.str(v, key)? {
@@ -133,9 +135,14 @@ impl RunConfig {
                 }
                 "webserver" => {
                     if r.enabled(v, key)? {
-                        let addr = v.get("listen_address").map(|a| r.str(a, "webserver.listen_address")).transpose()?;
-                        let port = v.get("listen_port").map(|p| r.str(p, "webserver.listen_port")).transpose()?;
-                        c.metrics_addr = Some(format!("{}:{}", addr.unwrap_or("0.0.0.0"), port.unwrap_or("8765")));
+                        let addr = v
+                            .get("listen_address")
+                            .map(|a| r.str(a, "webserver.listen_address"))
+                            .transpose()?;
+                        let port =
+                            v.get("listen_port").map(|p| r.str(p, "webserver.listen_port")).transpose()?;
+                        c.metrics_addr =
+                            Some(format!("{}:{}", addr.unwrap_or("0.0.0.0"), port.unwrap_or("8765")));
                     }
                 }
                 "outputs_queue" => {
@@ -144,7 +151,9 @@ impl RunConfig {
                         c.outputs_queue_capacity = match s.parse::<usize>() {
                             Ok(0) => 1 << 20, // Falco: 0 means unbounded; we keep a bound
                             Ok(n) => n,
-                            Err(_) => bail!(r.err(cap, format!("outputs_queue.capacity must be a number, not '{s}'"))),
+                            Err(_) => bail!(
+                                r.err(cap, format!("outputs_queue.capacity must be a number, not '{s}'"))
+                            ),
                         };
                     }
                 }

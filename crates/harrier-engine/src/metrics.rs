@@ -72,18 +72,45 @@ impl Metrics {
         let cpu = Gauge::<f64, AtomicU64>::default();
         let rss = Gauge::default();
         registry.register("falcosecurity_scap_n_evts", "Events received from the kernel", events.clone());
-        registry.register("falcosecurity_scap_n_drops", "Events lost in the kernel (full rings)", drops.clone());
+        registry.register(
+            "falcosecurity_scap_n_drops",
+            "Events lost in the kernel (full rings)",
+            drops.clone(),
+        );
         registry.register("falcosecurity_falco_rules_matches", "Alerts per rule", matches.clone());
         registry.register("harrier_rule_evaluations", "Condition evaluations per rule", evaluations.clone());
-        registry.register("harrier_rule_cpu_seconds", "CPU time evaluating each rule's condition", rule_cpu.clone());
+        registry.register(
+            "harrier_rule_cpu_seconds",
+            "CPU time evaluating each rule's condition",
+            rule_cpu.clone(),
+        );
         registry.register(
             "falcosecurity_falco_outputs_queue_num_drops",
             "Alerts lost per output (queue full or delivery failed)",
             output_drops.clone(),
         );
-        registry.register("falcosecurity_falco_cpu_usage_ratio", "CPU used by the sensor (cores)", cpu.clone());
-        registry.register("falcosecurity_falco_memory_rss_bytes", "Resident memory of the sensor", rss.clone());
-        Metrics { registry, events, drops, matches, evaluations, rule_cpu, output_drops, cpu, rss, last: Sample::default() }
+        registry.register(
+            "falcosecurity_falco_cpu_usage_ratio",
+            "CPU used by the sensor (cores)",
+            cpu.clone(),
+        );
+        registry.register(
+            "falcosecurity_falco_memory_rss_bytes",
+            "Resident memory of the sensor",
+            rss.clone(),
+        );
+        Metrics {
+            registry,
+            events,
+            drops,
+            matches,
+            evaluations,
+            rule_cpu,
+            output_drops,
+            cpu,
+            rss,
+            last: Sample::default(),
+        }
     }
 
     pub fn update(&mut self, s: Sample) {
@@ -120,7 +147,9 @@ impl Default for Metrics {
 
 /// Serves the metrics on `addr` (any path) from a thread of its own.
 pub fn serve(addr: &str, metrics: Arc<std::sync::Mutex<Metrics>>) -> Result<()> {
-    let server = tiny_http::Server::http(addr).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| format!("listening on {addr}"))?;
+    let server = tiny_http::Server::http(addr)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("listening on {addr}"))?;
     std::thread::Builder::new().name("metrics".into()).spawn(move || {
         for req in server.incoming_requests() {
             let body = metrics.lock().map(|m| m.text()).unwrap_or_default();

@@ -142,10 +142,47 @@ pub fn supported(f: Field) -> bool {
 /// errno names for evt.res (Falco prints the name, e.g. ENOENT).
 fn errno_name(e: i64) -> &'static str {
     const NAMES: [&str; 41] = [
-        "SUCCESS", "EPERM", "ENOENT", "ESRCH", "EINTR", "EIO", "ENXIO", "E2BIG", "ENOEXEC", "EBADF", "ECHILD",
-        "EAGAIN", "ENOMEM", "EACCES", "EFAULT", "ENOTBLK", "EBUSY", "EEXIST", "EXDEV", "ENODEV", "ENOTDIR",
-        "EISDIR", "EINVAL", "ENFILE", "EMFILE", "ENOTTY", "ETXTBSY", "EFBIG", "ENOSPC", "ESPIPE", "EROFS",
-        "EMLINK", "EPIPE", "EDOM", "ERANGE", "EDEADLK", "ENAMETOOLONG", "ENOLCK", "ENOSYS", "ENOTEMPTY", "ELOOP",
+        "SUCCESS",
+        "EPERM",
+        "ENOENT",
+        "ESRCH",
+        "EINTR",
+        "EIO",
+        "ENXIO",
+        "E2BIG",
+        "ENOEXEC",
+        "EBADF",
+        "ECHILD",
+        "EAGAIN",
+        "ENOMEM",
+        "EACCES",
+        "EFAULT",
+        "ENOTBLK",
+        "EBUSY",
+        "EEXIST",
+        "EXDEV",
+        "ENODEV",
+        "ENOTDIR",
+        "EISDIR",
+        "EINVAL",
+        "ENFILE",
+        "EMFILE",
+        "ENOTTY",
+        "ETXTBSY",
+        "EFBIG",
+        "ENOSPC",
+        "ESPIPE",
+        "EROFS",
+        "EMLINK",
+        "EPIPE",
+        "EDOM",
+        "ERANGE",
+        "EDEADLK",
+        "ENAMETOOLONG",
+        "ENOLCK",
+        "ENOSYS",
+        "ENOTEMPTY",
+        "ELOOP",
     ];
     match -e {
         n @ 0..=40 => NAMES[n as usize],
@@ -176,9 +213,8 @@ impl<S: StateView + ?Sized> Source<'_, S> {
     fn fd(&self) -> Option<FdInfo<'_>> {
         let v = self.view?;
         let num = match v.syscall.name {
-            "open" | "openat" | "openat2" | "creat" | "socket" | "accept" | "accept4" | "dup" | "dup2" | "dup3" => {
-                (v.ret >= 0).then_some(v.ret as i32)?
-            }
+            "open" | "openat" | "openat2" | "creat" | "socket" | "accept" | "accept4" | "dup" | "dup2"
+            | "dup3" => (v.ret >= 0).then_some(v.ret as i32)?,
             _ => v.named("fd")?.as_i64()? as i32,
         };
         self.state.fd(self.tid, num)
@@ -211,7 +247,10 @@ impl<S: StateView + ?Sized> Source<'_, S> {
                     self.with_scratch(out, |s| s.push_str(&harrier_schema::sockaddr::format(b)))
                 }
                 _ => {
-                    let end = b.iter().position(|&c| c == 0).filter(|_| desc.is_some_and(|d| d.text == TextKind::Path));
+                    let end = b
+                        .iter()
+                        .position(|&c| c == 0)
+                        .filter(|_| desc.is_some_and(|d| d.text == TextKind::Path));
                     out(Value::Str(&b[..end.unwrap_or(b.len())]));
                 }
             },
@@ -249,7 +288,8 @@ impl<S: StateView + ?Sized> Source<'_, S> {
 
     fn time(&self, out: &mut dyn FnMut(Value<'_>) -> bool, fmt: &str) {
         let secs = (self.wall_ns / 1_000_000_000) as i64;
-        let t = chrono::DateTime::from_timestamp(secs, (self.wall_ns % 1_000_000_000) as u32).unwrap_or_default();
+        let t =
+            chrono::DateTime::from_timestamp(secs, (self.wall_ns % 1_000_000_000) as u32).unwrap_or_default();
         self.with_scratch(out, |s| {
             let _ = write!(s, "{}", t.format(fmt));
         });
@@ -364,7 +404,9 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 let Some(Param::Bytes(b)) = view.and_then(|v| v.named("data")) else { return };
                 one(out, Some(if field == EvtBuffer { Value::Str(b) } else { Value::U64(b.len() as u64) }))
             }
-            EvtRes => one(out, view.map(|v| Value::str(if v.ret >= 0 { "SUCCESS" } else { errno_name(v.ret) }))),
+            EvtRes => {
+                one(out, view.map(|v| Value::str(if v.ret >= 0 { "SUCCESS" } else { errno_name(v.ret) })))
+            }
             EvtRawres => one(out, view.map(|v| Value::S64(v.ret))),
             EvtFailed => one(out, view.map(|v| Value::Bool(v.ret < 0))),
             EvtIsOpenRead | EvtIsOpenWrite | EvtIsOpenExec | EvtIsOpenCreate => {
@@ -443,9 +485,10 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             ProcIsVpgidLeader => one(out, self.proc().and_then(|p| Some(Value::Bool(p.vpgid? == p.vpid?)))),
             ProcIsSidLeader => one(out, self.proc().and_then(|p| Some(Value::Bool(p.sid? == p.pid)))),
             ProcPidTs => one(out, self.proc().and_then(|p| p.start_ns).map(Value::U64)),
-            ProcDuration => {
-                one(out, self.proc().and_then(|p| p.start_ns).map(|s| Value::U64(self.wall_ns.saturating_sub(s))))
-            }
+            ProcDuration => one(
+                out,
+                self.proc().and_then(|p| p.start_ns).map(|s| Value::U64(self.wall_ns.saturating_sub(s))),
+            ),
             // No DNS resolution here: these names never have a value.
             FdSipName | FdCipName => {}
             FdConnected | FdIsConnected => one(out, self.fd().map(|f| Value::Bool(f.tuple.is_some()))),
@@ -453,7 +496,9 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             ThreadIsmain => one(out, self.proc().map(|p| Value::Bool(p.pid == self.tid))),
             ThreadCapEffective => one(
                 out,
-                self.proc().and_then(|p| p.cap_effective).map(|c| Value::Flags { bits: c, renderer: "capabilities" }),
+                self.proc()
+                    .and_then(|p| p.cap_effective)
+                    .map(|c| Value::Flags { bits: c, renderer: "capabilities" }),
             ),
             UserUid => one(out, self.proc().and_then(|p| opt_u64(p.uid))),
             UserName | UserHomedir | UserShell => {
@@ -468,7 +513,9 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     })),
                 )
             }
-            UserLoginuid => one(out, self.proc().and_then(|p| p.loginuid).map(|l| Value::S64(l as i32 as i64))),
+            UserLoginuid => {
+                one(out, self.proc().and_then(|p| p.loginuid).map(|l| Value::S64(l as i32 as i64)))
+            }
             UserLoginname => {
                 let Some(l) = self.proc().and_then(|p| p.loginuid).filter(|&l| l != u32::MAX) else { return };
                 one(out, self.state.user(l).map(|u| Value::str(u.name)))
@@ -522,7 +569,9 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                         let cut = name.iter().rposition(|&c| c == b'/').unwrap_or(0);
                         Value::Str(if cut == 0 { b"/" } else { &name[..cut] })
                     }
-                    FdFilename => Value::Str(&name[name.iter().rposition(|&c| c == b'/').map_or(0, |i| i + 1)..]),
+                    FdFilename => {
+                        Value::Str(&name[name.iter().rposition(|&c| c == b'/').map_or(0, |i| i + 1)..])
+                    }
                     _ => Value::Str(name),
                 };
                 one(out, Some(v))
@@ -534,8 +583,8 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 };
                 one(out, t.map(|(name, c)| Value::str(if field == FdType { name } else { c })))
             }
-            FdIp | FdCip | FdSip | FdPort | FdCport | FdSport | FdL4proto | FdSockfamily | FdIsServer | FdNet | FdCnet
-            | FdSnet => {
+            FdIp | FdCip | FdSip | FdPort | FdCport | FdSport | FdL4proto | FdSockfamily | FdIsServer
+            | FdNet | FdCnet | FdSnet => {
                 let Some(f) = self.fd() else { return };
                 if field == FdSockfamily {
                     return one(out, f.sockfamily.map(Value::str));
@@ -560,11 +609,17 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     _ => one(out, Some(Value::Bool(t.is_server))),
                 }
             }
-            FsPathName | FsPathNameraw => {
-                self.fs_path(&["path", "pathname", "newpath", "linkpath", "target"], field == FsPathNameraw, out)
+            FsPathName | FsPathNameraw => self.fs_path(
+                &["path", "pathname", "newpath", "linkpath", "target"],
+                field == FsPathNameraw,
+                out,
+            ),
+            FsPathSource | FsPathSourceraw => {
+                self.fs_path(&["oldpath", "target"], field == FsPathSourceraw, out)
             }
-            FsPathSource | FsPathSourceraw => self.fs_path(&["oldpath", "target"], field == FsPathSourceraw, out),
-            FsPathTarget | FsPathTargetraw => self.fs_path(&["newpath", "linkpath"], field == FsPathTargetraw, out),
+            FsPathTarget | FsPathTargetraw => {
+                self.fs_path(&["newpath", "linkpath"], field == FsPathTargetraw, out)
+            }
             _ => {}
         }
     }

@@ -144,7 +144,11 @@ impl StateView for EngineState {
     }
 
     fn user(&self, uid: u32) -> Option<UserInfo<'_>> {
-        self.tables.users.cached_user(uid).map(|u| UserInfo { name: &u.name, home: &u.homedir, shell: &u.shell })
+        self.tables.users.cached_user(uid).map(|u| UserInfo {
+            name: &u.name,
+            home: &u.homedir,
+            shell: &u.shell,
+        })
     }
 
     fn group(&self, gid: u32) -> Option<&str> {

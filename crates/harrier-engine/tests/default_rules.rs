@@ -23,12 +23,24 @@ fn spawn(e: &mut Engine, tid: u32, name: &str) {
     e.on_event(&fork(1, 1, tid, tid, "init"));
     e.on_event(&exec(2, tid, tid, name, "/"));
     let exe = format!("/usr/bin/{name}");
-    e.on_event(&syscall(3, tid, "execve", 0, &[("exe", P::B(exe.as_bytes())), ("args", P::B(exe.as_bytes()))]));
+    e.on_event(&syscall(
+        3,
+        tid,
+        "execve",
+        0,
+        &[("exe", P::B(exe.as_bytes())), ("args", P::B(exe.as_bytes()))],
+    ));
 }
 
 fn openat(tid: u32, path: &str, flags: i64) -> Vec<u8> {
     let p = path.as_bytes();
-    syscall(4, tid, "openat", 3, &[("dirfd", P::I(-100)), ("flags", P::I(flags)), ("path", P::B(p)), ("fullpath", P::B(p))])
+    syscall(
+        4,
+        tid,
+        "openat",
+        3,
+        &[("dirfd", P::I(-100)), ("flags", P::I(flags)), ("path", P::B(p)), ("fullpath", P::B(p))],
+    )
 }
 
 fn engine() -> (Engine, Arc<Mutex<Vec<Alert>>>) {

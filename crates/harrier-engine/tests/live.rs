@@ -39,7 +39,8 @@ fn alerts_during(work: impl FnOnce()) -> Vec<Alert> {
     cfg.attach = AttachMode::Dispatcher;
     cfg.skip_missing = true;
     let sink = engine.clone();
-    let mut session = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().on_event(b))).expect("sensor starts");
+    let mut session =
+        Session::start(&cfg, Box::new(move |b| sink.borrow_mut().on_event(b))).expect("sensor starts");
     engine.borrow_mut().state.scan_proc();
     work();
     // The action's processes have exited: their events are in the rings.
@@ -109,7 +110,10 @@ fn reading_shadow_alerts_for_an_untrusted_program_only() {
     assert_eq!(field(hit[0], "proc.exepath"), untrusted.to_str().unwrap());
     let parent = std::fs::read_to_string("/proc/self/comm").unwrap();
     assert_eq!(field(hit[0], "proc.pname"), parent.trim(), "the test process is the parent");
-    assert!(by(&alerts, "Read sensitive file untrusted", "proc.name", "passwd").is_empty(), "account tools are trusted");
+    assert!(
+        by(&alerts, "Read sensitive file untrusted", "proc.name", "passwd").is_empty(),
+        "account tools are trusted"
+    );
 }
 
 #[test]
@@ -166,7 +170,9 @@ fn ptrace_attach_and_traceme_alert() {
     let mine = |rule: &str, request: &str| {
         alerts
             .iter()
-            .filter(|a| a.rule == rule && field(a, "proc.exepath") == exe && field(a, "evt.arg.request") == request)
+            .filter(|a| {
+                a.rule == rule && field(a, "proc.exepath") == exe && field(a, "evt.arg.request") == request
+            })
             .count()
     };
     assert_eq!(mine("PTRACE attached to process", "PTRACE_ATTACH"), 1, "{alerts:#?}");
@@ -204,7 +210,8 @@ fn truncating_a_log_alerts_unless_a_rotator_does_it() {
         run(&rotator, &["-c", &format!(": > {log}")]);
     });
     std::fs::remove_file(&log).unwrap();
-    let hits: Vec<_> = alerts.iter().filter(|a| a.rule == "Clear Log Activities" && a.output.contains(&log)).collect();
+    let hits: Vec<_> =
+        alerts.iter().filter(|a| a.rule == "Clear Log Activities" && a.output.contains(&log)).collect();
     assert_eq!(hits.len(), 1, "only the non-rotator: {alerts:#?}");
     assert_eq!(field(hits[0], "proc.name"), "hrtruncate");
 }
@@ -221,7 +228,9 @@ fn links_to_credential_files_alert() {
         std::os::unix::fs::symlink("/etc/shadow", &sym).unwrap();
         std::fs::hard_link("/etc/shadow", &hard).unwrap();
     });
-    let mine = |rule: &str| alerts.iter().filter(|a| a.rule == rule && a.output.contains(dir.0.to_str().unwrap())).count();
+    let mine = |rule: &str| {
+        alerts.iter().filter(|a| a.rule == rule && a.output.contains(dir.0.to_str().unwrap())).count()
+    };
     assert_eq!(mine("Create Symlink Over Sensitive Files"), 1, "{alerts:#?}");
     assert_eq!(mine("Create Hardlink Over Sensitive Files"), 1, "{alerts:#?}");
 }

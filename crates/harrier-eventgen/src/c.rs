@@ -100,11 +100,7 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
     }
     // Only handlers that read arguments pay for finding the saved registers;
     // the dispatcher already has them from its tracepoint.
-    let regs = if body.contains("HR_ARG") {
-        "\tem.regs = tail ? regs : hr_task_regs(&em);\n"
-    } else {
-        ""
-    };
+    let regs = if body.contains("HR_ARG") { "\tem.regs = tail ? regs : hr_task_regs(&em);\n" } else { "" };
     let stash = if ev.has_enter() {
         format!("\tstruct hr_stash *st = hr_stash_take(&em, {});\n\n", sc.nr)
     } else {

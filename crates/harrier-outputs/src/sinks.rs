@@ -52,7 +52,11 @@ pub struct FileSink {
 impl FileSink {
     /// Opens (creates) the file at once, so a bad path is a start-up error.
     pub fn open(path: &str, json: Option<JsonShape>) -> Result<FileSink> {
-        let f = OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {path}"))?;
+        let f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening {path}"))?;
         Ok(FileSink { json, path: path.to_string(), out: BufWriter::new(f) })
     }
 }

@@ -102,8 +102,10 @@ fn files_get_one_line_per_alert_and_bad_paths_fail_at_open() {
     outs.emit(alert(2));
     assert_eq!(outs.close(Duration::from_secs(5))[0].sent, 2);
     let text = std::fs::read_to_string(&path).unwrap();
-    let seqs: Vec<i64> =
-        text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["output_fields"]["seq"].as_i64().unwrap()).collect();
+    let seqs: Vec<i64> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["output_fields"]["seq"].as_i64().unwrap())
+        .collect();
     assert_eq!(seqs, [1, 2]);
     std::fs::remove_dir_all(&dir).unwrap();
     let err = FileSink::open("/nonexistent-dir/alerts.json", None).err().unwrap();

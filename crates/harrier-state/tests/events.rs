@@ -103,7 +103,8 @@ fn descriptors_follow_open_dup_close_pipe_socket_and_exec() {
             &[("fd", P::I(6)), ("flags", P::I(0o2000000)), ("peer", P::B(&peer)), ("local", P::B(&local))],
         ),
     );
-    assert_eq!(&*s.fd(CHILD, 8).unwrap().name, "10.0.0.1:40000->93.184.216.34:443");
+    // Accepted: the peer is the client, named first as Falco does.
+    assert_eq!(&*s.fd(CHILD, 8).unwrap().name, "93.184.216.34:443->10.0.0.1:40000");
     // exec drops the close-on-exec ones (the pipe, the accepted socket).
     apply(&mut s, &exec(11, CHILD, CHILD, "true", "/"));
     assert!(s.fd(CHILD, 4).is_none() && s.fd(CHILD, 5).is_none() && s.fd(CHILD, 8).is_none());

@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use harrier_capture::{parse_syscalls, AttachMode, Config, Session, Stats};
-use std::cell::Cell;
 use harrier_schema::decode::{decode, Event, SyscallEvent};
+use std::cell::Cell;
 use std::cell::RefCell;
 use std::rc::Rc;
 
