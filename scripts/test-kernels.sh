@@ -62,7 +62,10 @@ guest() {
 	# the original during a run would make the guest execute garbage.
 	cp scripts/vm-guest.sh "$OUT/vm-guest.sh"
 	set +e
+	# The rules tests act for real (files below /usr/local/bin, /var/log, /etc, runc
+	# state in /run): those trees are writable overlays in the guest, gone after.
 	PATH=/opt/harrier-vng/bin:$PATH timeout 2400 "$vng" $kvm --cpus 2 --memory 2G -r "$kernel" \
+		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run \
 		--exec "bash $OUT/vm-guest.sh $OUT/tests.tsv $ROOT" 2>&1 | tee "$log"
 	local rc=${PIPESTATUS[0]}
 	set -e

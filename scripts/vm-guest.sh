@@ -15,6 +15,7 @@ KREL=$(uname -r)
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing
 mount -t tmpfs -o mode=1777 tmpfs /tmp
+mountpoint -q /dev/shm || { mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm; }
 export TMPDIR=/tmp
 export CI=true
 # Emulated CPUs run BPF 10-1000x slower: looping tests divide their counts.

@@ -390,7 +390,9 @@ fn stats_json_file_and_report() {
     let file = unique_path("stats.json");
     let _load = GetpidLoad::start(Duration::from_millis(1));
     let started = Instant::now();
-    let done = Sensor::start(&["--syscalls", "getpid", "--duration", "1", "--stats-json", &file]).finish();
+    // Per-program figures need run-time stats (off by default) and the per-syscall program.
+    let args = ["--syscalls", "getpid", "--duration", "1", "--stats-json", &file, "--bpf-stats", "--attach", "per-syscall"];
+    let done = Sensor::start(&args).finish();
     let elapsed = started.elapsed();
     assert!(done.status.success(), "{:?}\n{}", done.status, done.stderr);
     assert!(elapsed >= Duration::from_secs(1) && elapsed < slack(Duration::from_secs(5)), "ran {elapsed:?}");
@@ -420,6 +422,22 @@ fn stats_json_file_and_report() {
     assert_eq!(num(&exit["run_cnt"]), getpids, "one program run per getpid event");
     assert!(num(&exit["run_time_ns"]) > 0.0);
     assert!((num(&exit["avg_ns"]) - num(&exit["run_time_ns"]) / num(&exit["run_cnt"])).abs() < 1e-6);
+    assert_eq!(s["run_time_stats"], true);
+    assert_eq!(s["attach_mode"], "per-syscall");
+}
+
+#[test]
+fn run_time_stats_are_off_unless_asked_for() {
+    if !bpf_available() {
+        return;
+    }
+    let file = unique_path("stats-off.json");
+    let done = Sensor::start(&["--syscalls", "getpid", "--duration", "0.3", "--stats-json", &file]).finish();
+    assert!(done.status.success(), "{:?}\n{}", done.status, done.stderr);
+    let s = parse_json(&std::fs::read_to_string(&file).expect("the stats file exists"));
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(s["run_time_stats"], false, "{s:#}");
+    assert!(done.stderr.contains("run-time stats off"), "{}", done.stderr);
 }
 
 // ---------------------------------------------------------------- signals

@@ -58,7 +58,11 @@ fn alerts_during(work: impl FnOnce()) -> Vec<Alert> {
 struct Scratch(PathBuf);
 impl Scratch {
     fn new(tag: &str) -> Scratch {
-        let p = PathBuf::from(format!("/var/tmp/harrier-live-{tag}-{}", std::process::id()));
+        Scratch::under("/var/tmp", tag)
+    }
+    /// In `parent` (e.g. beside a file a hard link must share a file system with).
+    fn under(parent: &str, tag: &str) -> Scratch {
+        let p = PathBuf::from(format!("{parent}/.harrier-live-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         Scratch(p)
@@ -221,12 +225,17 @@ fn links_to_credential_files_alert() {
     if !bpf_available() {
         return;
     }
-    let dir = Scratch::new("links");
+    // A symlink to /etc/shadow, and a hard link to a file inside a sensitive
+    // directory (/etc/pam.d): linking /etc/shadow itself fails across the
+    // overlays of the kernel-matrix guest, and needs no test of its own.
+    let dir = Scratch::under("/etc/pam.d", "links");
     let sym = dir.0.join("shadow-sym");
-    let hard = dir.0.join("shadow-hard");
+    let pam = dir.0.join("pam-file");
+    std::fs::write(&pam, "# test\n").unwrap();
+    let hard = dir.0.join("pam-hard");
     let alerts = alerts_during(|| {
         std::os::unix::fs::symlink("/etc/shadow", &sym).unwrap();
-        std::fs::hard_link("/etc/shadow", &hard).unwrap();
+        std::fs::hard_link(&pam, &hard).unwrap();
     });
     let mine = |rule: &str| {
         alerts.iter().filter(|a| a.rule == rule && a.output.contains(dir.0.to_str().unwrap())).count()
