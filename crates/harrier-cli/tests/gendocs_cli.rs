@@ -18,7 +18,7 @@ fn writes_man_pages_and_completions() {
     let dir = scratch("ok");
     let out = Command::new(HARRIER).arg("gen-docs").arg(&dir).output().unwrap();
     let read = |p: &str| std::fs::read_to_string(dir.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
-    let pages: Vec<String> = ["harrier", "harrier-capture", "harrier-bypass", "harrier-bypass-start"]
+    let pages: Vec<String> = ["harrier", "harrier-capture", "harrier-bypass", "harrier-bypass-start", "harrier-run"]
         .iter()
         .map(|p| read(&format!("man/{p}.1")))
         .collect();
@@ -33,9 +33,12 @@ fn writes_man_pages_and_completions() {
     assert!(pages[0].contains(".TH harrier 1"), "harrier.1 has no title line");
     assert!(pages[1].contains("\\-\\-syscalls"), "harrier-capture.1 lacks --syscalls");
     assert!(pages[3].contains("\\-\\-slots"), "harrier-bypass-start.1 lacks --slots");
-    assert_eq!(man_files, 6, "one page per visible command (harrier, capture, bypass and its 3)");
+    assert!(pages[4].contains("\\-\\-config"), "harrier-run.1 lacks --config");
+    // harrier, run, rules, rules check, capture, bypass and its 3.
+    assert_eq!(man_files, 9, "one page per visible command");
     for (name, text) in &comps {
-        assert!(text.contains("capture") && text.contains("bypass"), "{name}: subcommands missing");
+        let all = ["run", "rules", "capture", "bypass"].iter().all(|c| text.contains(c));
+        assert!(all, "{name}: subcommands missing");
         assert!(!text.contains("gen-docs"), "{name} offers the hidden gen-docs");
     }
 }
