@@ -241,10 +241,11 @@ impl SyscallEvent<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn event(kind: u16, ret: i64, body: &[u8]) -> Vec<u8> {
+    /// An event's bytes: header (ts 7, tid 42), ret, body.
+    pub(crate) fn event(kind: u16, ret: i64, body: &[u8]) -> Vec<u8> {
         let len = (24 + body.len()) as u16;
         let mut b = Vec::new();
         b.extend(7u64.to_le_bytes());

@@ -117,19 +117,8 @@ impl<'a> SyscallView<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decode::tests::event;
     use crate::decode::{decode, Event};
-
-    fn event(kind: u16, ret: i64, body: &[u8]) -> Vec<u8> {
-        let len = (24 + body.len()) as u16;
-        let mut b = Vec::new();
-        b.extend(7u64.to_le_bytes());
-        b.extend(42u32.to_le_bytes());
-        b.extend(kind.to_le_bytes());
-        b.extend(len.to_le_bytes());
-        b.extend(ret.to_le_bytes());
-        b.extend(body);
-        b
-    }
 
     #[test]
     fn a_view_reads_what_decode_reads() {
