@@ -19,9 +19,9 @@ test: build
 	$(CARGO) test --release --locked --workspace
 	$(MAKE) -C bypass test
 	$(MAKE) test-packaging
-	bash scripts/test-kernels.sh guest
 
-# The same tests on the host's kernel and on Debian 12's 6.1 under qemu.
+# The suite again on Debian 12's 6.1 under qemu (not yet in `make test`: a guest
+# run hung in ~1 of 3 tries; see README, Kernels).
 test-kernels: build
 	bash scripts/test-kernels.sh
 

@@ -31,7 +31,7 @@ while IFS=$'\t' read -r exe dir name; do
 	# run), so the capture tests' dispatcher variants would take hours: the
 	# guest runs them per-syscall, plus the DISPATCHER_IN_GUEST ones below.
 	skip=()
-	case $name in harrier-capture:*) skip=(--skip ::dispatcher) ;; esac
+	case $name in harrier-capture:*) skip=(--skip _dispatcher) ;; esac
 	# cargo runs each test binary from its package directory.
 	(cd "$dir" && timeout 900 "$exe" --test-threads=2 "${skip[@]}") >"$out" 2>&1
 	rc=$?
@@ -53,7 +53,7 @@ while IFS=$'\t' read -r exe dir name; do
 done <"$LIST"
 
 # The dispatcher on this kernel: exact counts and the TOCTOU flag.
-DISPATCHER_IN_GUEST="exactly_one_exit_event_per_syscall::dispatcher an_open_in_flight_at_attach_is_flagged::dispatcher"
+DISPATCHER_IN_GUEST="exactly_one_exit_event_per_syscall::test_case_2_dispatcher an_open_in_flight_at_attach_is_flagged::test_case_2_dispatcher"
 core=$(awk -F'\t' '$3 == "harrier-capture:core" { print $1 "\t" $2 }' "$LIST")
 for t in $DISPATCHER_IN_GUEST; do
 	s=$(date +%s)
