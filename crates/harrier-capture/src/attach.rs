@@ -52,7 +52,7 @@ impl fmt::Display for AttachMode {
 
 /// The rule `auto` follows, in words (also printed by `harrier capture`).
 pub const AUTO_RULE: &str = "dispatcher when per-syscall tracepoints would take more than 1 s to \
-     detach (over 10 of them) or when the selected syscalls made up at least 45% of the machine's \
+     detach (over 10 of them) or when the selected syscalls made up at least 36% of the machine's \
      syscalls in a 0.2 s sample; per-syscall otherwise";
 
 /// Detaching a perf tracepoint waits for an RCU grace period under the
@@ -61,10 +61,10 @@ pub const AUTO_RULE: &str = "dispatcher when per-syscall tracepoints would take 
 pub const MAX_FAST_STOP_TRACEPOINTS: usize = 10;
 
 /// Selected share of the machine's syscalls above which the dispatcher wins.
-/// From `make bench-capture` (stats off, wall ns): a selected event costs
-/// ~X ns less via the dispatcher; an unselected syscall ~Y ns more; the
-/// break-even share is Y / (X + Y).
-pub const DISPATCHER_SHARE: f64 = 0.45;
+/// From `make bench-capture` (2026-11-23, stats off, wall ns per getpid): a
+/// selected event costs ~73 ns less via the dispatcher (+215 vs +289), an
+/// unselected syscall ~41 ns more (+116 vs +75); break-even 41 / (73 + 41).
+pub const DISPATCHER_SHARE: f64 = 0.36;
 
 pub const SAMPLE: Duration = Duration::from_millis(200);
 
