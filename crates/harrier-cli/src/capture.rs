@@ -96,16 +96,6 @@ impl JsonPrinter {
     }
 }
 
-/// CLOCK_REALTIME - CLOCK_MONOTONIC (the events' clock), for wall-clock timestamps.
-fn epoch_offset() -> u64 {
-    let now = |clock| {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    };
-    now(libc::CLOCK_REALTIME).saturating_sub(now(libc::CLOCK_MONOTONIC))
-}
-
 /// --duration, checked: positive and small enough for a Duration.
 fn duration(a: &CaptureArgs) -> Result<Option<Duration>> {
     let Some(d) = a.duration else { return Ok(None) };
@@ -170,7 +160,7 @@ pub fn run(a: CaptureArgs) -> Result<()> {
     let printer = Rc::new(RefCell::new(JsonPrinter {
         out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
         threads: ThreadTable::new(),
-        epoch_offset: epoch_offset(),
+        epoch_offset: harrier_engine::epoch_offset(),
         printed: 0,
         limit: a.events.unwrap_or(u64::MAX),
     }));

@@ -391,7 +391,17 @@ fn stats_json_file_and_report() {
     let _load = GetpidLoad::start(Duration::from_millis(1));
     let started = Instant::now();
     // Per-program figures need run-time stats (off by default) and the per-syscall program.
-    let args = ["--syscalls", "getpid", "--duration", "1", "--stats-json", &file, "--bpf-stats", "--attach", "per-syscall"];
+    let args = [
+        "--syscalls",
+        "getpid",
+        "--duration",
+        "1",
+        "--stats-json",
+        &file,
+        "--bpf-stats",
+        "--attach",
+        "per-syscall",
+    ];
     let done = Sensor::start(&args).finish();
     let elapsed = started.elapsed();
     assert!(done.status.success(), "{:?}\n{}", done.status, done.stderr);

@@ -18,10 +18,11 @@ fn writes_man_pages_and_completions() {
     let dir = scratch("ok");
     let out = Command::new(HARRIER).arg("gen-docs").arg(&dir).output().unwrap();
     let read = |p: &str| std::fs::read_to_string(dir.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
-    let pages: Vec<String> = ["harrier", "harrier-capture", "harrier-bypass", "harrier-bypass-start", "harrier-run"]
-        .iter()
-        .map(|p| read(&format!("man/{p}.1")))
-        .collect();
+    let pages: Vec<String> =
+        ["harrier", "harrier-capture", "harrier-bypass", "harrier-bypass-start", "harrier-run"]
+            .iter()
+            .map(|p| read(&format!("man/{p}.1")))
+            .collect();
     let comps: Vec<(&str, String)> = ["harrier", "_harrier", "harrier.fish"]
         .iter()
         .map(|c| (*c, read(&format!("completions/{c}"))))
