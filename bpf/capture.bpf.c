@@ -114,6 +114,7 @@ static __always_inline void hr_tail_to(void *ctx, __u32 nr)
 
 #include "emit.h"
 #include "task.h"
+#include "kfilter.h"
 #include "capture.gen.c"
 
 /* The one program on every syscall exit in dispatcher mode: no helper call
@@ -139,6 +140,8 @@ static __always_inline int hr_do_generic(struct pt_regs *regs, long nr, long ret
 	hr_put_u64(&em, 48, HR_ARG(&em, r10));
 	hr_put_u64(&em, 56, HR_ARG(&em, r8));
 	hr_put_u64(&em, 64, HR_ARG(&em, r9));
+	if (hr_kf_drop(&em, nr, 0))
+		return hr_discard(&em, true);
 	return hr_submit_fixed(&em);
 }
 

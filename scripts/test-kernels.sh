@@ -64,7 +64,8 @@ guest() {
 	set +e
 	# The rules tests act for real (files below /usr/local/bin, /var/log, /etc, runc
 	# state in /run): those trees are writable overlays in the guest, gone after.
-	PATH=/opt/harrier-vng/bin:$PATH timeout 2400 "$vng" $kvm --cpus 2 --memory 2G -r "$kernel" \
+	# A hung task is reported in dmesg after 60 s (vm-guest.sh prints it on a hang).
+	PATH=/opt/harrier-vng/bin:$PATH timeout 2400 "$vng" $kvm --cpus 2 --memory 2G -r "$kernel" --append hung_task_timeout_secs=60 \
 		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run \
 		--exec "bash $OUT/vm-guest.sh $OUT/tests.tsv $ROOT" 2>&1 | tee "$log"
 	local rc=${PIPESTATUS[0]}

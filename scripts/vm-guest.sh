@@ -21,6 +21,34 @@ export CI=true
 # Emulated CPUs run BPF 10-1000x slower: looping tests divide their counts.
 export HARRIER_TEST_SCALE=${HARRIER_TEST_SCALE:-20}
 
+# Runs a test binary for at most LIMIT s. A hung one is reported with what
+# the kernel says its threads wait on (a task in D state ignores SIGKILL, so
+# `timeout` alone would wait for ever), then left behind: the run goes on.
+# Usage: run_bounded LIMIT DIR OUT EXE ARGS...; returns the exit code, 124 on a hang.
+run_bounded() {
+	local limit=$1 dir=$2 out=$3 exe=$4 pid i t
+	shift 4
+	(cd "$dir" && exec "$exe" "$@") >"$out" 2>&1 &
+	pid=$!
+	for ((i = 0; i < limit; i++)); do
+		kill -0 $pid 2>/dev/null || { wait $pid; return; }
+		sleep 1
+	done
+	echo "      hung: no exit after $limit s; unfinished tests:"
+	(cd "$dir" && "$exe" --list "$@" 2>/dev/null) | sed -n 's/: test$//p' | sort >/tmp/all.txt
+	sed -n 's/^test \(.*\) \.\.\. .*/\1/p' "$out" | sort >/tmp/done.txt
+	comm -23 /tmp/all.txt /tmp/done.txt | sed 's/^/        /'
+	echo "      its threads (state, kernel stack):"
+	for t in /proc/$pid/task/*; do
+		echo "        $(cat $t/comm) $(awk '/^State/ { print $2 }' $t/status)"
+		sed 's/^/          /' $t/stack 2>/dev/null | head -16
+	done
+	echo w >/proc/sysrq-trigger 2>/dev/null
+	dmesg | tail -60 | sed 's/^/      dmesg: /'
+	kill -9 $pid 2>/dev/null
+	return 124
+}
+
 pass=0 fail=0 failed=()
 t0=$(date +%s)
 while IFS=$'\t' read -r exe dir name; do
@@ -33,7 +61,7 @@ while IFS=$'\t' read -r exe dir name; do
 	skip=()
 	case $name in harrier-capture:*) skip=(--skip _dispatcher) ;; esac
 	# cargo runs each test binary from its package directory.
-	(cd "$dir" && timeout 900 "$exe" --test-threads=2 "${skip[@]}") >"$out" 2>&1
+	run_bounded 600 "$dir" "$out" "$exe" --test-threads=2 "${skip[@]}"
 	rc=$?
 	np=$(awk '/^test result:/ { s += $4 } END { print s + 0 }' "$out")
 	nf=$(awk '/^test result:/ { s += $6 } END { print s + 0 }' "$out")
@@ -57,7 +85,7 @@ DISPATCHER_IN_GUEST="exactly_one_exit_event_per_syscall::test_case_2_dispatcher 
 core=$(awk -F'\t' '$3 == "harrier-capture:core" { print $1 "\t" $2 }' "$LIST")
 for t in $DISPATCHER_IN_GUEST; do
 	s=$(date +%s)
-	(cd "$(cut -f2 <<<"$core")" && timeout 900 "$(cut -f1 <<<"$core")" --exact "$t") >/tmp/test-out.txt 2>&1
+	run_bounded 600 "$(cut -f2 <<<"$core")" /tmp/test-out.txt "$(cut -f1 <<<"$core")" --exact "$t"
 	rc=$?
 	np=$(awk '/^test result:/ { s += $4 } END { print s + 0 }' /tmp/test-out.txt)
 	if [ $rc -eq 0 ] && [ "$np" = 1 ]; then

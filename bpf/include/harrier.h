@@ -47,6 +47,7 @@ struct hr_cpu_stats {
 	__u64 stash_fails;	/* could not allocate the per-task entry stash */
 	__u64 read_faults;	/* user memory could not be read: field left empty */
 	__u64 truncated;	/* a variable field did not fit in the event */
+	__u64 filtered;		/* not sent: the kernel-side filter (kfilter.h) */
 };
 
 /* Dispatcher tail-call slots: x86_64 syscall numbers stay below this

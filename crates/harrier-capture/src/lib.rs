@@ -11,6 +11,7 @@
 
 mod aring;
 pub mod attach;
+pub mod kfilter;
 mod merge;
 mod ring;
 mod session;
@@ -89,6 +90,8 @@ pub struct Config {
     pub run_time_stats: bool,
     /// How syscall exits reach their handlers.
     pub attach: AttachMode,
+    /// Events the handlers do not send (see [`kfilter`]); None: send all.
+    pub kernel_filter: Option<kfilter::KernelFilter>,
 }
 
 impl Config {
@@ -102,6 +105,7 @@ impl Config {
             cpus_per_buffer: 1,
             run_time_stats: false,
             attach: AttachMode::Auto,
+            kernel_filter: None,
         }
     }
 

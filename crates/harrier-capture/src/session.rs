@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/capture.skel.rs"));
 }
-use skel::{CaptureSkel, CaptureSkelBuilder};
+pub(crate) use skel::{CaptureSkel, CaptureSkelBuilder};
 
 /// Receives every event's bytes, in ring order per CPU.
 pub type EventSink = Box<dyn FnMut(&[u8])>;
@@ -142,6 +142,8 @@ impl Session {
         rodata.shared_rings = shared;
         rodata.aring_mask = cfg.buffer_size as u64 - 1;
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
+        let kernel_filter = cfg.kernel_filter.as_ref().filter(|f| !f.is_empty());
+        rodata.kf_enabled = kernel_filter.is_some();
 
         // Only the programs the chosen mode uses are loaded (verified).
         let mut wanted: Vec<String> = LIFE_CYCLE.iter().map(|s| s.to_string()).collect();
@@ -190,6 +192,9 @@ impl Session {
         set_cpu_rings(&skel, ncpus, cfg.cpus_per_buffer)?;
         if dispatcher {
             fill_tail_slots(&skel, &plan)?;
+        }
+        if let Some(f) = kernel_filter {
+            crate::kfilter::install(&skel, f).context("writing the kernel filter")?;
         }
 
         // Stats for this process's lifetime only (not the global sysctl).

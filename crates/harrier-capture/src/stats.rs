@@ -116,6 +116,7 @@ impl Stats {
                 "stash_fails": k.stash_fails,
                 "read_faults": k.read_faults,
                 "truncated": k.truncated,
+                "filtered": k.filtered,
                 "per_cpu": self.per_cpu.iter().enumerate().map(|(i, c)| json!({
                     "cpu": i, "events": c.events, "drops": c.dropped(), "drops_by_reason": drops(c),
                 })).collect::<Vec<_>>(),
@@ -156,8 +157,8 @@ impl Stats {
         }
         let _ = writeln!(
             s,
-            "  toctou fallbacks: {}  stash failures: {}  read faults: {}  truncated: {}",
-            k.toctou_fallbacks, k.stash_fails, k.read_faults, k.truncated
+            "  toctou fallbacks: {}  stash failures: {}  read faults: {}  truncated: {}  filtered in kernel: {}",
+            k.toctou_fallbacks, k.stash_fails, k.read_faults, k.truncated, k.filtered
         );
         if self.run_time_stats {
             let _ = writeln!(

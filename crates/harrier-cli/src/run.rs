@@ -60,6 +60,13 @@ pub struct RunArgs {
     /// Ring size per CPU.
     #[arg(long, default_value = "8M")]
     buffer_size: String,
+    /// Send every captured event to user space (no filtering derived from the rules).
+    #[arg(long)]
+    no_kernel_filter: bool,
+    /// Do not send these events (repeatable; adds to the config's kernel_drop),
+    /// e.g. "proc.name = redis-server and evt.type in (read, write)".
+    #[arg(long = "kernel-drop", value_name = "CONDITION")]
+    kernel_drop: Vec<String>,
 }
 
 fn settings(a: &RunArgs) -> Result<RunConfig> {
@@ -129,6 +136,18 @@ pub fn run(a: RunArgs) -> Result<()> {
     cfg.buffer_size = parse_size(&a.buffer_size)?;
     cfg.skip_missing = true;
     cfg.validate()?;
+    let drops = c
+        .kernel_drop
+        .iter()
+        .chain(&a.kernel_drop)
+        .map(|t| harrier_engine::kfilter::parse_kernel_drop(t).with_context(|| format!("kernel_drop '{t}'")))
+        .collect::<Result<Vec<_>>>()?;
+    if !a.no_kernel_filter || !drops.is_empty() {
+        let rules_part = if a.no_kernel_filter { None } else { Some(&rules) };
+        let f = harrier_engine::kfilter::derive_with(rules_part, &interest.syscalls, &drops);
+        say!("harrier: kernel filter: {}", harrier_engine::kfilter::summary(&f));
+        cfg.kernel_filter = Some(f);
+    }
     if unsafe { libc::geteuid() } != 0 {
         bail!("harrier run needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN)");
     }
@@ -173,8 +192,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         let mut e = engine.borrow_mut();
         e.end_batch();
         let kernel = s.kernel_stats().ok();
-        let (events, drops) = kernel.map_or((0, 0), |k| {
-            (k.iter().map(|c| c.events).sum::<u64>(), k.iter().map(|c| c.dropped()).sum::<u64>())
+        let (events, drops, filtered) = kernel.map_or((0, 0, 0), |k| {
+            let sum = |f: fn(&harrier_schema::wire::CpuStats) -> u64| k.iter().map(f).sum::<u64>();
+            (sum(|c| c.events), sum(|c| c.dropped()), sum(|c| c.filtered))
         });
         if let Some(f) = stats_file.as_mut() {
             if last_stats.elapsed() >= Duration::from_millis(a.stats_interval) {
@@ -204,7 +224,15 @@ pub fn run(a: RunArgs) -> Result<()> {
                 .collect();
             let output_drops = e.outputs().stats().into_iter().map(|o| (o.name.clone(), o.lost())).collect();
             if let Ok(mut m) = metrics.lock() {
-                m.update(Sample { events, drops, rules, output_drops, cpu_ratio: ratio, rss_bytes: rss });
+                m.update(Sample {
+                    events,
+                    drops,
+                    filtered,
+                    rules,
+                    output_drops,
+                    cpu_ratio: ratio,
+                    rss_bytes: rss,
+                });
             }
             last_metrics = Instant::now();
         }
@@ -219,8 +247,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         let _ = stats_line.write(f, k.events, stats.total_drops());
     }
     say!(
-        "harrier: {} events, {} dropped in the kernel, {} alerts, {} events with no candidate rule",
+        "harrier: {} events, {} kept back by the kernel filter, {} dropped in the kernel, {} alerts, {} events with no candidate rule",
         counters.events,
+        stats.kernel_total().filtered,
         stats.total_drops(),
         counters.alerts,
         counters.events_without_rules

@@ -25,6 +25,8 @@ pub struct RunConfig {
     pub outputs_queue_capacity: usize,
     /// Falco's append_output: extra fields (e.g. proc.env) on every alert.
     pub append_fields: Vec<String>,
+    /// Conditions whose events the kernel does not send (see [`crate::kfilter`]).
+    pub kernel_drop: Vec<String>,
     pub warnings: Vec<String>,
 }
 
@@ -43,6 +45,7 @@ impl Default for RunConfig {
             metrics_addr: None,
             outputs_queue_capacity: 1024,
             append_fields: Vec::new(),
+            kernel_drop: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -177,6 +180,14 @@ impl RunConfig {
                                 }
                             }
                         }
+                    }
+                }
+                // Harrier's own: checked here so a bad one names its line.
+                "kernel_drop" => {
+                    for t in r.strings(v, key)? {
+                        crate::kfilter::parse_kernel_drop(&t)
+                            .map_err(|e| r.err(v, format!("kernel_drop '{t}': {e}")))?;
+                        c.kernel_drop.push(t);
                     }
                 }
                 // Harrier serves its metrics to Prometheus (Falco's metrics key

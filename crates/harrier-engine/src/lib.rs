@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod interest;
+pub mod kfilter;
 pub mod metrics;
 pub mod source;
 pub mod state;

@@ -34,6 +34,8 @@ pub struct OutputName {
 pub struct Sample {
     pub events: u64,
     pub drops: u64,
+    /// Events the kernel-side filter did not send (counted in `events`).
+    pub filtered: u64,
     /// Per rule: (labels, matches, evaluations, cpu seconds).
     pub rules: Vec<(RuleLabels, u64, u64, f64)>,
     /// Per output: alerts lost (queue full or failed).
@@ -46,6 +48,7 @@ pub struct Metrics {
     registry: Registry,
     events: Counter,
     drops: Counter,
+    filtered: Counter,
     matches: Family<RuleLabels, Counter>,
     evaluations: Family<RuleName, Counter>,
     rule_cpu: Family<RuleName, Counter<f64, AtomicU64>>,
@@ -65,6 +68,7 @@ impl Metrics {
         let mut registry = Registry::default();
         let events = Counter::default();
         let drops = Counter::default();
+        let filtered = Counter::default();
         let matches = Family::<RuleLabels, Counter>::default();
         let evaluations = Family::<RuleName, Counter>::default();
         let rule_cpu = Family::<RuleName, Counter<f64, AtomicU64>>::default();
@@ -76,6 +80,11 @@ impl Metrics {
             "falcosecurity_scap_n_drops",
             "Events lost in the kernel (full rings)",
             drops.clone(),
+        );
+        registry.register(
+            "harrier_kernel_filtered",
+            "Events the kernel-side filter did not send (included in falcosecurity_scap_n_evts)",
+            filtered.clone(),
         );
         registry.register("falcosecurity_falco_rules_matches", "Alerts per rule", matches.clone());
         registry.register("harrier_rule_evaluations", "Condition evaluations per rule", evaluations.clone());
@@ -103,6 +112,7 @@ impl Metrics {
             registry,
             events,
             drops,
+            filtered,
             matches,
             evaluations,
             rule_cpu,
@@ -116,6 +126,7 @@ impl Metrics {
     pub fn update(&mut self, s: Sample) {
         grow(&self.events, s.events, self.last.events);
         grow(&self.drops, s.drops, self.last.drops);
+        grow(&self.filtered, s.filtered, self.last.filtered);
         for (i, (labels, m, e, cpu)) in s.rules.iter().enumerate() {
             let (m0, e0, c0) = self.last.rules.get(i).map_or((0, 0, 0.0), |r| (r.1, r.2, r.3));
             grow(&self.matches.get_or_create(labels), *m, m0);
@@ -197,11 +208,18 @@ mod tests {
             output_drops: vec![("http".into(), 3)],
             ..Default::default()
         });
-        m.update(Sample { events: 15, drops: 1, rules: vec![(labels, 3, 9, 0.75)], ..Default::default() });
+        m.update(Sample {
+            events: 15,
+            drops: 1,
+            filtered: 4,
+            rules: vec![(labels, 3, 9, 0.75)],
+            ..Default::default()
+        });
         let t = m.text();
         for want in [
             "falcosecurity_scap_n_evts_total 15",
             "falcosecurity_scap_n_drops_total 1",
+            "harrier_kernel_filtered_total 4",
             "falcosecurity_falco_rules_matches_total{rule_name=\"Write below binary dir\",priority=\"Error\",source=\"syscall\",tags=\"filesystem\"} 3",
             "harrier_rule_evaluations_total{rule_name=\"Write below binary dir\"} 9",
             "harrier_rule_cpu_seconds_total{rule_name=\"Write below binary dir\"} 0.75",

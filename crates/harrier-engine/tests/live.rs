@@ -4,7 +4,7 @@
 //! test, so other activity on the machine cannot make a test pass or fail.
 
 use harrier_capture::testing::bpf_available;
-use harrier_capture::{AttachMode, Config, Session};
+use harrier_capture::{AttachMode, Config, Session, Stats};
 use harrier_engine::state::EngineState;
 use harrier_engine::Engine;
 use harrier_outputs::sinks::Sink;
@@ -28,9 +28,15 @@ impl Sink for Collect {
 
 /// Runs `work` under a live sensor with the default rules; returns every alert.
 fn alerts_during(work: impl FnOnce()) -> Vec<Alert> {
+    run_live(work).0
+}
+
+/// As `harrier run` does: the default rules, and the kernel filter they imply.
+fn run_live(work: impl FnOnce()) -> (Vec<Alert>, Stats) {
     let opts = LoadOptions { supported: Arc::new(harrier_engine::source::supported), ..Default::default() };
     let rules = RuleSet::load(&[("harrier_rules.yaml", harrier_rules::DEFAULT_RULES)], &opts).unwrap();
     let interest = harrier_engine::interest::interest(&rules);
+    let filter = harrier_engine::kfilter::derive(&rules, &interest.syscalls, &[]);
     let got = Arc::new(Mutex::new(Vec::new()));
     let mut outs = Outputs::new(4096);
     outs.add("collect", Box::new(Collect(got.clone())));
@@ -38,6 +44,7 @@ fn alerts_during(work: impl FnOnce()) -> Vec<Alert> {
     let mut cfg = Config::new(interest.syscalls);
     cfg.attach = AttachMode::Dispatcher;
     cfg.skip_missing = true;
+    cfg.kernel_filter = Some(filter);
     let sink = engine.clone();
     let mut session =
         Session::start(&cfg, Box::new(move |b| sink.borrow_mut().on_event(b))).expect("sensor starts");
@@ -51,7 +58,7 @@ fn alerts_during(work: impl FnOnce()) -> Vec<Alert> {
     let engine = Rc::try_unwrap(engine).ok().unwrap().into_inner();
     engine.into_outputs().close(Duration::from_secs(5));
     let v = got.lock().unwrap().clone();
-    v
+    (v, stats)
 }
 
 /// A scratch directory on the root file system, removed on drop.
@@ -82,7 +89,12 @@ impl Drop for Scratch {
 }
 
 fn run(prog: &Path, args: &[&str]) {
-    let st = Command::new(prog).args(args).stdout(std::process::Stdio::null()).status().unwrap();
+    let st = Command::new(prog)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
     assert!(st.code().is_some(), "{} ran", prog.display());
 }
 
@@ -118,6 +130,25 @@ fn reading_shadow_alerts_for_an_untrusted_program_only() {
         by(&alerts, "Read sensitive file untrusted", "proc.name", "passwd").is_empty(),
         "account tools are trusted"
     );
+}
+
+#[test]
+fn opens_no_rule_can_use_stay_in_the_kernel() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = Scratch::new("kfilter");
+    let untrusted = dir.tool("/bin/cat", "hrcat-kfilter");
+    let (alerts, stats) = run_live(|| {
+        for _ in 0..20 {
+            run(&untrusted, &["/etc/hostname", "/nonexistent/harrier"]);
+        }
+        run(&untrusted, &["/etc/shadow"]);
+    });
+    // 20 reads of a file no rule watches and 20 failed opens, at least.
+    assert!(stats.kernel_total().filtered >= 40, "filtered: {}", stats.kernel_total().filtered);
+    let hit = by(&alerts, "Read sensitive file untrusted", "proc.name", "hrcat-kfilter");
+    assert_eq!(hit.len(), 1, "the watched read still reaches the rules: {alerts:#?}");
 }
 
 #[test]

@@ -95,9 +95,17 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
                 body += &fixed_stmt(p, off);
                 off += sz;
             }
-            None => body += &var_stmt(p),
+            None => {
+                // The kernel-side filter matches paths on what the kernel resolved.
+                if matches!(p.kind, Kind::FdPathRet) && !body.contains("kf_path =") {
+                    body += "\tkf_path = em.off;\n";
+                }
+                body += &var_stmt(p)
+            }
         }
     }
+    let kf_decl = if body.contains("kf_path =") { "\t__u32 kf_path = 0;\n" } else { "" };
+    let kf_path = if kf_decl.is_empty() { "0" } else { "kf_path" };
     // Only handlers that read arguments pay for finding the saved registers;
     // the dispatcher already has them from its tracepoint.
     let regs = if body.contains("HR_ARG") { "\tem.regs = tail ? regs : hr_task_regs(&em);\n" } else { "" };
@@ -126,9 +134,10 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
     let _ = write!(
         out,
         "static __always_inline int hr_do_{name}(void *ctx, struct pt_regs *regs, long nr, long ret, const bool tail)\n{{\n\
-         \tstruct hr_em em;\n\n\
-         {guard}\tif ({begin}(&em, {nr}, ret, {off}))\n\t\treturn 0;\n\
-         {regs}{stash}{body}\treturn {submit}(&em);\n}}\n\n",
+         \tstruct hr_em em;\n\
+         {kf_decl}\n{guard}\tif ({begin}(&em, {nr}, ret, {off}))\n\t\treturn 0;\n\
+         {regs}{stash}{body}\tif (hr_kf_drop(&em, {nr}, {kf_path}))\n\t\treturn hr_discard(&em, {fixed});\n\
+         \treturn {submit}(&em);\n}}\n\n",
         nr = sc.nr,
     );
     // A syscall that never returns has its handler on the entry tracepoint,

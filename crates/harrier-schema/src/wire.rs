@@ -40,10 +40,12 @@ pub struct CpuStats {
     pub stash_fails: u64,
     pub read_faults: u64,
     pub truncated: u64,
+    /// Not sent: dropped by the kernel-side filter (counted in `events` too).
+    pub filtered: u64,
 }
 
 impl CpuStats {
-    pub const SIZE: usize = 8 * 7;
+    pub const SIZE: usize = 8 * 8;
 
     pub fn from_bytes(b: &[u8]) -> CpuStats {
         let u = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
@@ -54,6 +56,7 @@ impl CpuStats {
             stash_fails: u(4),
             read_faults: u(5),
             truncated: u(6),
+            filtered: u(7),
         }
     }
 
@@ -66,6 +69,7 @@ impl CpuStats {
         self.stash_fails += o.stash_fails;
         self.read_faults += o.read_faults;
         self.truncated += o.truncated;
+        self.filtered += o.filtered;
     }
 
     pub fn dropped(&self) -> u64 {

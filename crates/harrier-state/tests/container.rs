@@ -109,8 +109,18 @@ fn run_in(name: &str, cgroup: &str, check: impl FnOnce(&State)) {
         .spawn()
         .expect("runc run");
     let child = ct.child.insert(child);
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    // Bounded: a runc that hangs (seen once under emulation) fails the test
+    // with a message instead of stalling the suite; the drop kills it.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(std::time::Duration::from_secs(300))
+        .unwrap_or_else(|_| panic!("runc run {name}: no \"ready\" from the container within 300 s"));
     assert_eq!(line.trim(), "ready", "the container ran its command");
     s.drain().unwrap();
     for b in events.borrow().iter() {

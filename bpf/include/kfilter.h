@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Kernel-side filtering: events no consumer can use are not sent.
+ *
+ * `harrier run` derives, per syscall, the event-local conditions under which
+ * some rule or the state tables can use an event (an open that succeeded,
+ * with write flags, of a path under a prefix list) and adds the user's
+ * `kernel_drop` filters (process names, per syscall). The handler has
+ * already written the event into its ring when this runs: a dropped event
+ * is simply not published, and counted as filtered. User space writes the
+ * maps before attaching and never changes them while events flow.
+ * Layouts are mirrored in crates/harrier-capture/src/kfilter.rs.
+ */
+#ifndef HARRIER_KFILTER_H
+#define HARRIER_KFILTER_H
+
+#define HR_KF_CLAUSES	4
+#define HR_KF_PATH	124	/* path bytes a prefix or exact name may have */
+
+/* One way an event can be kept: every condition set here holds. */
+struct hr_kf_clause {
+	__u8 used;
+	__u8 need_success;	/* ret >= 0 */
+	__u8 path;		/* the path is in kf_paths under (nr, clause) */
+	__u8 pad;
+	__u32 flags_off;	/* record offset of a u32 flags parameter, 0: none */
+	__u32 flags_mask;	/* with flags_off: keep if flags & mask */
+};
+
+/* Per syscall: keep if any used clause holds (no clause used: keep all),
+ * unless the process name is dropped for this syscall. */
+struct hr_kf {
+	__u8 clauses;		/* some clause is used */
+	__u8 comm_drop;		/* look (nr, comm) up in kf_comms */
+	__u8 pad[2];
+	struct hr_kf_clause c[HR_KF_CLAUSES];
+};
+
+/* LPM key: syscall and clause, then the path. A prefix entry's length covers
+ * its bytes; an exact name's covers its NUL too, which the event key has
+ * right after the path, so "/etc/shadow" does not match "/etc/shadow-". */
+struct hr_kf_path_key {
+	__u32 prefixlen;
+	__u16 nr;
+	__u8 clause;
+	__u8 path[HR_KF_PATH + 1];
+};
+
+struct hr_kf_comm_key {
+	__u32 nr;
+	char comm[16];
+};
+
+const volatile bool kf_enabled = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HR_NR_SLOTS);
+	__type(key, __u32);
+	__type(value, struct hr_kf);
+} kfilter SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
+	__type(key, struct hr_kf_path_key);
+	__type(value, __u8);
+} kf_paths SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct hr_kf_comm_key);
+	__type(value, __u8);
+} kf_comms SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hr_kf_path_key);
+} kf_scratch SEC(".maps");
+
+/* The event's path at record offset path_off (u16 length + bytes) as an LPM
+ * key, or NULL. */
+static __always_inline struct hr_kf_path_key *hr_kf_path_key(struct hr_em *em, __u32 nr, __u32 path_off)
+{
+	__u32 zero = 0, n, len = 0;
+	struct hr_kf_path_key *k = bpf_map_lookup_elem(&kf_scratch, &zero);
+	__u8 *at;
+
+	if (!k || !path_off)
+		return 0;
+	at = em->ev + (path_off & 0x3fff);
+	bpf_probe_read_kernel(&len, 2, at);
+	n = len < HR_KF_PATH ? len : HR_KF_PATH;
+	bpf_probe_read_kernel(k->path, n & 127, at + 2);
+	/* A path longer than any entry matches prefixes only. */
+	if (len <= HR_KF_PATH)
+		k->path[n & 127] = 0, n++;
+	k->prefixlen = 8 * (3 + n);
+	k->nr = nr;
+	return k;
+}
+
+static __always_inline bool hr_kf_clause_holds(struct hr_em *em, const struct hr_kf_clause *cl,
+					       struct hr_kf_path_key *k, __u32 i)
+{
+	__u32 flags = 0;
+
+	if (!cl->used)
+		return false;
+	if (cl->need_success && em->ret < 0)
+		return false;
+	if (cl->flags_off) {
+		bpf_probe_read_kernel(&flags, 4, em->ev + (cl->flags_off & 255));
+		if (!(flags & cl->flags_mask))
+			return false;
+	}
+	/* A failed call resolved no path: only the rules can say, so keep it. */
+	if (cl->path && em->ret >= 0) {
+		if (!k)
+			return false;
+		k->clause = i;
+		if (!bpf_map_lookup_elem(&kf_paths, k))
+			return false;
+	}
+	return true;
+}
+
+/* True: do not send this event of syscall nr (path_off: its kernel-resolved
+ * path, 0 if it has none). */
+static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_off)
+{
+	struct hr_kf_path_key *k = 0;
+	struct hr_kf *kf;
+	bool any_path = false;
+
+	if (!kf_enabled || !(kf = bpf_map_lookup_elem(&kfilter, &nr)))
+		return false;
+	if (kf->comm_drop) {
+		struct hr_kf_comm_key ck = { .nr = nr };
+
+		bpf_get_current_comm(ck.comm, sizeof(ck.comm));
+		if (bpf_map_lookup_elem(&kf_comms, &ck))
+			return true;
+	}
+	if (!kf->clauses)
+		return false;
+	for (__u32 i = 0; i < HR_KF_CLAUSES; i++)
+		any_path |= kf->c[i].path;
+	if (any_path && em->ret >= 0)
+		k = hr_kf_path_key(em, nr, path_off);
+	for (__u32 i = 0; i < HR_KF_CLAUSES; i++)
+		if (hr_kf_clause_holds(em, &kf->c[i], k, i))
+			return false;
+	return true;
+}
+
+/* Instead of hr_submit*: the event stays unpublished (its ring room is
+ * reused), counted as produced and filtered. */
+static __always_inline int hr_discard(struct hr_em *em, const bool fixed)
+{
+	struct hr_cpu *c = em->cpu;
+
+	if (!fixed)
+		c->stats.events++;
+	c->stats.filtered++;
+	if (fixed && shared_rings)
+		bpf_ringbuf_discard(em->ev, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+#endif

@@ -1,0 +1,172 @@
+//! Kernel-side filtering (bpf/include/kfilter.h): which events the handlers
+//! do not send. Built by a consumer that knows what it can use (`harrier run`
+//! from its rules and state needs), written into the BPF maps before attach.
+
+use anyhow::{bail, Context, Result};
+use harrier_schema::wire::PARAMS_BASE;
+use harrier_schema::{syscall_by_nr, Wire};
+use libbpf_rs::{MapCore, MapFlags};
+
+/// Clauses per syscall the BPF side evaluates (`HR_KF_CLAUSES`).
+pub const MAX_CLAUSES: usize = 4;
+/// Longest prefix or exact path an entry may have (`HR_KF_PATH`).
+pub const MAX_PATH: usize = 124;
+
+/// One way an event can be worth sending: all of its conditions hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Clause {
+    /// The call succeeded (ret >= 0).
+    pub need_success: bool,
+    /// The `flags` parameter has one of these bits (0: any flags).
+    pub flags_any: u32,
+    /// The kernel-resolved path (`fullpath`) matches one of these; None: any
+    /// path. A failed call has no resolved path and passes this test.
+    pub paths: Option<Vec<PathMatch>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PathMatch {
+    Prefix(Vec<u8>),
+    Exact(Vec<u8>),
+}
+
+impl PathMatch {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            PathMatch::Prefix(b) | PathMatch::Exact(b) => b,
+        }
+    }
+}
+
+/// Per syscall: send an event when any clause holds (no clauses: always),
+/// unless its process name is dropped.
+#[derive(Debug, Clone, Default)]
+pub struct SyscallFilter {
+    pub nr: u32,
+    pub clauses: Vec<Clause>,
+    /// Process names (comm, at most 15 bytes) whose events of this syscall are dropped.
+    pub drop_comms: Vec<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct KernelFilter {
+    pub syscalls: Vec<SyscallFilter>,
+}
+
+impl KernelFilter {
+    pub fn is_empty(&self) -> bool {
+        self.syscalls.iter().all(|s| s.clauses.is_empty() && s.drop_comms.is_empty())
+    }
+}
+
+/// Record offset of syscall nr's u32 `flags` parameter (the low half of a
+/// u64 one), if it has one: fixed parameters are laid out in table order.
+pub fn flags_offset(nr: u32) -> Option<u32> {
+    let mut off = PARAMS_BASE;
+    for p in syscall_by_nr(nr)?.params? {
+        let size = p.wire.fixed_size()?;
+        if p.name == "flags" && matches!(p.wire, Wire::U32 | Wire::I32 | Wire::U64) {
+            return Some(off as u32);
+        }
+        off += size;
+    }
+    None
+}
+
+/// Whether syscall nr's handler gives the filter a kernel-resolved path.
+pub fn has_resolved_path(nr: u32) -> bool {
+    syscall_by_nr(nr).and_then(|s| s.params).is_some_and(|ps| ps.iter().any(|p| p.name == "fullpath"))
+}
+
+// Layouts of kfilter.h.
+const CLAUSE_SIZE: usize = 12;
+const KF_SIZE: usize = 4 + MAX_CLAUSES * CLAUSE_SIZE;
+const PATH_KEY_SIZE: usize = 4 + 2 + 1 + MAX_PATH + 1;
+const COMM_KEY_SIZE: usize = 4 + 16;
+
+fn kf_value(f: &SyscallFilter) -> Result<[u8; KF_SIZE]> {
+    let mut v = [0u8; KF_SIZE];
+    if f.clauses.len() > MAX_CLAUSES {
+        bail!("syscall {}: {} kernel filter clauses, at most {MAX_CLAUSES}", f.nr, f.clauses.len());
+    }
+    v[0] = !f.clauses.is_empty() as u8;
+    v[1] = !f.drop_comms.is_empty() as u8;
+    for (i, c) in f.clauses.iter().enumerate() {
+        let at = 4 + i * CLAUSE_SIZE;
+        v[at] = 1;
+        v[at + 1] = c.need_success as u8;
+        if c.paths.is_some() {
+            if !has_resolved_path(f.nr) {
+                bail!("syscall {}: a path clause, but its event has no resolved path", f.nr);
+            }
+            v[at + 2] = 1;
+        }
+        if c.flags_any != 0 {
+            let off =
+                flags_offset(f.nr).with_context(|| format!("syscall {} has no flags parameter", f.nr))?;
+            v[at + 4..at + 8].copy_from_slice(&off.to_ne_bytes());
+            v[at + 8..at + 12].copy_from_slice(&c.flags_any.to_ne_bytes());
+        }
+    }
+    Ok(v)
+}
+
+fn path_key(nr: u32, clause: usize, m: &PathMatch) -> Result<[u8; PATH_KEY_SIZE]> {
+    let b = m.bytes();
+    if b.len() > MAX_PATH {
+        bail!("kernel filter path longer than {MAX_PATH} bytes: {}", String::from_utf8_lossy(b));
+    }
+    let n = b.len() + matches!(m, PathMatch::Exact(_)) as usize;
+    let mut k = [0u8; PATH_KEY_SIZE];
+    k[0..4].copy_from_slice(&(8 * (3 + n) as u32).to_ne_bytes());
+    k[4..6].copy_from_slice(&(nr as u16).to_ne_bytes());
+    k[6] = clause as u8;
+    k[7..7 + b.len()].copy_from_slice(b);
+    Ok(k)
+}
+
+/// Writes the filter into the loaded object's maps.
+pub(crate) fn install(skel: &crate::session::CaptureSkel, f: &KernelFilter) -> Result<()> {
+    for s in &f.syscalls {
+        skel.maps.kfilter.update(&s.nr.to_ne_bytes(), &kf_value(s)?, MapFlags::ANY)?;
+        for (i, c) in s.clauses.iter().enumerate() {
+            for m in c.paths.iter().flatten() {
+                skel.maps.kf_paths.update(&path_key(s.nr, i, m)?, &[1], MapFlags::ANY)?;
+            }
+        }
+        for comm in &s.drop_comms {
+            let mut k = [0u8; COMM_KEY_SIZE];
+            k[0..4].copy_from_slice(&s.nr.to_ne_bytes());
+            let n = comm.len().min(15);
+            k[4..4 + n].copy_from_slice(&comm[..n]);
+            skel.maps.kf_comms.update(&k, &[1], MapFlags::ANY)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_flags_offsets_follow_the_table() {
+        let nr = |n| harrier_schema::syscall_by_name(n).unwrap().nr;
+        // openat: dirfd (s32) then flags.
+        assert_eq!(flags_offset(nr("openat")), Some(PARAMS_BASE as u32 + 4));
+        assert_eq!(flags_offset(nr("open")), Some(PARAMS_BASE as u32));
+        assert!(flags_offset(nr("read")).is_none());
+        assert!(has_resolved_path(nr("openat2")) && !has_resolved_path(nr("unlink")));
+    }
+
+    #[test]
+    fn exact_names_include_their_nul() {
+        let k = path_key(257, 1, &PathMatch::Exact(b"/etc/shadow".to_vec())).unwrap();
+        assert_eq!(u32::from_ne_bytes(k[0..4].try_into().unwrap()), 8 * (3 + 12));
+        assert_eq!(&k[7..18], b"/etc/shadow");
+        assert_eq!(k[18], 0);
+        let k = path_key(257, 0, &PathMatch::Prefix(b"/etc/".to_vec())).unwrap();
+        assert_eq!(u32::from_ne_bytes(k[0..4].try_into().unwrap()), 8 * (3 + 5));
+        assert!(path_key(257, 0, &PathMatch::Prefix(vec![b'a'; 200])).is_err());
+    }
+}

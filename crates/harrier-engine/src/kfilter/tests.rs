@@ -1,0 +1,139 @@
+use super::*;
+use harrier_rules::ruleset::LoadOptions;
+
+fn rules(conditions: &[(&str, &str)]) -> RuleSet {
+    let mut y = String::new();
+    for (name, cond) in conditions {
+        y += &format!("- rule: {name}\n  desc: t\n  condition: {cond}\n  output: o\n  priority: WARNING\n");
+    }
+    RuleSet::load(&[("t.yaml", y)], &LoadOptions::default()).unwrap()
+}
+
+fn sc(name: &str) -> &'static SyscallInfo {
+    syscall_by_name(name).unwrap()
+}
+
+fn filter_of(rs: &RuleSet, names: &[&str]) -> KernelFilter {
+    derive(rs, &names.iter().map(|n| sc(n)).collect::<Vec<_>>(), &[])
+}
+
+fn prefix(p: &str) -> PathMatch {
+    PathMatch::Prefix(p.as_bytes().to_vec())
+}
+
+fn exact(p: &str) -> PathMatch {
+    PathMatch::Exact(p.as_bytes().to_vec())
+}
+
+#[test]
+fn write_opens_below_a_prefix_reduce_to_one_clause() {
+    let rs = rules(&[(
+        "w",
+        "evt.type in (open, openat) and evt.is_open_write=true and fd.num>=0 and fd.name startswith /etc/",
+    )]);
+    let f = filter_of(&rs, &["openat", "execve"]);
+    assert_eq!(f.syscalls.len(), 1, "execve is the state's: never filtered ({f:?})");
+    let want = Clause { need_success: true, flags_any: 3, paths: Some(vec![prefix("/etc/")]) };
+    assert_eq!(f.syscalls[0].clauses, vec![want]);
+}
+
+#[test]
+fn rules_on_the_same_tests_merge_their_paths() {
+    let rs = rules(&[
+        ("a", "evt.type=openat and fd.name in (/etc/shadow, /etc/sudoers)"),
+        ("b", "evt.type=openat and fd.directory = /root/.ssh"),
+        ("c", "evt.type=execve and proc.name=sh"),
+    ]);
+    let f = filter_of(&rs, &["openat"]);
+    let c = &f.syscalls[0].clauses;
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert!(c[0].need_success && c[0].flags_any == 0);
+    let mut got = c[0].paths.clone().unwrap();
+    got.sort();
+    assert_eq!(got, vec![prefix("/root/.ssh/"), exact("/etc/shadow"), exact("/etc/sudoers")]);
+}
+
+#[test]
+fn anything_a_rule_cannot_bound_keeps_every_event() {
+    for cond in [
+        "evt.type=openat and not fd.name startswith /tmp",
+        "evt.type=openat and proc.name=cat",
+        "evt.type=openat and (fd.name startswith /etc or proc.name=cat)",
+    ] {
+        let rs = rules(&[("r", cond), ("w", "evt.type=openat and fd.name startswith /etc")]);
+        assert!(filter_of(&rs, &["openat"]).is_empty(), "{cond}");
+    }
+}
+
+#[test]
+fn contains_bounds_success_only() {
+    let rs = rules(&[("r", "evt.type=openat and fd.typechar=f and fd.name contains id_rsa")]);
+    let f = filter_of(&rs, &["openat"]);
+    assert_eq!(f.syscalls[0].clauses, vec![Clause { need_success: true, ..Clause::default() }]);
+}
+
+#[test]
+fn other_event_types_of_a_rule_do_not_widen_an_open() {
+    let rs = rules(&[(
+        "r",
+        "(evt.type=openat and fd.name startswith /etc/) or (evt.type=execve and proc.name=sh)",
+    )]);
+    let f = filter_of(&rs, &["openat"]);
+    assert_eq!(f.syscalls[0].clauses[0].paths, Some(vec![prefix("/etc/")]));
+}
+
+#[test]
+fn the_state_keeps_every_successful_open_when_rules_read_file_fds() {
+    let files = rules(&[
+        ("w", "evt.type=openat and fd.name startswith /etc/"),
+        ("r", "evt.type=read and fd.name startswith /var/"),
+    ]);
+    assert!(fd_table_needs_files(&files));
+    let c = &filter_of(&files, &["openat"]).syscalls[0].clauses;
+    let mut paths = c[0].paths.clone().unwrap();
+    paths.sort();
+    assert_eq!(
+        (c.len(), paths),
+        (1, vec![prefix("/etc/"), prefix("/var/")]),
+        "the state keeps opens below /var/"
+    );
+    let unbounded =
+        rules(&[("w", "evt.type=openat and fd.name startswith /etc/"), ("r", "evt.type=read and fd.num=3")]);
+    let c = &filter_of(&unbounded, &["openat"]).syscalls[0].clauses;
+    assert_eq!(c, &vec![Clause { need_success: true, ..Clause::default() }], "every successful open");
+    let sockets = rules(&[
+        ("w", "evt.type=openat and fd.name startswith /etc/"),
+        ("d", "evt.type=dup and fd.type in (ipv4, ipv6)"),
+    ]);
+    assert!(!fd_table_needs_files(&sockets));
+    assert_eq!(filter_of(&sockets, &["openat"]).syscalls[0].clauses.len(), 1);
+}
+
+#[test]
+fn kernel_drop_takes_names_and_syscalls() {
+    let d = parse_kernel_drop("proc.name = redis-server and evt.type in (read, write)").unwrap();
+    assert_eq!(d.comms, vec![b"redis-server".to_vec()]);
+    assert_eq!(d.syscalls, Some(vec![0, 1]));
+    let rs = rules(&[("w", "evt.type=read and proc.name=x")]);
+    let f = derive(&rs, &[sc("read"), sc("openat")], &[d]);
+    assert_eq!(f.syscalls.len(), 1, "openat is not in the drop's syscalls");
+    assert_eq!(f.syscalls[0].drop_comms, vec![b"redis-server".to_vec()]);
+    let all = parse_kernel_drop("proc.name in (a, b)").unwrap();
+    let f = derive(&rs, &[sc("read"), sc("openat")], &[all]);
+    assert_eq!(f.syscalls.iter().map(|s| s.nr).collect::<Vec<_>>(), vec![0], "openat is the state's");
+}
+
+#[test]
+fn kernel_drop_errors_name_the_column() {
+    for (text, want) in [
+        ("proc.name = x and fd.name = /a", "column 19: fd.name cannot be evaluated in the kernel"),
+        ("proc.name = x or proc.name = y", "'or' found"),
+        ("evt.type = read", "needs a proc.name test"),
+        ("proc.name = x and evt.type = nosuch", "column 19: unknown syscall 'nosuch'"),
+        ("proc.name startswith x", "column 1: proc.name must be tested with = or in"),
+        ("proc.name = (", "column"),
+    ] {
+        let e = parse_kernel_drop(text).unwrap_err().to_string();
+        assert!(e.contains(want), "{text}: {e}");
+    }
+}
