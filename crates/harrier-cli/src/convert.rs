@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Context};
 use harrier_scap::{Converted, Converter, Snapshot};
-use harrier_schema::decode::{decode, Event};
+use harrier_schema::decode::{decode, Event, Value};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::Write;
@@ -42,6 +42,16 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
             let line = match item {
                 Converted::Event(b) => match decode(b).map_err(|e| e.to_string())? {
                     Event::Syscall(e) => {
+                        if e.syscall.name == "execve" && e.ret == 0 {
+                            // The new image's name, as the kernel's comm (argv[0]'s base name, 15 bytes).
+                            if let Some(Value::Bytes(argv)) = e.param("argv") {
+                                let arg0 = argv.split(|&c| c == 0).next().unwrap_or_default();
+                                let base = arg0.rsplit(|&c| c == b'/').next().unwrap_or_default();
+                                let comm = String::from_utf8_lossy(&base[..base.len().min(15)]).into_owned();
+                                let pid = threads.get(&e.header.tid).map_or(e.header.tid, |t| t.0);
+                                threads.insert(e.header.tid, (pid, comm));
+                            }
+                        }
                         let (pid, comm) =
                             threads.get(&e.header.tid).cloned().unwrap_or((e.header.tid, String::new()));
                         // ts is already wall-clock (the legacy capture's).

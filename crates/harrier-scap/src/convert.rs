@@ -657,12 +657,13 @@ impl State {
 
     fn sockaddr(&mut self, e: Option<Endpoint>) -> V {
         match e {
+            // A unix tuple's own end has no name in the legacy format.
+            Some(Endpoint::Unix(b"")) | None => V::Absent,
             Some(e) => {
                 let s = self.scratch.len();
                 values::to_kernel_sockaddr(e, &mut self.scratch);
                 V::Scratch(s, self.scratch.len() - s)
             }
-            None => V::Absent,
         }
     }
 }

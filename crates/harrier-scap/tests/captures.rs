@@ -20,7 +20,10 @@ fn every_capture_converts_and_every_legacy_event_is_accounted_for() {
         // Each legacy event is the source of one output, an enter merged into
         // its exit's output, or skipped with a reason. Snapshots from blocks
         // (processes, users, groups) are not events.
-        let from_blocks: u64 = ["processes", "users", "groups"].iter().map(|k| out.stats.by_type.get(*k).map_or(0, |s| s.snapshot)).sum();
+        let from_blocks: u64 = ["processes", "users", "groups"]
+            .iter()
+            .map(|k| out.stats.by_type.get(*k).map_or(0, |s| s.snapshot))
+            .sum();
         let outputs = t.merged + t.exit_only + t.generic + t.foreign + t.snapshot - from_blocks;
         assert_eq!(
             out.stats.legacy_events,
