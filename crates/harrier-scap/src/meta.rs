@@ -3,7 +3,7 @@
 //! Each parser reads only inside its block's body and reports the file
 //! offset of the first field that does not fit.
 
-use crate::error::{text, Cursor, Result};
+use crate::error::{text, Cursor, Error, Result};
 use crate::snapshot::*;
 use crate::source::{Block, SHB_MAGIC};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -26,17 +26,18 @@ pub fn proclist_version(kind: u32) -> Option<u32> {
 
 pub fn section_header(b: &Block) -> Result<SectionHeader> {
     let mut c = Cursor::new(b.body, b.body_offset());
+    let at = c.offset();
     let magic = c.u32("section header magic")?;
     if magic == SHB_MAGIC.swap_bytes() {
-        return Err(c.err("big-endian capture: not supported"));
+        return Err(Error::new(at, "big-endian capture: not supported"));
     }
     if magic != SHB_MAGIC {
-        return Err(c.err(format!("bad section header magic {magic:#x}")));
+        return Err(Error::new(at, format!("bad section header magic {magic:#x}")));
     }
     let major = c.u16("section header version")?;
     let minor = c.u16("section header version")?;
     if major != 1 {
-        return Err(c.err(format!("section header version {major}.{minor}: only 1.x is known")));
+        return Err(Error::new(at + 4, format!("section header version {major}.{minor}: only 1.x is known")));
     }
     // section length (u64) and pcapng options (comments) follow: not needed.
     Ok(SectionHeader { major, minor })
@@ -81,7 +82,7 @@ pub fn proclist(b: &Block, version: u32) -> Result<Vec<ProcessSnapshot>> {
         // so fields added by newer writers can be skipped.
         let sub_len = if version >= 9 { c.u32("process entry length")? as usize } else { 0 };
         if version >= 9 && (sub_len < 4 || sub_len > c.left() + 4) {
-            return Err(crate::error::Error::new(
+            return Err(Error::new(
                 c.base + start as u64,
                 format!("process entry length {sub_len} does not fit its block"),
             ));
@@ -232,7 +233,7 @@ pub fn fdlist(b: &Block) -> Result<(u64, Vec<FdSnapshot>)> {
         let start = c.at;
         let sub_len = if v2 { c.u32("fd entry length")? as usize } else { 0 };
         if v2 && (sub_len < 4 || sub_len > c.left() + 4) {
-            return Err(crate::error::Error::new(
+            return Err(Error::new(
                 c.base + start as u64,
                 format!("fd entry length {sub_len} does not fit its block"),
             ));
@@ -309,7 +310,7 @@ pub fn userlist(b: &Block) -> Result<(Vec<User>, Vec<Group>)> {
         let start = c.at;
         let sub_len = if v2 { c.u32("user entry length")? as usize } else { 0 };
         if v2 && (sub_len < 4 || sub_len > c.left() + 4) {
-            return Err(crate::error::Error::new(
+            return Err(Error::new(
                 c.base + start as u64,
                 format!("user entry length {sub_len} does not fit its block"),
             ));

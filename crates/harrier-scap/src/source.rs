@@ -107,6 +107,11 @@ impl<R: Read> BlockReader<R> {
         }
         let kind = u32::from_le_bytes(self.buf[0..4].try_into().unwrap());
         let total = u32::from_le_bytes(self.buf[4..8].try_into().unwrap());
+        if offset == 0 && kind != SHB {
+            return Err(
+                self.err(0, format!("not a scap capture: first block type {kind:#x}, not a section header"))
+            );
+        }
         if total < 12 {
             return Err(self.err(
                 offset + 4,

@@ -1,6 +1,8 @@
 //! Shared by the tests: where the legacy captures are, and converting one.
 #![allow(dead_code)]
 
+pub mod build;
+
 use harrier_scap::{Converted, Converter, ForeignEvent, Snapshot, Stats};
 use std::path::{Path, PathBuf};
 
