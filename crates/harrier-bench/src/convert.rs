@@ -133,6 +133,7 @@ pub fn run(dir: &Path, rounds: usize) -> Result<()> {
             rec_bytes as f64 * 100.0 / legacy_sc.max(1) as f64
         );
     }
+    steady(&files, rounds)?;
     println!();
     println!(
         "{:<18} {:>8} {:>14} {:>9} {:>12} {:>6}",
@@ -150,6 +151,69 @@ pub fn run(dir: &Path, rounds: usize) -> Result<()> {
             b.harrier_events,
             b.harrier as f64 / b.harrier_events as f64,
             b.harrier as f64 * 100.0 / b.legacy.max(1) as f64
+        );
+    }
+    Ok(())
+}
+
+/// Steady state: each capture's event blocks repeated to about a million
+/// legacy events after its metadata, so one-time work (process lists,
+/// fd lists) does not dominate.
+fn steady(files: &[PathBuf], rounds: usize) -> Result<()> {
+    println!();
+    println!(
+        "{:<28} {:>10} {:>10} {:>13} {:>13}",
+        "steady state (repeated)", "legacy ev", "records", "legacy ev/s", "records/s"
+    );
+    for path in files {
+        let raw = raw(path)?;
+        let (mut head, mut events) = (Vec::new(), Vec::new());
+        let mut n_events = 0u64;
+        let mut r = BlockReader::detect(std::io::Cursor::new(raw.clone()), Some(raw.len() as u64))?;
+        let mut at = 0usize;
+        while let Some(b) = r.next_block()? {
+            let len = b.body.len() + 12;
+            if is_event_block(b.kind) {
+                events.extend_from_slice(&raw[at..at + len]);
+                n_events += 1;
+            } else if events.is_empty() {
+                head.extend_from_slice(&raw[at..at + len]);
+            }
+            at += len;
+        }
+        if n_events == 0 {
+            continue;
+        }
+        let times_rep = (1_000_000 / n_events).max(1);
+        let mut big = head;
+        for _ in 0..times_rep {
+            big.extend_from_slice(&events);
+        }
+        let mut times = Vec::new();
+        let (mut legacy, mut records) = (0, 0);
+        for _ in 0..rounds.max(1) {
+            let c = Converter::from_reader(std::io::Cursor::new(big.clone()), Some(big.len() as u64))?;
+            let mut n = 0u64;
+            let t = Instant::now();
+            let stats = c.run(|item| {
+                if let Converted::Event(_) = item {
+                    n += 1;
+                }
+                Ok(())
+            })?;
+            times.push(t.elapsed().as_secs_f64());
+            (legacy, records) = (stats.legacy_events, n);
+        }
+        times.sort_by(f64::total_cmp);
+        let t = times[times.len() / 2];
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        println!(
+            "{:<28} {:>10} {:>10} {:>13.0} {:>13.0}",
+            name,
+            legacy,
+            records,
+            legacy as f64 / t,
+            records as f64 / t
         );
     }
     Ok(())
