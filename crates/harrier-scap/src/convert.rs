@@ -642,7 +642,7 @@ impl State {
                 V::Enter(s, l) => Arg::Bytes(&enter_data[s..s + l]),
                 V::Scratch(s, l) => Arg::Bytes(&self.scratch[s..s + l]),
                 V::Absent if descs[i].wire == Wire::Bytes => Arg::Bytes(&[]),
-                V::Absent => Arg::Int(0),
+                V::Absent => Arg::Int(absent_int(descs[i].name)),
             };
         }
         // The values follow the table's wire kinds; should a future table
@@ -678,6 +678,22 @@ impl State {
                 V::Scratch(s, self.scratch.len() - s)
             }
         }
+    }
+}
+
+/// The value written for an absent integer parameter followed by present
+/// ones: -1 for ids and descriptors (so a missing uid never reads as root, nor
+/// a missing fd as stdin), 0 for the rest (so no flag reads as set).
+fn absent_int(name: &str) -> i64 {
+    let id = name.ends_with("uid")
+        || name.ends_with("gid")
+        || name.ends_with("pid")
+        || name.ends_with("fd")
+        || matches!(name, "sid" | "cur_sid" | "tgid" | "tid" | "tty" | "pgid" | "fd0" | "fd1");
+    if id {
+        -1
+    } else {
+        0
     }
 }
 

@@ -188,7 +188,24 @@ fn unpaired_events_are_tolerated_and_counted() {
     f.extend(event(0x204, 4, 5, 5, &[&i64b(0)], false));
     // An old-style exit of a newer writer's event with fewer parameters than the table.
     f.extend(event(0x204, 5, 6, 307, &[&i64b(-2)], false));
+    // An execve exit of an old writer: no uid, so uid must not read as root.
+    let args = b"-l\0".to_vec(); // argv without argv[0], which is `exe`
+    f.extend(event(
+        0x204,
+        6,
+        9,
+        231,
+        &[&i64b(0), b"ls\0", &args, &i64b(9), &i64b(9), &i64b(1), b"/tmp\0"],
+        false,
+    ));
     let out = common::convert_bytes(f).unwrap();
+    let Event::Syscall(exec) = decode(out.events.last().unwrap()).unwrap() else { panic!() };
+    assert_eq!(exec.syscall.name, "execve");
+    assert_eq!(exec.param("uid"), Some(&Value::UInt(u32::MAX as u64)), "absent id: -1");
+    assert_eq!(exec.param("cap_effective"), Some(&Value::UInt(0)), "absent other: 0");
+    assert_eq!(exec.param("tgid"), Some(&Value::UInt(9)));
+    assert_eq!(exec.param("cwd").unwrap().as_str().unwrap(), "/tmp");
+    assert_eq!(exec.param("argv").unwrap().as_bytes().unwrap(), b"ls\0-l\0");
     let s = &out.stats;
     assert_eq!(s.by_type["open"].exit_only, 1);
     assert_eq!(s.by_type["open"].skipped["enter without exit"], 1);
