@@ -39,7 +39,7 @@ pub struct BlockReader<R> {
 
 /// Opens a capture file, gzip-compressed or not.
 pub fn open(path: &std::path::Path) -> Result<BlockReader<Box<dyn Read + Send>>> {
-    let f = std::fs::File::open(path).map_err(|e| Error::new(0, format!("{}: {e}", path.display())))?;
+    let f = std::fs::File::open(path).map_err(|e| Error::new(0, format!("cannot open: {e}")))?;
     let size = f.metadata().ok().map(|m| m.len());
     BlockReader::detect(f, size)
 }
