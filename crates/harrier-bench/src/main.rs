@@ -1,6 +1,7 @@
 //! `harrier-bench`: Harrier's benchmarks (`make bench-capture`).
 
 mod capture;
+mod convert;
 mod costs;
 mod report;
 mod rules;
@@ -48,6 +49,13 @@ enum Cmd {
         rounds: usize,
         #[arg(long, default_value = "../shared/data/falco-rules/falco_rules.yaml")]
         stable_rules: String,
+    },
+    /// Legacy .scap conversion: events/s and bytes per syscall, legacy vs Harrier.
+    Convert {
+        #[arg(long, default_value = "../shared/data/scap")]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
     },
     /// (internal) a workload: COUNT raw syscalls NR per thread after a line on stdin.
     #[command(hide = true)]
@@ -233,6 +241,7 @@ fn main() -> ExitCode {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
         Cmd::Capture { rounds, quick, out, no_stop } => bench_capture(rounds, quick, out, !no_stop),
         Cmd::RulesCost { rounds, stable_rules } => rules_cost(rounds, &stable_rules),
+        Cmd::Convert { dir, rounds } => convert::run(&dir, rounds),
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),
     };
     match r {

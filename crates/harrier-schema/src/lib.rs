@@ -3,6 +3,7 @@
 //! the same source the BPF handlers are generated from.
 
 pub mod decode;
+pub mod encode;
 pub mod render;
 pub mod sockaddr;
 pub mod view;
