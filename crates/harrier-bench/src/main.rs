@@ -4,6 +4,7 @@ mod capture;
 mod costs;
 mod report;
 mod rules;
+mod rules_load;
 mod stop;
 mod workload;
 
@@ -49,6 +50,9 @@ enum Cmd {
         #[arg(long, default_value = "../shared/data/falco-rules/falco_rules.yaml")]
         stable_rules: String,
     },
+    /// Falco's performance-testing method against `harrier run` (make bench-rules):
+    /// event-generator bench rounds, a stepped syscall load, CPU-quota cgroups.
+    RulesLoad(rules_load::Args),
     /// (internal) a workload: COUNT raw syscalls NR per thread after a line on stdin.
     #[command(hide = true)]
     Loop {
@@ -233,6 +237,7 @@ fn main() -> ExitCode {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
         Cmd::Capture { rounds, quick, out, no_stop } => bench_capture(rounds, quick, out, !no_stop),
         Cmd::RulesCost { rounds, stable_rules } => rules_cost(rounds, &stable_rules),
+        Cmd::RulesLoad(args) => rules_load::run_cli(args),
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),
     };
     match r {
