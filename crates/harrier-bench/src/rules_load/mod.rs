@@ -273,6 +273,16 @@ pub fn run(mut o: Opts) -> Result<()> {
     std::fs::create_dir_all(&workdir)?;
     let _cleanup = RemoveDir(workdir.clone());
 
+    // What the load thread can issue with no sensor attached: the ceiling of
+    // the load steps on this machine.
+    load.set_rate(MAX_RATE);
+    let (i0, t0) = (load.issued(), Instant::now());
+    std::thread::sleep(if o.quick { Duration::from_secs(1) } else { Duration::from_secs(3) });
+    let capacity = (load.issued() - i0) as f64 / t0.elapsed().as_secs_f64();
+    load.set_rate(0);
+    eprintln!("rules-load: the load thread alone (no sensor) issues {capacity:.0} syscalls/s");
+    interrupted()?;
+
     let total = (o.variants.len() * o.cpus.len() * o.rates.len()) as u64;
     let pb = ProgressBar::new(total);
     pb.set_style(
@@ -385,8 +395,15 @@ pub fn run(mut o: Opts) -> Result<()> {
         tally.bad_requests.load(Ordering::Relaxed)
     );
     notes.push(tally_notes);
-    let summary =
-        report::Summary { rows: &rows, cost: &cost, notes: &notes, opts: &o, load_cpu, names: &names };
+    let summary = report::Summary {
+        rows: &rows,
+        cost: &cost,
+        notes: &notes,
+        opts: &o,
+        load_cpu,
+        names: &names,
+        capacity,
+    };
     summary.write(&o.out)
 }
 

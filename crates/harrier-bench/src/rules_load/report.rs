@@ -2,8 +2,9 @@
 //! syscalls/s without drops | EPS) and the chart.
 
 use super::{Opts, Row, MAX_RATE};
-use crate::report::{bar_chart, num, Table};
-use anyhow::Result;
+use crate::report::{bar_chart, num, register_font, Table};
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
 use std::path::Path;
 
 /// Falco's published figures (performance-testing guide): CPU limit, highest
@@ -62,6 +63,8 @@ pub struct Summary<'a> {
     pub opts: &'a Opts,
     pub load_cpu: Option<usize>,
     pub names: &'a [&'a str],
+    /// Syscalls/s the load thread issues with no sensor attached.
+    pub capacity: f64,
 }
 
 /// Per (variant, CPU limit): the best clean rounds.
@@ -71,6 +74,17 @@ struct Best<'a> {
     peak_rss: f64,
     no_drops: Option<&'a Row>,
     clean: Option<&'a Row>,
+}
+
+/// " (load-bound)" when no round of this group dropped: the sensor kept up
+/// with all the load this machine could make, so its limit lies higher.
+fn bound(rows: &[Row], b: &Best) -> &'static str {
+    let group = rows.iter().filter(|r| r.variant == b.variant && r.cpus == b.cpus);
+    if group.clone().all(|r| r.drops == 0) {
+        " (load-bound)"
+    } else {
+        ""
+    }
 }
 
 fn best(rows: &[Row]) -> Vec<Best<'_>> {
@@ -100,6 +114,67 @@ fn best(rows: &[Row]) -> Vec<Best<'_>> {
         }
     }
     out
+}
+
+/// Sensor CPU (% of one CPU) against syscalls/s, a line per (variant, limit),
+/// with each limit as a dashed level: the headroom left at each load step.
+fn cpu_chart(path: &Path, rows: &[Row]) -> Result<()> {
+    register_font()?;
+    let max_x = rows.iter().map(|r| r.syscalls_rate / 1000.0).fold(1.0, f64::max) * 1.1;
+    let max_y = rows.iter().map(|r| r.cpu_pct.max(r.cpus * 100.0)).fold(1.0, f64::max) * 1.1;
+    let root = BitMapBackend::new(path, (1100, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("harrier run CPU against captured syscalls/s (Falco's method)", ("sans-serif", 24))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..max_x, 0.0..max_y)
+        .map_err(|e| anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_desc("thousand syscalls per second seen by the sensor")
+        .y_desc("sensor CPU % (100 = one CPU)")
+        .label_style(("sans-serif", 15))
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    let mut groups: Vec<(&str, f64)> = Vec::new();
+    for r in rows {
+        if !groups.contains(&(r.variant.as_str(), r.cpus)) {
+            groups.push((r.variant.as_str(), r.cpus));
+        }
+    }
+    for (i, (variant, cpus)) in groups.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let mut pts: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.variant == *variant && r.cpus == *cpus)
+            .map(|r| (r.syscalls_rate / 1000.0, r.cpu_pct))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(|e| anyhow!("{e}"))?
+            .label(format!("{variant}, {cpus} CPU limit"))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart
+            .draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled())))
+            .map_err(|e| anyhow!("{e}"))?;
+        let limit = [(0.0, cpus * 100.0), (max_x, cpus * 100.0)];
+        chart
+            .draw_series(DashedLineSeries::new(limit, 6, 4, color.stroke_width(1)))
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
 }
 
 impl Summary<'_> {
@@ -155,6 +230,7 @@ impl Summary<'_> {
             "highest syscalls/s without drops or lost alerts",
             "EPS there",
             "sensor CPU % there",
+            "sensor CPU ns per syscall there",
             "events/s sent there",
         ];
         let cell = |r: Option<&Row>, f: &dyn Fn(&Row) -> String| r.map_or("-".to_string(), f);
@@ -165,11 +241,12 @@ impl Summary<'_> {
                     b.cpus.to_string(),
                     format!("Harrier, {}", b.variant),
                     format!("{:.1} MB", b.peak_rss),
-                    cell(b.no_drops, &|r| num(r.syscalls_rate, 0)),
+                    cell(b.no_drops, &|r| format!("{}{}", num(r.syscalls_rate, 0), bound(self.rows, b))),
                     cell(b.no_drops, &|r| num(r.round.throughput, 1)),
                     cell(b.clean, &|r| num(r.syscalls_rate, 0)),
                     cell(b.clean, &|r| num(r.round.throughput, 1)),
                     cell(b.clean, &|r| num(r.cpu_pct, 1)),
+                    cell(b.clean, &|r| num(r.cpu_pct * 1e7 / r.syscalls_rate.max(1.0), 0)),
                     cell(b.clean, &|r| num(r.events_rate, 0)),
                 ]
             })
@@ -180,6 +257,7 @@ impl Summary<'_> {
                 "Falco (published)".into(),
                 "36-121 MB".into(),
                 num(rate, 0),
+                "-".into(),
                 "-".into(),
                 "-".into(),
                 "-".into(),
@@ -199,7 +277,9 @@ impl Summary<'_> {
              `harrier run`'s HTTP output; a load thread pinned to CPU {} raising captured syscalls (openat, \
              close, socket, connect, execve) one step per round; `harrier run` with {} in a cgroup CPU \
              quota. syscalls/s is counted by the sensor in the kernel; the machine is shared, so it includes \
-             other processes' syscalls.\n\n{}\n",
+             other processes' syscalls. The load thread alone, with no sensor attached, issues {:.0} \
+             syscalls/s: the highest rate this machine's other core generates; \"load-bound\" marks a limit \
+             at which no load step dropped, so the sensor's own limit lies higher.\n\n{}\n",
             o.round,
             o.round,
             o.sleep,
@@ -207,6 +287,7 @@ impl Summary<'_> {
             self.names.join(", "),
             self.load_cpu.map_or("-".into(), |c| c.to_string()),
             o.rules.join(", "),
+            self.capacity,
             self.guide_table(&best).markdown(),
         );
         if !self.cost.is_empty() {
@@ -234,12 +315,12 @@ impl Summary<'_> {
             bars.push((format!("Falco (published), {cpus} CPU"), rate / 1000.0));
             for b in best.iter().filter(|b| b.cpus == cpus) {
                 let v = b.no_drops.map_or(0.0, |r| r.syscalls_rate / 1000.0);
-                bars.push((format!("Harrier, {}, {cpus} CPU", b.variant), v));
+                bars.push((format!("Harrier, {}, {cpus} CPU{}", b.variant, bound(self.rows, b)), v));
             }
         }
         for b in best.iter().filter(|b| !FALCO.iter().any(|f| f.0 == b.cpus)) {
             let v = b.no_drops.map_or(0.0, |r| r.syscalls_rate / 1000.0);
-            bars.push((format!("Harrier, {}, {} CPU", b.variant, b.cpus), v));
+            bars.push((format!("Harrier, {}, {} CPU{}", b.variant, b.cpus, bound(self.rows, b)), v));
         }
         bar_chart(
             &out.join("rules-load.png"),
@@ -248,7 +329,13 @@ impl Summary<'_> {
             &bars,
             Some(1000.0),
         )?;
-        eprintln!("rules-load: wrote {0}/rules-load.md and {0}/rules-load.png", out.display());
+        if !self.rows.is_empty() {
+            cpu_chart(&out.join("rules-load-cpu.png"), self.rows)?;
+        }
+        eprintln!(
+            "rules-load: wrote {0}/rules-load.md, rules-load.png and rules-load-cpu.png",
+            out.display()
+        );
         Ok(())
     }
 }
