@@ -17,6 +17,10 @@ use std::path::{Path, PathBuf};
 pub struct Kit {
     dir: Scratch,
     etc: Scratch,
+    /// What the hard links point at (see `link_source`).
+    hard_src: PathBuf,
+    /// Holds `hard_src` when it is a file of ours under /etc/pam.d.
+    pam: Option<Scratch>,
     nginx: PathBuf,
     find: PathBuf,
     shred: PathBuf,
@@ -36,7 +40,10 @@ impl Kit {
         let shm_true = copy_executable("/bin/true", Path::new(&format!("/dev/shm/harrier-true-{pid}")))?;
         let log = PathBuf::from(format!("/var/log/harrier-actions-{pid}.log"));
         std::fs::write(&log, "line\n")?;
+        let (hard_src, pam) = link_source(&etc)?;
         Ok(Kit {
+            hard_src,
+            pam,
             nginx: dir.tool("/bin/dash", "nginx")?,
             find: dir.tool("/bin/true", "find")?,
             shred: dir.tool("/bin/true", "shred")?,
@@ -57,6 +64,23 @@ impl Kit {
         self.seq.set(n);
         dir.join(format!("{tag}-{n}"))
     }
+}
+
+/// /etc/pam.conf, which Falco's and Harrier's rules both count as sensitive,
+/// when it can be hard-linked here; else (the kernel-matrix guest's /etc is
+/// an overlay that refuses) a file of ours in /etc/pam.d, which Harrier's
+/// rules cover and Falco's stable rules do not.
+fn link_source(etc: &Scratch) -> Result<(PathBuf, Option<Scratch>)> {
+    let pam_conf = PathBuf::from("/etc/pam.conf");
+    let probe = etc.path().join("probe");
+    if b::hard_link(&pam_conf, &probe).is_ok() {
+        std::fs::remove_file(&probe)?;
+        return Ok((pam_conf, None));
+    }
+    let dir = Scratch::under("/etc/pam.d", "actions")?;
+    let file = dir.path().join("pam-file");
+    std::fs::write(&file, "# harrier actions\n")?;
+    Ok((file, Some(dir)))
 }
 
 impl Drop for Kit {
@@ -124,8 +148,9 @@ fn symlink_over_sensitive(k: &Kit) -> Result<()> {
 }
 
 fn hardlink_over_sensitive(k: &Kit) -> Result<()> {
-    let link = k.fresh(k.etc.path(), "pam-conf-hard");
-    b::hard_link(Path::new("/etc/pam.conf"), &link)?;
+    // Beside the source: a hard link cannot cross file systems.
+    let link = k.fresh(k.pam.as_ref().unwrap_or(&k.etc).path(), "pam-hard");
+    b::hard_link(&k.hard_src, &link)?;
     Ok(std::fs::remove_file(&link)?)
 }
 

@@ -231,6 +231,7 @@ impl Summary<'_> {
             "EPS there",
             "sensor CPU % there",
             "sensor CPU ns per syscall there",
+            "quota / that (linear projection)",
             "events/s sent there",
         ];
         let cell = |r: Option<&Row>, f: &dyn Fn(&Row) -> String| r.map_or("-".to_string(), f);
@@ -247,6 +248,7 @@ impl Summary<'_> {
                     cell(b.clean, &|r| num(r.round.throughput, 1)),
                     cell(b.clean, &|r| num(r.cpu_pct, 1)),
                     cell(b.clean, &|r| num(r.cpu_pct * 1e7 / r.syscalls_rate.max(1.0), 0)),
+                    cell(b.clean, &|r| num(b.cpus * 100.0 / r.cpu_pct.max(0.1) * r.syscalls_rate, 0)),
                     cell(b.clean, &|r| num(r.events_rate, 0)),
                 ]
             })
@@ -257,6 +259,7 @@ impl Summary<'_> {
                 "Falco (published)".into(),
                 "36-121 MB".into(),
                 num(rate, 0),
+                "-".into(),
                 "-".into(),
                 "-".into(),
                 "-".into(),
@@ -279,7 +282,8 @@ impl Summary<'_> {
              quota. syscalls/s is counted by the sensor in the kernel; the machine is shared, so it includes \
              other processes' syscalls. The load thread alone, with no sensor attached, issues {:.0} \
              syscalls/s: the highest rate this machine's other core generates; \"load-bound\" marks a limit \
-             at which no load step dropped, so the sensor's own limit lies higher.\n\n{}\n",
+             at which no load step dropped, so the sensor's own limit lies higher; the projection divides \
+             the quota by the sensor's measured CPU per syscall (an estimate, not a measurement).\n\n{}\n",
             o.round,
             o.round,
             o.sleep,
