@@ -217,7 +217,8 @@ pub fn run(mut o: Opts) -> Result<()> {
         o.cpus = vec![0.5];
         o.rates = vec![200_000, MAX_RATE];
         o.round = Duration::from_secs(2);
-        o.rules_cost_rounds = o.rules_cost_rounds.min(1);
+        // rules-cost records and replays a workload: a minute on a slow machine.
+        o.rules_cost_rounds = 0;
     }
     let harrier = match o.harrier.clone() {
         Some(h) => h,
@@ -302,8 +303,6 @@ pub fn run(mut o: Opts) -> Result<()> {
                 rules: &o.rules,
                 extra_args: extra,
                 cpus,
-                // The load owns the last CPU; up to one CPU, keep the sensor off it.
-                pin: if cpus <= 1.0 && ncpus > 1 { Some(0) } else { None },
                 url: &receiver.url,
                 workdir: &workdir,
             };
@@ -354,14 +353,9 @@ pub fn run(mut o: Opts) -> Result<()> {
                     say(&pb, format!("  {} action errors; first: {e}", row.round.errors));
                 }
                 pb.inc(1);
-                let dropped = row.drops > 0;
+                // Every step runs even after drops: on a shared machine a
+                // drop can come from the sensor being starved for a moment.
                 rows.push(row);
-                if dropped {
-                    // Higher rates only drop more: save the machine the time.
-                    let left = o.rates.iter().skip_while(|&&r| r != rate).count() as u64 - 1;
-                    pb.inc(left);
-                    break;
-                }
             }
             load.set_rate(0);
             pb.set_message(format!("{label}, {cpus} CPU: stopping harrier run"));
@@ -385,6 +379,11 @@ pub fn run(mut o: Opts) -> Result<()> {
             "harrier run's stats file has no pre-filter `cur.syscalls` counter: syscalls/s is its `cur.events` \
              (events sent to user space), which kernel-side filtering would lower"
                 .into(),
+        );
+    }
+    if cost.is_empty() {
+        notes.push(
+            "user-space ns/event not measured (--quick or --cost-rounds 0): harrier-bench rules-cost".into(),
         );
     }
     let tally_notes = format!(

@@ -17,9 +17,9 @@ pub struct Spec<'a> {
     pub harrier: &'a Path,
     pub rules: &'a [String],
     pub extra_args: &'a [String],
+    /// The cgroup quota; only that limits it, as in Falco's guide (the
+    /// scheduler places it; the load is pinned to the last CPU).
     pub cpus: f64,
-    /// Pin the sensor to this CPU (None: any).
-    pub pin: Option<usize>,
     pub url: &'a str,
     pub workdir: &'a Path,
 }
@@ -111,10 +111,9 @@ impl Sensor {
         cmd.arg("--stats-file").arg(&stats_path).args(["--stats-interval", "100"]);
         cmd.args(spec.extra_args);
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-        // In the child, before exec: join the cgroup (so the sensor never runs
-        // unlimited) and the CPU pin. Only async-signal-safe calls here.
+        // In the child, before exec: join the cgroup, so the sensor never runs
+        // unlimited. Only async-signal-safe calls here.
         let procs = CString::new(cgroup.procs.as_os_str().as_encoded_bytes()).context("cgroup path")?;
-        let pin = spec.pin;
         unsafe {
             cmd.pre_exec(move || {
                 let mut buf = [0u8; 12];
@@ -124,13 +123,6 @@ impl Sensor {
                     return Err(std::io::Error::last_os_error());
                 }
                 libc::close(fd);
-                if let Some(cpu) = pin {
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(cpu, &mut set);
-                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
                 Ok(())
             });
         }
