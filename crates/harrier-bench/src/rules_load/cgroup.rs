@@ -92,3 +92,30 @@ impl Drop for CpuLimit {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::CpuLimit;
+
+    #[test]
+    fn a_quota_group_is_made_and_removed() {
+        if unsafe { libc::geteuid() } != 0 {
+            assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "CI runs as root");
+            eprintln!("note: not root, skipping the cgroup test");
+            return;
+        }
+        let name = format!("harrier-bench-test-{}", std::process::id());
+        let cg = CpuLimit::create(&name, 0.5).unwrap();
+        let dir = cg.dir.clone();
+        let quota = if cg.version == 1 {
+            std::fs::read_to_string(dir.join("cpu.cfs_quota_us")).unwrap()
+        } else {
+            std::fs::read_to_string(dir.join("cpu.max")).unwrap()
+        };
+        assert!(quota.starts_with("50000"), "{quota}");
+        assert!(cg.procs.exists());
+        drop(cg);
+        assert!(!dir.exists(), "{} removed", dir.display());
+        assert!(CpuLimit::create(&name, 0.0).is_err(), "no zero quota");
+    }
+}

@@ -40,11 +40,12 @@ pub fn round_header() -> String {
 
 pub fn round_line(r: &Row) -> String {
     format!(
-        "{:<16} {:>4} {:>6} {:>8} {:>10.1} {:>10.0} {:>10.0} {:>8.1}% {:>7} {:>7.1} {:>6.1} {:>7}",
+        "{:<16} {:>4} {:>6} {:>8} {:>10.0} {:>10.1} {:>10.0} {:>10.0} {:>8.1}% {:>7} {:>7.1} {:>6.1} {:>7}",
         r.variant,
         r.cpus,
         r.round.number,
         rate_label(r.target),
+        r.load_rate,
         r.round.throughput,
         r.syscalls_rate,
         r.events_rate,

@@ -255,12 +255,39 @@ pub fn usage(pid: u32) -> Usage {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     #[test]
     fn pids_format_without_allocation() {
         let mut b = [0u8; 12];
         assert_eq!(super::itoa(0, &mut b), b"0");
         assert_eq!(super::itoa(4194304, &mut b), b"4194304");
         assert_eq!(super::itoa(u32::MAX, &mut b), b"4294967295");
+    }
+
+    #[test]
+    fn the_stats_tail_reads_whole_lines_and_prefers_a_pre_filter_counter() {
+        let path = std::env::temp_dir().join(format!("harrier-stats-tail-{}", std::process::id()));
+        let line = |e: u64, d: u64| format!("{{\"sample\":1,\"cur\":{{\"events\":{e},\"drops\":{d}}}}}\n");
+        std::fs::write(&path, line(10, 1) + &line(20, 2) + "{\"sample\":3,\"cur\"").unwrap();
+        let mut t = super::StatsTail {
+            path: path.clone(),
+            offset: 0,
+            partial: String::new(),
+            last: Default::default(),
+            has_syscalls: false,
+        };
+        let c = t.poll();
+        assert_eq!(
+            (c.syscalls, c.events, c.drops, t.has_syscalls),
+            (20, 20, 2, false),
+            "the partial line waits"
+        );
+        let rest = ":{\"events\":30,\"drops\":3,\"syscalls\":90}}\n";
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(rest.as_bytes()).unwrap();
+        let c = t.poll();
+        assert_eq!((c.syscalls, c.events, c.drops, t.has_syscalls), (90, 30, 3, true));
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
