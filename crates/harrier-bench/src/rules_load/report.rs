@@ -221,6 +221,24 @@ impl Summary<'_> {
         Table { header: header.map(String::from).to_vec(), rows }
     }
 
+    /// Expected (actions run) against actual (alerts) per action, summed.
+    fn actions_table(&self) -> Table {
+        let rows = self
+            .names
+            .iter()
+            .map(|&name| {
+                let (mut e, mut a) = (0u64, 0u64);
+                for s in self.rows.iter().flat_map(|r| &r.round.per_action).filter(|s| s.name == name) {
+                    e += s.expected;
+                    a += s.actual;
+                }
+                let ratio = if e > 0 { a as f64 / e as f64 } else { 0.0 };
+                vec![name.to_string(), e.to_string(), a.to_string(), num(ratio, 3)]
+            })
+            .collect();
+        Table { header: ["action", "expected", "actual", "ratio"].map(String::from).to_vec(), rows }
+    }
+
     fn guide_table(&self, best: &[Best]) -> Table {
         let header = [
             "CPU",
@@ -307,6 +325,7 @@ impl Summary<'_> {
             };
             md += &t.markdown();
         }
+        md += &format!("\nPer action, all rounds:\n\n{}", self.actions_table().markdown());
         md += &format!("\nEvery round:\n\n{}", self.rounds_table().markdown());
         for n in self.notes {
             md += &format!("\n- {n}");
