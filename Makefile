@@ -2,7 +2,7 @@
 CARGO ?= cargo
 HARRIER := target/release/harrier
 
-.PHONY: deps build run test test-kernels bench-capture bench-bypass vmlinux clean
+.PHONY: deps build run test test-kernels bench-capture bench-bypass bench-rules vmlinux clean
 
 deps:
 	@bash scripts/deps.sh
@@ -30,6 +30,12 @@ bench-capture: build
 
 bench-bypass: build
 	bash scripts/bench-bypass.sh
+
+# Falco's performance-testing method against harrier run (event-generator bench
+# rounds, a stepped syscall load, the sensor under 0.5/1/2 CPU quotas); writes
+# docs/bench/rules-load.md and .png. BENCH_ARGS=--quick for a smoke run.
+bench-rules: build
+	target/release/harrier-bench rules-load $(BENCH_ARGS)
 
 # Regenerates bpf/vmlinux/vmlinux.h from the running kernel.
 vmlinux:

@@ -254,15 +254,15 @@ pub fn auto_pick(case: &Case) -> Result<harrier_capture::AttachChoice> {
     harrier_capture::attach::auto_choice(&Config::new(parse_syscalls(list)?), &counts)
 }
 
+/// What `auto` picks, per selection label.
+pub type Picks = Vec<(String, harrier_capture::AttachChoice)>;
+
 /// Runs every case `rounds` times, interleaved, and returns per-case
 /// medians, plus what `auto` picks for each selection (by label).
-pub fn measure(
-    cases: &[Case],
-    rounds: usize,
-) -> Result<(Vec<Run>, Vec<(String, harrier_capture::AttachChoice)>)> {
+pub fn measure(cases: &[Case], rounds: usize) -> Result<(Vec<Run>, Picks)> {
     let _redis =
         if cases.iter().any(|c| c.workload == Workload::Redis) { Some(Redis::start()?) } else { None };
-    let mut picks: Vec<(String, harrier_capture::AttachChoice)> = Vec::new();
+    let mut picks: Picks = Vec::new();
     for c in cases.iter().filter(|c| c.syscalls.is_some()) {
         if !picks.iter().any(|(l, _)| *l == c.label) {
             eprintln!("bench-capture: what auto picks for {}", c.label);

@@ -5,6 +5,7 @@ mod convert;
 mod costs;
 mod report;
 mod rules;
+mod rules_load;
 mod stop;
 mod workload;
 
@@ -57,6 +58,9 @@ enum Cmd {
         #[arg(long, default_value_t = 5)]
         rounds: usize,
     },
+    /// Falco's performance-testing method against `harrier run` (make bench-rules):
+    /// event-generator bench rounds, a stepped syscall load, CPU-quota cgroups.
+    RulesLoad(rules_load::Args),
     /// (internal) a workload: COUNT raw syscalls NR per thread after a line on stdin.
     #[command(hide = true)]
     Loop {
@@ -242,6 +246,7 @@ fn main() -> ExitCode {
         Cmd::Capture { rounds, quick, out, no_stop } => bench_capture(rounds, quick, out, !no_stop),
         Cmd::RulesCost { rounds, stable_rules } => rules_cost(rounds, &stable_rules),
         Cmd::Convert { dir, rounds } => convert::run(&dir, rounds),
+        Cmd::RulesLoad(args) => rules_load::run_cli(args),
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),
     };
     match r {

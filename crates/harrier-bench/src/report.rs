@@ -32,7 +32,7 @@ pub fn num(v: f64, decimals: usize) -> String {
     }
 }
 
-fn register_font() -> Result<()> {
+pub fn register_font() -> Result<()> {
     let bytes =
         std::fs::read(FONT).map_err(|e| anyhow!("{FONT}: {e} (make deps installs fonts-dejavu-core)"))?;
     // plotters keeps the font for the process's lifetime.

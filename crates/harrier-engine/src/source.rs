@@ -561,7 +561,16 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 });
                 one(out, n.map(|n| Value::S64(n as i64)))
             }
-            FdName | FdNameraw | FdDirectory | FdFilename => {
+            FdNameraw => {
+                // The path as the caller passed it (open's `path`), unlike fd.name.
+                let raw = view.and_then(|v| match v.named("path") {
+                    Some(Param::Bytes(b)) if !b.is_empty() => Some(b),
+                    _ => None,
+                });
+                let name = raw.or_else(|| self.event_fd_name()).or_else(|| self.fd().map(|f| f.name));
+                one(out, name.filter(|n| !n.is_empty()).map(Value::Str))
+            }
+            FdName | FdDirectory | FdFilename => {
                 let name = self.event_fd_name().or_else(|| self.fd().map(|f| f.name));
                 let Some(name) = name.filter(|n| !n.is_empty()) else { return };
                 let v = match field {

@@ -13,7 +13,6 @@ use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
 use std::cell::RefCell;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -61,41 +60,26 @@ fn run_live(work: impl FnOnce()) -> (Vec<Alert>, Stats) {
     (v, stats)
 }
 
-/// A scratch directory on the root file system, removed on drop.
-struct Scratch(PathBuf);
+/// A scratch directory (removed on drop) and renamed tools: shared with the
+/// benchmark's action generator (harrier-actions).
+struct Scratch(harrier_actions::kit::Scratch);
 impl Scratch {
     fn new(tag: &str) -> Scratch {
-        Scratch::under("/var/tmp", tag)
+        Scratch(harrier_actions::kit::Scratch::new(tag).unwrap())
     }
-    /// In `parent` (e.g. beside a file a hard link must share a file system with).
     fn under(parent: &str, tag: &str) -> Scratch {
-        let p = PathBuf::from(format!("{parent}/.harrier-live-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
+        Scratch(harrier_actions::kit::Scratch::under(parent, tag).unwrap())
     }
-    /// A copy of `bin` named `name` (the process's comm), executable.
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
     fn tool(&self, bin: &str, name: &str) -> PathBuf {
-        let to = self.0.join(name);
-        std::fs::copy(bin, &to).unwrap();
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
-        to
-    }
-}
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.tool(bin, name).unwrap()
     }
 }
 
 fn run(prog: &Path, args: &[&str]) {
-    let st = Command::new(prog)
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.code().is_some(), "{} ran", prog.display());
+    harrier_actions::kit::run(prog, args).unwrap();
 }
 
 fn field<'a>(a: &'a Alert, f: &str) -> &'a str {
@@ -186,20 +170,9 @@ fn ptrace_attach_and_traceme_alert() {
     if !bpf_available() {
         return;
     }
-    let alerts = alerts_during(|| unsafe {
-        let child = libc::fork();
-        if child == 0 {
-            libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
-            libc::_exit(0);
-        }
-        libc::waitpid(child, std::ptr::null_mut(), 0);
-        let sleeper = Command::new("sleep").arg("5").spawn().unwrap();
-        let pid = sleeper.id() as i32;
-        assert_eq!(libc::ptrace(libc::PTRACE_ATTACH, pid, 0, 0), 0);
-        libc::waitpid(pid, std::ptr::null_mut(), 0);
-        libc::kill(pid, libc::SIGKILL);
-        libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0);
-        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    let alerts = alerts_during(|| {
+        harrier_actions::behaviour::ptrace_traceme().unwrap();
+        harrier_actions::behaviour::ptrace_attach().unwrap();
     });
     let exe = std::env::current_exe().unwrap().display().to_string();
     let mine = |rule: &str, request: &str| {
@@ -260,16 +233,16 @@ fn links_to_credential_files_alert() {
     // directory (/etc/pam.d): linking /etc/shadow itself fails across the
     // overlays of the kernel-matrix guest, and needs no test of its own.
     let dir = Scratch::under("/etc/pam.d", "links");
-    let sym = dir.0.join("shadow-sym");
-    let pam = dir.0.join("pam-file");
+    let sym = dir.path().join("shadow-sym");
+    let pam = dir.path().join("pam-file");
     std::fs::write(&pam, "# test\n").unwrap();
-    let hard = dir.0.join("pam-hard");
+    let hard = dir.path().join("pam-hard");
     let alerts = alerts_during(|| {
-        std::os::unix::fs::symlink("/etc/shadow", &sym).unwrap();
-        std::fs::hard_link(&pam, &hard).unwrap();
+        harrier_actions::behaviour::symlink("/etc/shadow", &sym).unwrap();
+        harrier_actions::behaviour::hard_link(&pam, &hard).unwrap();
     });
     let mine = |rule: &str| {
-        alerts.iter().filter(|a| a.rule == rule && a.output.contains(dir.0.to_str().unwrap())).count()
+        alerts.iter().filter(|a| a.rule == rule && a.output.contains(dir.path().to_str().unwrap())).count()
     };
     assert_eq!(mine("Create Symlink Over Sensitive Files"), 1, "{alerts:#?}");
     assert_eq!(mine("Create Hardlink Over Sensitive Files"), 1, "{alerts:#?}");
