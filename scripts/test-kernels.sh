@@ -56,26 +56,52 @@ guest() {
 	list_tests
 	$CARGO build --release --locked -p harrier-bypass -p harrier-cli # bypass C tests and the CLI they use
 	echo "== guest kernel $(basename "$kernel") (qemu, ${kvm:-KVM}): $(wc -l <"$OUT/tests.tsv") test binaries + bypass C tests"
-	local t0=$SECONDS log=$OUT/guest.log
+	local t0=$SECONDS
 	# virtme-ng's own PATH lookup needs its venv; the guest shares the host root.
 	# A copy of the guest script: bash reads a script as it runs, so editing
 	# the original during a run would make the guest execute garbage.
 	cp scripts/vm-guest.sh "$OUT/vm-guest.sh"
+	if boot "$kernel" "$kvm" "$OUT/tests.tsv" 0 "$OUT/guest.log"; then
+		echo "== guest run took $((SECONDS - t0)) s (boot included)"
+		return
+	fi
+	# A binary that hung, or a guest that stopped answering (emulated CPUs;
+	# seen in ~1 run of 5, cause not yet found: the log has the kernel's
+	# stacks), gets one more run in a fresh VM; a test that failed fails at once.
+	if grep -q '^guest [^ ]*: FAIL ' "$OUT/guest.log"; then
+		echo "test-kernels: tests failed on $(basename "$kernel")" >&2
+		exit 1
+	fi
+	local hung list=$OUT/tests.tsv only=0
+	hung=$(sed -n 's/^guest [^ ]*: HUNG  //p' "$OUT/guest.log")
+	if [ -n "$hung" ]; then
+		grep -F -f <(printf '\t%s\n' $hung) "$OUT/tests.tsv" >"$OUT/retry.tsv"
+		list=$OUT/retry.tsv only=1
+	else
+		hung="the whole guest (no result within its time limit)"
+	fi
+	echo "== hung in the guest: $hung; once more in a fresh VM"
+	if ! boot "$kernel" "$kvm" "$list" $only "$OUT/guest-retry.log"; then
+		echo "test-kernels: tests failed on $(basename "$kernel") (hung, then failed again)" >&2
+		exit 1
+	fi
+	echo "== guest run took $((SECONDS - t0)) s (boot included, one retry of: $hung)"
+}
+
+# Boots the kernel once and runs vm-guest.sh on LIST; true if all passed.
+boot() {
+	local kernel=$1 kvm=$2 list=$3 only=$4 log=$5
 	set +e
 	# The rules tests act for real (files below /usr/local/bin, /var/log, /etc, runc
 	# state in /run): those trees are writable overlays in the guest, gone after.
 	# A hung task is reported in dmesg after 60 s (vm-guest.sh prints it on a hang).
-	PATH=/opt/harrier-vng/bin:$PATH timeout 2400 "$vng" $kvm --cpus 2 --memory 2G -r "$kernel" --append hung_task_timeout_secs=60 \
+	PATH=/opt/harrier-vng/bin:$PATH timeout 1500 "$vng" $kvm --cpus 2 --memory 2G -r "$kernel" --append hung_task_timeout_secs=60 \
 		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run \
-		--exec "bash $OUT/vm-guest.sh $OUT/tests.tsv $ROOT" 2>&1 | tee "$log"
+		--exec "GUEST_LIST_ONLY=$only bash $OUT/vm-guest.sh $list $ROOT" 2>&1 | tee "$log"
 	local rc=${PIPESTATUS[0]}
 	set -e
-	echo "== guest run took $((SECONDS - t0)) s (boot included), exit $rc"
 	# Both the exit code (virtme-ng passes the command's on) and the closing line.
-	if [ "$rc" != 0 ] || ! grep -Eq '^kernel [^ ]+: [0-9]+ passed, 0 failed' "$log"; then
-		echo "test-kernels: tests failed on $(basename "$kernel")" >&2
-		exit 1
-	fi
+	[ "$rc" = 0 ] && grep -Eq '^kernel [^ ]+: [0-9]+ passed, 0 failed' "$log"
 }
 
 case $MODE in
