@@ -43,7 +43,7 @@ run_bounded() {
 		echo "        $(cat $t/comm) $(awk '/^State/ { print $2 }' $t/status)"
 		sed 's/^/          /' $t/stack 2>/dev/null | head -16
 	done
-	echo w >/proc/sysrq-trigger 2>/dev/null
+	{ echo w >/proc/sysrq-trigger; } 2>/dev/null
 	dmesg | tail -60 | sed 's/^/      dmesg: /'
 	kill -9 $pid 2>/dev/null
 	return 124
