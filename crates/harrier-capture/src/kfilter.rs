@@ -125,10 +125,11 @@ fn path_key(nr: u32, clause: usize, m: &PathMatch) -> Result<[u8; PATH_KEY_SIZE]
     Ok(k)
 }
 
-/// Writes the filter into the loaded object's maps.
+/// Writes the filter into the loaded object's maps: a syscall's paths and
+/// names before its entry, so a live update never keeps back an event that
+/// both the old and the new filter would send.
 pub(crate) fn install(skel: &crate::session::CaptureSkel, f: &KernelFilter) -> Result<()> {
     for s in &f.syscalls {
-        skel.maps.kfilter.update(&s.nr.to_ne_bytes(), &kf_value(s)?, MapFlags::ANY)?;
         for (i, c) in s.clauses.iter().enumerate() {
             for m in c.paths.iter().flatten() {
                 skel.maps.kf_paths.update(&path_key(s.nr, i, m)?, &[1], MapFlags::ANY)?;
@@ -140,6 +141,23 @@ pub(crate) fn install(skel: &crate::session::CaptureSkel, f: &KernelFilter) -> R
             let n = comm.len().min(15);
             k[4..4 + n].copy_from_slice(&comm[..n]);
             skel.maps.kf_comms.update(&k, &[1], MapFlags::ANY)?;
+        }
+        skel.maps.kfilter.update(&s.nr.to_ne_bytes(), &kf_value(s)?, MapFlags::ANY)?;
+    }
+    Ok(())
+}
+
+/// Empties the filter: every entry first (everything is sent meanwhile),
+/// then the paths and names.
+pub(crate) fn clear(skel: &crate::session::CaptureSkel) -> Result<()> {
+    let empty = [0u8; KF_SIZE];
+    for nr in 0..skel.maps.kfilter.info()?.info.max_entries {
+        skel.maps.kfilter.update(&nr.to_ne_bytes(), &empty, MapFlags::ANY)?;
+    }
+    for map in [&skel.maps.kf_paths, &skel.maps.kf_comms] {
+        let keys: Vec<Vec<u8>> = map.keys().collect();
+        for k in keys {
+            map.delete(&k)?;
         }
     }
     Ok(())

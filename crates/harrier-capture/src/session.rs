@@ -91,6 +91,8 @@ pub struct Session {
     links: Vec<Link>,
     rings: Rings,
     skel: CaptureSkel<'static>,
+    /// Whether the handlers were loaded with the kernel filter compiled in.
+    kernel_filter_on: bool,
     consumer: Consumer,
     stats_fd: Option<OwnedFd>,
     attached: Vec<&'static SyscallInfo>,
@@ -219,6 +221,7 @@ impl Session {
             links: Vec::new(),
             rings,
             skel,
+            kernel_filter_on: kernel_filter.is_some(),
             consumer: Consumer { counters: UserCounters::default(), sink, merger: Merger::default() },
             stats_fd,
             attached,
@@ -262,6 +265,16 @@ impl Session {
         Ok(())
     }
 
+    /// Swaps the kernel filter while events flow (e.g. rules reloaded). The
+    /// filter must have been on at start: it is compiled in or out at load.
+    pub fn replace_kernel_filter(&mut self, f: &crate::kfilter::KernelFilter) -> Result<()> {
+        if !self.kernel_filter_on {
+            bail!("the kernel filter was off when the sensor started");
+        }
+        crate::kfilter::clear(&self.skel)?;
+        crate::kfilter::install(&self.skel, f)
+    }
+
     /// How exits are reached, and why (see [`attach::AUTO_RULE`]).
     pub fn attach_choice(&self) -> &AttachChoice {
         &self.choice
@@ -298,6 +311,11 @@ impl Session {
     /// no per-event wake-up, a short sleep costs far less than an epoll wake
     /// per event.
     pub fn run(&mut self, mut until: impl FnMut(&Session) -> bool) -> Result<()> {
+        self.run_with(|s| until(s))
+    }
+
+    /// As [`Session::run`], with the session mutable between drains.
+    pub fn run_with(&mut self, mut until: impl FnMut(&mut Session) -> bool) -> Result<()> {
         let mut pace = self.pace();
         while !until(self) {
             self.sleep_and_drain(&mut pace)?;

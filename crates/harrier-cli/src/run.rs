@@ -4,6 +4,7 @@ use crate::rules_load;
 use anyhow::{bail, Context, Result};
 use harrier_capture::{parse_size, AttachMode, Config, Session};
 use harrier_engine::config::RunConfig;
+use harrier_engine::kfilter::KernelDrop;
 use harrier_engine::metrics::{self, Metrics, RuleLabels, Sample};
 use harrier_engine::state::EngineState;
 use harrier_engine::statsfile::StatsFile;
@@ -102,6 +103,32 @@ fn settings(a: &RunArgs) -> Result<RunConfig> {
     Ok(c)
 }
 
+/// SIGHUP: the rule files again, the same state tables. Syscalls the new
+/// rules need beyond those attached are named (a restart captures them).
+fn reload(c: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &mut Session) {
+    let rules = match rules_load::load(c) {
+        Ok(r) => r,
+        Err(err) => return say!("harrier: reload failed, the old rules stay: {err:#}"),
+    };
+    let interest = harrier_engine::interest::interest(&rules);
+    let attached = s.syscalls().to_vec();
+    let missing: Vec<&str> =
+        interest.syscalls.iter().filter(|x| !attached.iter().any(|y| y.nr == x.nr)).map(|x| x.name).collect();
+    if !a.no_kernel_filter || !drops.is_empty() {
+        let rules_part = if a.no_kernel_filter { None } else { Some(&rules) };
+        let f = harrier_engine::kfilter::derive_with(rules_part, &attached, drops);
+        if let Err(err) = s.replace_kernel_filter(&f) {
+            return say!("harrier: reload failed, the old rules stay: kernel filter: {err:#}");
+        }
+    }
+    let n = rules.check_report().active();
+    e.replace_rules(rules);
+    say!("harrier: reloaded: {n} rules evaluated");
+    if !missing.is_empty() {
+        say!("harrier: note: the new rules also need {}: restart harrier run to capture them", missing.join(", "));
+    }
+}
+
 fn outputs(c: &RunConfig) -> Result<Outputs> {
     let shape = JsonShape {
         include_output: c.json_include_output_property,
@@ -163,6 +190,8 @@ pub fn run(a: RunArgs) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone()).context("installing signal handlers")?;
 
     let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outputs(&c)?, c.rule_matching)));
     let sink = engine.clone();
@@ -188,9 +217,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     let mut last_stats = Instant::now();
     let mut last_metrics = Instant::now();
     let mut last_cpu = (metrics::self_usage().0, Instant::now());
-    session.run(|s| {
+    session.run_with(|s| {
         let mut e = engine.borrow_mut();
         e.end_batch();
+        if hup.swap(false, Ordering::Relaxed) {
+            reload(&c, &a, &drops, &mut e, s);
+        }
         let kernel = s.kernel_stats().ok();
         let (events, drops, filtered) = kernel.map_or((0, 0, 0), |k| {
             let sum = |f: fn(&harrier_schema::wire::CpuStats) -> u64| k.iter().map(f).sum::<u64>();

@@ -97,6 +97,12 @@ impl Engine {
         &self.rules
     }
 
+    /// New rules (SIGHUP), same state tables; per-rule counters start over.
+    pub fn replace_rules(&mut self, rules: RuleSet) {
+        self.counters.per_rule = vec![RuleCounter::default(); rules.rules().len()];
+        self.rules = rules;
+    }
+
     pub fn outputs(&self) -> &Outputs {
         &self.outputs
     }

@@ -1,0 +1,92 @@
+//! `harrier run` reloads its rule files on SIGHUP: the new rules judge the
+//! next events, the state tables and the sensor stay. Waits on lines the
+//! sensor prints, never on a clock.
+
+use harrier_capture::testing::{bpf_available, slack};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::Duration;
+
+const HARRIER: &str = env!("CARGO_BIN_EXE_harrier");
+
+struct Reaped(Child);
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn rule(name: &str, marker: &str) -> String {
+    format!(
+        "- rule: {name}\n  desc: t\n  condition: evt.type = openat and fd.name = {marker}\n  \
+         output: opened %fd.name\n  priority: WARNING\n"
+    )
+}
+
+/// Lines of a stream, as they come.
+fn lines(r: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn wait_for(rx: &Receiver<String>, what: &str) -> String {
+    loop {
+        match rx.recv_timeout(slack(Duration::from_secs(60))) {
+            Ok(l) if l.contains(what) => return l,
+            Ok(_) => {}
+            Err(_) => panic!("no line containing '{what}'"),
+        }
+    }
+}
+
+#[test]
+fn sighup_swaps_the_rules_and_keeps_running() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("harrier-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let marker = dir.join("marker");
+    std::fs::write(&marker, "x").unwrap();
+    let marker = marker.to_str().unwrap().to_string();
+    let rules = dir.join("rules.yaml");
+    std::fs::write(&rules, rule("Before reload", &marker)).unwrap();
+    let mut child = Command::new(HARRIER)
+        .args(["run", "--json", "-r", rules.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, err) = (lines(child.stdout.take().unwrap()), lines(child.stderr.take().unwrap()));
+    let mut child = Reaped(child);
+    wait_for(&err, "rules loaded");
+    std::fs::read(&marker).unwrap();
+    assert!(wait_for(&out, "\"rule\"").contains("Before reload"));
+
+    std::fs::write(&rules, rule("After reload", &marker)).unwrap();
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGHUP) };
+    wait_for(&err, "reloaded: 1 rules evaluated");
+    std::fs::read(&marker).unwrap();
+    let alert = wait_for(&out, "\"rule\"");
+    assert!(alert.contains("After reload"), "{alert}");
+
+    // A broken file keeps the old rules.
+    std::fs::write(&rules, "- rule: [").unwrap();
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGHUP) };
+    wait_for(&err, "reload failed, the old rules stay");
+    std::fs::read(&marker).unwrap();
+    assert!(wait_for(&out, "\"rule\"").contains("After reload"));
+
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success(), "SIGINT ends it cleanly");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
