@@ -36,8 +36,8 @@ pub struct StateStats {
 
 pub struct State {
     /// tid → pid (thread group).
-    threads: IdMap<u32, u32>,
-    procs: IdMap<u32, Process>,
+    pub(crate) threads: IdMap<u32, u32>,
+    pub(crate) procs: IdMap<u32, Process>,
     /// Exited threads, freed one batch late: another CPU's ring may still
     /// hold older events of theirs in the batch being applied.
     exited: Vec<u32>,
