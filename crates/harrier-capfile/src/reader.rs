@@ -327,15 +327,11 @@ impl<R: Read + Seek> Reader<R> {
                     self.stats.first_ts = Some(self.stats.first_ts.map_or(h.first_ts, |t| t.min(h.first_ts)));
                     self.stats.last_ts = self.stats.last_ts.max(h.last_ts);
                 }
-                let n = count_records(&self.block);
-                if n != Some(h.records as usize) {
+                let n = count_records(&self.block).map_err(|m| Error { offset: at, msg: m })?;
+                if n != h.records as usize {
                     return err(
                         at,
-                        format!(
-                            "block header says {} records, its payload frames {}",
-                            h.records,
-                            n.map_or("badly".to_string(), |n| n.to_string())
-                        ),
+                        format!("block header says {} records, its payload holds {n}", h.records),
                     );
                 }
                 Ok(None)
@@ -463,16 +459,19 @@ enum Next {
     End,
 }
 
-/// Records a payload frames exactly, or None if the last one does not fit.
-fn count_records(b: &[u8]) -> Option<usize> {
+/// The number of records a payload frames exactly, or which one does not fit.
+fn count_records(b: &[u8]) -> Result<usize, String> {
     let (mut i, mut n) = (0, 0);
     while i < b.len() {
-        let len = Header::parse(&b[i..])?.len as usize;
+        let len = Header::parse(&b[i..]).map_or(0, |h| h.len as usize);
         if len < HEADER_LEN || len > b.len() - i {
-            return None;
+            return Err(format!(
+                "block record at payload byte {i}: length {len} does not fit ({} bytes left, {HEADER_LEN} at least)",
+                b.len() - i
+            ));
         }
         i += len;
         n += 1;
     }
-    Some(n)
+    Ok(n)
 }
