@@ -10,10 +10,15 @@ macro_rules! say {
 }
 
 mod capture;
+mod file_out;
+mod filter;
 mod gendocs;
+mod read_cmd;
+mod replay;
 mod rules_cmd;
 mod rules_load;
 mod run;
+mod text;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
@@ -35,6 +40,10 @@ enum Command {
     Rules(rules_cmd::RulesCommand),
     /// Capture syscalls, one event per syscall at exit; print a summary or JSON.
     Capture(capture::CaptureArgs),
+    /// Print a capture file's events (text or --json), optionally filtered.
+    Read(read_cmd::ReadArgs),
+    /// Summarise a capture file: versions, host, time span, events per syscall, drops.
+    Inspect(read_cmd::InspectArgs),
     /// Answer getpid() & co. from a read-only BPF map (see libharrier-bypass.so).
     #[command(subcommand)]
     Bypass(harrier_bypass::BypassCommand),
@@ -71,6 +80,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Rules(cmd) => rules_cmd::run(cmd),
         Command::Capture(args) => capture::run(args),
+        Command::Read(args) => read_cmd::read(args),
+        Command::Inspect(args) => read_cmd::inspect(args),
         Command::Bypass(cmd) => harrier_bypass::run(cmd),
         Command::GenDocs(args) => gendocs::run(args),
     };

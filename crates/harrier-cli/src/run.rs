@@ -1,5 +1,6 @@
 //! `harrier run`: live capture → state → Falco's rules → alerts.
 
+use crate::file_out::{self, FileOut};
 use crate::rules_load;
 use anyhow::{bail, Context, Result};
 use harrier_capture::{parse_size, AttachMode, Config, Session};
@@ -60,6 +61,11 @@ pub struct RunArgs {
     /// Ring size per CPU.
     #[arg(long, default_value = "8M")]
     buffer_size: String,
+    /// Evaluate the rules on a capture file instead of live events (no root needed).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["write", "duration", "metrics_addr"])]
+    replay: Option<String>,
+    #[command(flatten)]
+    write: crate::file_out::WriteArgs,
 }
 
 fn settings(a: &RunArgs) -> Result<RunConfig> {
@@ -118,6 +124,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     let c = settings(&a)?;
     let rules = rules_load::load(&c)?;
     let (total, active) = (rules.check_report().total(), rules.check_report().active());
+    if let Some(path) = &a.replay {
+        return replay(path, rules, &c, total, active);
+    }
     let interest = harrier_engine::interest::interest(&rules);
     let duration = match a.duration {
         Some(d) if !(d > 0.0 && d < 1e9) => bail!("duration must be a positive number of seconds, not {d}"),
@@ -146,9 +155,32 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
 
     let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outputs(&c)?, c.rule_matching)));
-    let sink = engine.clone();
-    let mut session = Session::start(&cfg, Box::new(move |ev| sink.borrow_mut().on_event(ev)))?;
+    let (offset, start) = (engine.borrow().epoch_offset(), engine.borrow().capture_start_ns());
+    let file_settings = serde_json::json!({
+        "command": "run",
+        "syscalls": cfg.syscalls.iter().map(|s| s.name).collect::<Vec<_>>(),
+        "rules_files": c.rules_files,
+        "buffer_size": cfg.buffer_size,
+        "attach": a.attach.to_string(),
+        "start_mono_ns": start.saturating_sub(offset),
+    });
+    let file = FileOut::create(&a.write, &file_out::live_info(offset, file_settings))?
+        .map(|f| Rc::new(RefCell::new(f)));
+    let (sink, file_sink) = (engine.clone(), file.clone());
+    let mut session = Session::start(
+        &cfg,
+        Box::new(move |ev| {
+            sink.borrow_mut().on_event(ev);
+            if let Some(f) = &file_sink {
+                f.borrow_mut().event(ev);
+            }
+        }),
+    )?;
     engine.borrow_mut().state.scan_proc();
+    if let Some(f) = &file {
+        let snap = engine.borrow_mut().state.tables.snapshot();
+        f.borrow_mut().snapshot(snap);
+    }
     let choice = session.attach_choice();
     say!(
         "harrier: {} rules loaded, {} evaluated; {}; {} attach ({})",
@@ -169,9 +201,20 @@ pub fn run(a: RunArgs) -> Result<()> {
     let mut last_stats = Instant::now();
     let mut last_metrics = Instant::now();
     let mut last_cpu = (metrics::self_usage().0, Instant::now());
+    let mut kernel_drops = 0;
+    let mut file_failed_said = false;
     session.run(|s| {
         let mut e = engine.borrow_mut();
         e.end_batch();
+        if let Some(f) = &file {
+            let mut f = f.borrow_mut();
+            kernel_drops = crate::capture::pass_drops(s, &mut f, kernel_drops);
+            f.send();
+            if f.failed() && !file_failed_said {
+                say!("harrier: the rules keep running without the capture file");
+                file_failed_said = true;
+            }
+        }
         let kernel = s.kernel_stats().ok();
         let (events, drops) = kernel.map_or((0, 0), |k| {
             (k.iter().map(|c| c.events).sum::<u64>(), k.iter().map(|c| c.dropped()).sum::<u64>())
@@ -212,6 +255,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     })?;
     let stats = session.stop()?;
     let engine = Rc::try_unwrap(engine).ok().expect("the session released the engine").into_inner();
+    let file = file.map(|f| Rc::try_unwrap(f).ok().expect("the session released the sink").into_inner());
+    let file_outcome = file.map(|mut f| {
+        f.add_drops(stats.total_drops().saturating_sub(kernel_drops));
+        let path = f.path().to_string();
+        (path, f.finish())
+    });
     let counters = engine.counters.clone();
     let out_stats = engine.into_outputs().close(Duration::from_secs(2));
     if let Some(f) = stats_file.as_mut() {
@@ -234,6 +283,38 @@ pub fn run(a: RunArgs) -> Result<()> {
             o.dropped_queue_full,
             o.failed
         );
+    }
+    if let Some((path, o)) = file_outcome {
+        say!("{}", file_out::report(&path, &o));
+        if let Some(e) = o.error {
+            bail!("{e}");
+        }
+    }
+    Ok(())
+}
+
+/// `--replay FILE`: the same engine over a capture file's events.
+fn replay(
+    path: &str,
+    rules: harrier_rules::RuleSet,
+    c: &RunConfig,
+    total: usize,
+    active: usize,
+) -> Result<()> {
+    let mut engine = Engine::new(rules, EngineState::new(), outputs(c)?, c.rule_matching);
+    say!("harrier: {total} rules loaded, {active} evaluated; replaying {path}");
+    let (events, foreign) = crate::replay::replay(path, &mut engine)?;
+    let counters = engine.counters.clone();
+    let out_stats = engine.into_outputs().close(Duration::from_secs(5));
+    say!(
+        "harrier: replayed {events} events ({foreign} foreign events not evaluated), {} alerts, {} decode errors",
+        counters.alerts,
+        counters.decode_errors
+    );
+    for o in out_stats {
+        if o.lost() > 0 {
+            say!("harrier: output {}: {} sent, {} lost", o.name, o.sent, o.lost());
+        }
     }
     Ok(())
 }

@@ -201,10 +201,13 @@ impl State {
         Snapshot { processes, users, groups, containers }
     }
 
-    /// Tables rebuilt from a snapshot (nothing is read from this machine's
-    /// /proc; users and groups the snapshot names answer from it, not NSS).
+    /// Tables rebuilt from a snapshot. Nothing is read from this machine's
+    /// /proc, even for threads the capture never introduced (they are
+    /// counted as unknown); users and groups the snapshot names answer from
+    /// it, not from NSS.
     pub fn from_snapshot(s: &Snapshot) -> State {
         let mut st = State::new();
+        st.read_proc = false;
         st.restore(s);
         st
     }
