@@ -115,7 +115,7 @@ fn read_prints_filters_and_resolves_state_from_the_snapshot() {
         "read",
         &f,
         "--filter",
-        "evt.res < 0 or (proc.name = app and fd.name = /etc/hosts and not evt.type = close)",
+        "evt.rawres < 0 or (proc.name = app and fd.name = /etc/hosts and not evt.type = close)",
     ]);
     let got: Vec<String> =
         text(&out.stdout).lines().map(|l| l.split(' ').nth(4).unwrap().to_string()).collect();
@@ -171,7 +171,7 @@ fn bad_filters_name_their_column_and_bad_files_their_byte() {
     assert!(!out.status.success(), "{err}");
     assert!(err.starts_with("harrier: error: ") && err.contains(": byte "), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    let out = harrier(&["inspect", "/etc/hostname"]);
+    let out = harrier(&["inspect", "/etc/passwd"]);
     assert!(text(&out.stderr).contains("byte 0: not a Harrier capture file"), "{}", text(&out.stderr));
 }
 
