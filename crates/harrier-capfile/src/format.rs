@@ -200,8 +200,8 @@ pub fn parse_index(b: &[u8]) -> Result<(Totals, Vec<IndexEntry>), String> {
     }
     let t = Totals { records: u64_at(b, 0), drops: u64_at(b, 8), lost: u64_at(b, 16) };
     let n = u64_at(b, 24);
-    let room = (b.len() - INDEX_HEAD_LEN) / INDEX_ENTRY_LEN;
-    if n != room as u64 || (b.len() - INDEX_HEAD_LEN) % INDEX_ENTRY_LEN != 0 {
+    let body = b.len() - INDEX_HEAD_LEN;
+    if n != (body / INDEX_ENTRY_LEN) as u64 || body != (body / INDEX_ENTRY_LEN) * INDEX_ENTRY_LEN {
         return Err(format!(
             "index says {n} entries but holds {} bytes of entries",
             b.len() - INDEX_HEAD_LEN

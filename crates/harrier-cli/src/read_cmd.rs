@@ -85,7 +85,7 @@ impl Replayed {
 
     fn tick(&mut self) {
         self.applied += 1;
-        if self.applied % 4096 == 0 {
+        if self.applied & 4095 == 0 {
             self.state.end_batch();
         }
     }

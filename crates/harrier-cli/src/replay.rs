@@ -22,7 +22,7 @@ pub fn replay(path: &str, engine: &mut Engine) -> Result<(u64, u64)> {
                 engine.on_event(b);
                 events += 1;
                 // Exited threads are freed a batch later, as in a live run.
-                if events % 4096 == 0 {
+                if events & 4095 == 0 {
                     engine.end_batch();
                 }
             }
