@@ -2,6 +2,7 @@
 
 mod capture;
 mod costs;
+mod files;
 mod report;
 mod rules;
 mod stop;
@@ -48,6 +49,15 @@ enum Cmd {
         rounds: usize,
         #[arg(long, default_value = "../shared/data/falco-rules/falco_rules.yaml")]
         stable_rules: String,
+    },
+    /// Capture files: write and read events/s on one core, with and without zstd; bytes per event.
+    Files {
+        #[arg(long, default_value_t = 3_000_000)]
+        events: usize,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        #[arg(long, default_value = "bench-results")]
+        out: PathBuf,
     },
     /// (internal) a workload: COUNT raw syscalls NR per thread after a line on stdin.
     #[command(hide = true)]
@@ -233,6 +243,7 @@ fn main() -> ExitCode {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
         Cmd::Capture { rounds, quick, out, no_stop } => bench_capture(rounds, quick, out, !no_stop),
         Cmd::RulesCost { rounds, stable_rules } => rules_cost(rounds, &stable_rules),
+        Cmd::Files { events, rounds, out } => files::run(events, rounds, &out),
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),
     };
     match r {
