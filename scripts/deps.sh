@@ -26,6 +26,9 @@ fi
 # The kernel matrix of `make test`: qemu, Debian 12's 6.1 kernel, virtme-ng.
 bash "$(dirname "$0")/deps-vm.sh"
 
+# DuckDB (PyPI, in a venv) reads the Parquet export in its test.
+bash "$(dirname "$0")/deps-duckdb.sh"
+
 # A distribution redis-server may have started itself: the benchmark runs its
 # own on a private port, so a service left running is not ours to stop.
 

@@ -4,10 +4,12 @@
 //! rebuilt from the capture.
 
 use anyhow::{bail, Result};
+use harrier_capfile::Foreign;
 use harrier_engine::source::Source;
 use harrier_engine::state::EngineState;
 use harrier_rules::events::EventType;
 use harrier_rules::ruleset::{LoadOptions, RuleSet};
+use harrier_rules::{EventSource, Field, FieldArg, Value};
 use harrier_schema::view::SyscallView;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -80,6 +82,74 @@ impl Filter {
             scratch: &self.scratch,
         };
         self.rules.rule_matches(0, &src)
+    }
+
+    /// Does this foreign event match? Only if its name is an event type
+    /// Harrier knows (e.g. a syscall it does not type).
+    pub fn matches_foreign(&self, f: &Foreign, state: &EngineState, num: u64, clock: &Clock) -> bool {
+        let Some(ty) = EventType::from_name(f.name) else { return false };
+        if self.rules.candidates(ty).is_empty() {
+            return false;
+        }
+        let inner = Source {
+            view: None,
+            ty,
+            tid: f.tid,
+            num,
+            wall_ns: f.ts + clock.epoch_offset,
+            capture_start_ns: clock.capture_start_ns,
+            host: clock.host,
+            state,
+            scratch: &self.scratch,
+        };
+        let res = f.param("res").and_then(|r| r.trim().parse().ok());
+        self.rules.rule_matches(0, &ForeignSource { inner, f, res })
+    }
+}
+
+/// A foreign event (from a legacy capture) as the rules see it: its name as
+/// evt.type when Harrier knows the name, process fields from the state,
+/// evt.res/evt.rawres from its "res" parameter and evt.arg.NAME from its
+/// text parameters. Fields that need a typed event have no value.
+struct ForeignSource<'a> {
+    inner: Source<'a, EngineState>,
+    f: &'a Foreign<'a>,
+    res: Option<i64>,
+}
+
+impl EventSource for ForeignSource<'_> {
+    fn event_type(&self) -> EventType {
+        self.inner.ty
+    }
+
+    fn extract(&self, field: Field, arg: &FieldArg, out: &mut dyn FnMut(Value<'_>) -> bool) {
+        match field {
+            Field::EvtRawres => {
+                if let Some(r) = self.res {
+                    out(Value::S64(r));
+                }
+            }
+            Field::EvtRes => match (self.res, self.f.param("res")) {
+                (Some(r), _) if r >= 0 => {
+                    out(Value::str("SUCCESS"));
+                }
+                (_, Some(text)) => {
+                    out(Value::str(text));
+                }
+                _ => {}
+            },
+            Field::EvtFailed => {
+                if let Some(r) = self.res {
+                    out(Value::Bool(r < 0));
+                }
+            }
+            Field::EvtArg | Field::EvtRawarg => {
+                if let Some(v) = arg.key().and_then(|k| self.f.param(k)) {
+                    out(Value::str(v));
+                }
+            }
+            _ => self.inner.extract(field, arg, out),
+        }
     }
 }
 

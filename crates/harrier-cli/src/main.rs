@@ -10,6 +10,7 @@ macro_rules! say {
 }
 
 mod capture;
+mod export;
 mod file_out;
 mod filter;
 mod gendocs;
@@ -44,6 +45,8 @@ enum Command {
     Read(read_cmd::ReadArgs),
     /// Summarise a capture file: versions, host, time span, events per syscall, drops.
     Inspect(read_cmd::InspectArgs),
+    /// Write a capture file's events in another format (Parquet).
+    Export(export::ExportArgs),
     /// Answer getpid() & co. from a read-only BPF map (see libharrier-bypass.so).
     #[command(subcommand)]
     Bypass(harrier_bypass::BypassCommand),
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
         Command::Capture(args) => capture::run(args),
         Command::Read(args) => read_cmd::read(args),
         Command::Inspect(args) => read_cmd::inspect(args),
+        Command::Export(args) => export::export(args),
         Command::Bypass(cmd) => harrier_bypass::run(cmd),
         Command::GenDocs(args) => gendocs::run(args),
     };

@@ -165,8 +165,7 @@ pub fn read(a: ReadArgs) -> Result<()> {
             }
             Item::Foreign(f) => {
                 num += 1;
-                // Foreign events have no typed fields: a filter never selects them.
-                if filter.is_none() {
+                if filter.as_ref().is_none_or(|flt| flt.matches_foreign(&f, &st.state, num, &clock)) {
                     let (pid, comm) = st.who(f.tid);
                     if a.json {
                         line.push_str(&crate::text::foreign_json(&f, pid, comm, epoch_offset).to_string());

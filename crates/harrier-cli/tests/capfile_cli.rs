@@ -2,7 +2,7 @@
 //! Tests that load BPF call `bpf_available()` first; the others read files
 //! made here with harrier-capfile.
 
-use harrier_capfile::{FileInfo, Options, Writer};
+use harrier_capfile::{FileInfo, ForeignEvent, Options, Writer};
 use harrier_capture::testing::{bpf_available, slack};
 use harrier_state::snapshot::{SnapFd, SnapProcess};
 use harrier_state::testing::{syscall, P};
@@ -90,6 +90,8 @@ fn synthetic(path: &str) {
         ts += 1000;
     }
     w.event(&syscall(ts, 501, "openat", -2, &[("dirfd", P::I(-100)), ("path", P::B(b"/nope"))])).unwrap();
+    let params = vec![("addr".to_string(), "0x7f0000".to_string()), ("res".to_string(), "0".to_string())];
+    w.foreign(&ForeignEvent { ts: ts + 1, tid: 501, name: "mmap".into(), params }).unwrap();
     w.finish().unwrap();
 }
 
@@ -101,7 +103,8 @@ fn read_prints_filters_and_resolves_state_from_the_snapshot() {
     let out = harrier(&["read", &f]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
-    assert_eq!(lines.len(), 13, "{lines:#?}");
+    assert_eq!(lines.len(), 14, "{lines:#?}");
+    assert!(lines[13].ends_with("app (501) mmap addr=0x7f0000 res=0"), "{}", lines[13]);
     assert!(lines[0].starts_with("1 00:00:01.000000000 app (501) openat res=3 "), "{}", lines[0]);
     assert!(lines[0].contains("path=/srv/data.db"), "{}", lines[0]);
 
@@ -121,6 +124,10 @@ fn read_prints_filters_and_resolves_state_from_the_snapshot() {
         text(&out.stdout).lines().map(|l| l.split(' ').nth(4).unwrap().to_string()).collect();
     assert_eq!(got, ["openat", "openat"], "{}", text(&out.stdout));
 
+    // A foreign event: its name as evt.type, proc.* from the state, evt.rawres from "res".
+    let out = harrier(&["read", &f, "--filter", "evt.type = mmap and proc.name = app and evt.rawres = 0"]);
+    assert_eq!(text(&out.stdout).lines().count(), 1, "{}", text(&out.stdout));
+
     let out = harrier(&["read", &f, "--json", "--filter", "evt.type = openat"]);
     let events: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(events.len(), 5);
@@ -132,7 +139,8 @@ fn read_prints_filters_and_resolves_state_from_the_snapshot() {
     let out = harrier(&["inspect", &f, "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let j: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
-    assert_eq!(j["events"], 13);
+    assert_eq!(j["events"], 14);
+    assert_eq!(j["per_syscall"]["mmap (foreign)"], 1);
     assert_eq!(j["per_syscall"]["openat"], 5);
     assert_eq!(j["per_syscall"]["close"], 4);
     assert_eq!(j["schema_version"], harrier_capfile::SCHEMA_VERSION);
@@ -315,4 +323,54 @@ fn replaying_a_live_capture_gives_the_identical_alert() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let replayed = alerts(&text(&out.stdout), &name);
     assert_eq!(replayed, live_alerts, "replay stderr: {}", text(&out.stderr));
+}
+
+/// The DuckDB of scripts/deps-duckdb.sh (None: not installed; CI must have it).
+fn duckdb_python() -> Option<String> {
+    let venv = std::env::var("HARRIER_DUCKDB_VENV").unwrap_or_else(|_| "/opt/harrier-duckdb".into());
+    let py = format!("{venv}/bin/python");
+    let ok = Command::new(&py).args(["-c", "import duckdb"]).output().is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(py);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI: DuckDB missing at {py} (scripts/deps-duckdb.sh)"
+    );
+    eprintln!("note: no DuckDB at {py} (run scripts/deps-duckdb.sh); skipping");
+    None
+}
+
+#[test]
+fn parquet_export_reads_in_duckdb_with_the_counts_of_inspect() {
+    let Some(py) = duckdb_python() else { return };
+    let dir = Scratch::new("export");
+    let f = dir.path("s.hrcap");
+    synthetic(&f);
+    let pq = dir.path("s.parquet");
+    let out = harrier(&["export", &f, "--format", "parquet", "-o", &pq]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let query = format!(
+        "import duckdb, json\n\
+         rows = duckdb.sql(\"select syscall || case when \\\"foreign\\\" then ' (foreign)' else '' end, count(*) \
+         from read_parquet('{pq}') group by 1\").fetchall()\n\
+         print(json.dumps(dict(rows)))\n\
+         r = duckdb.sql(\"select comm, pid, path, fd, ret, params from read_parquet('{pq}') where syscall = 'openat' order by ts limit 1\").fetchone()\n\
+         print(json.dumps(list(r)))"
+    );
+    let out = Command::new(&py).args(["-c", &query]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let mut lines = stdout.lines();
+    let counts: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let first: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let out = harrier(&["inspect", &f, "--json"]);
+    let j: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(counts, j["per_syscall"], "DuckDB's counts per syscall against inspect's");
+    assert_eq!(first[0], "app");
+    assert_eq!(first[1], 500);
+    assert_eq!(first[2], "/srv/data.db");
+    assert_eq!(first[4], 3);
+    let params: Value = serde_json::from_str(first[5].as_str().unwrap()).unwrap();
+    assert_eq!(params["dirfd"], -100, "the other parameters are in the JSON column: {params}");
 }
