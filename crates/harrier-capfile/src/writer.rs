@@ -161,6 +161,11 @@ impl<W: Write> Writer<W> {
         self.out.flush()
     }
 
+    /// What whole blocks hold so far (records still in the pending block are not counted).
+    pub fn summary(&self) -> Summary {
+        Summary { bytes: self.pos, ..self.summary }
+    }
+
     /// Bytes written so far.
     pub fn position(&self) -> u64 {
         self.pos

@@ -12,7 +12,6 @@ use harrier_capfile::{FileInfo, Options, Summary, Writer};
 use harrier_schema::wire::Header;
 use harrier_state::Snapshot;
 use std::fs::File;
-use std::io::BufWriter;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -78,8 +77,9 @@ impl FileOut {
         let f = File::create(path).with_context(|| format!("creating {path}"))?;
         let opts =
             Options { compression: (!args.no_compress).then_some(args.compress_level), ..Options::default() };
-        let w = Writer::new(BufWriter::with_capacity(1 << 20, f), info, opts)
-            .with_context(|| format!("writing {path}"))?;
+        // No BufWriter: blocks are large and written whole, so what the
+        // writer counts as written is in the kernel's hands.
+        let w = Writer::new(f, info, opts).with_context(|| format!("writing {path}"))?;
         let (tx, rx) = mpsc::sync_channel(QUEUE_BATCHES);
         let (spare_tx, spare) = mpsc::channel();
         let failed = Arc::new(AtomicBool::new(false));
@@ -179,7 +179,7 @@ impl FileOut {
 }
 
 fn writer_thread(
-    mut w: Writer<BufWriter<File>>,
+    mut w: Writer<File>,
     rx: Receiver<Msg>,
     spare: mpsc::Sender<Vec<u8>>,
     failed: Arc<AtomicBool>,
@@ -187,9 +187,12 @@ fn writer_thread(
 ) -> Outcome {
     let mut out = Outcome::default();
     let mut last_flush = Instant::now();
-    let fail = |out: &mut Outcome, e: std::io::Error| {
+    // Records given to the writer; on a failure those not in a written block are lost.
+    let mut taken = 0u64;
+    let fail = |out: &mut Outcome, e: std::io::Error, taken: u64, written: u64| {
         say!("harrier: error: writing {path}: {e}; the file stops here, further events are counted as lost");
         out.error = Some(format!("writing {path}: {e}"));
+        out.lost += taken.saturating_sub(written);
         failed.store(true, Ordering::Relaxed);
     };
     loop {
@@ -211,11 +214,12 @@ fn writer_thread(
                         let len = Header::parse(&buf[i..]).map_or(buf.len() - i, |h| (h.len as usize).max(1));
                         let end = (i + len).min(buf.len());
                         if let Err(e) = w.event(&buf[i..end]) {
-                            fail(&mut out, e);
+                            fail(&mut out, e, taken, w.summary().records);
                             break;
                         }
                         i = end;
                         done += 1;
+                        taken += 1;
                     }
                     out.lost += records - done;
                 }
@@ -224,22 +228,23 @@ fn writer_thread(
             }
             Some(Msg::Snapshot(s)) if out.error.is_none() => {
                 if let Err(e) = w.snapshot(&s) {
-                    fail(&mut out, e);
+                    fail(&mut out, e, taken, w.summary().records);
                 }
             }
             _ => {}
         }
         if out.error.is_none() && last_flush.elapsed() >= FLUSH_EVERY {
             if let Err(e) = w.flush() {
-                fail(&mut out, e);
+                fail(&mut out, e, taken, w.summary().records);
             }
             last_flush = Instant::now();
         }
     }
     if out.error.is_none() {
+        let written = w.summary().records;
         match w.finish() {
             Ok((_, s)) => out.summary = s,
-            Err(e) => fail(&mut out, e),
+            Err(e) => fail(&mut out, e, taken, written),
         }
     }
     out
@@ -269,7 +274,7 @@ pub fn report(path: &str, o: &Outcome) -> String {
     let s = &o.summary;
     let ratio = if s.bytes > 0 { s.raw_bytes as f64 / s.bytes as f64 } else { 0.0 };
     match &o.error {
-        Some(e) => format!("harrier: {path}: FAILED ({e}); {} events lost", o.lost),
+        Some(_) => format!("harrier: {path}: FAILED, whole blocks before the error kept; {} events lost", o.lost),
         None => format!(
             "harrier: wrote {path}: {} events in {} blocks, {} bytes ({ratio:.1}x), {} lost before the writer",
             s.records, s.blocks, s.bytes, o.lost

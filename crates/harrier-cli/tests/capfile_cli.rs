@@ -193,7 +193,11 @@ struct Running {
 
 impl Running {
     fn start(args: &[&str], ready: &str) -> Running {
-        let mut child = Command::new(HARRIER)
+        Running::start_cmd(Command::new(HARRIER), args, ready)
+    }
+
+    fn start_cmd(mut cmd: Command, args: &[&str], ready: &str) -> Running {
+        let mut child = cmd
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -373,4 +377,55 @@ fn parquet_export_reads_in_duckdb_with_the_counts_of_inspect() {
     assert_eq!(first[4], 3);
     let params: Value = serde_json::from_str(first[5].as_str().unwrap()).unwrap();
     assert_eq!(params["dirfd"], -100, "the other parameters are in the JSON column: {params}");
+}
+
+#[test]
+fn a_write_error_stops_the_file_with_one_message_and_counted_losses() {
+    // An unwritable file fails before anything is captured (/dev/full: ENOSPC).
+    let out = harrier(&["capture", "-w", "/dev/full", "--syscalls", "openat"]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("writing /dev/full: No space left on device"), "{err}");
+    if !bpf_available() {
+        return;
+    }
+    // A file that fills up during the capture: a file size limit of 16 KiB
+    // (SIGXFSZ ignored, so writes past it fail with EFBIG, as on a full disk).
+    let dir = Scratch::new("full");
+    let f = dir.path("small.hrcap");
+    let target = dir.path("t");
+    std::fs::write(&target, "x").unwrap();
+    let pid = std::process::id().to_string();
+    let mut cmd = Command::new(HARRIER);
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit { rlim_cur: 16384, rlim_max: 16384 };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let args = ["capture", "-w", &f, "--no-compress", "--syscalls", "openat", "--pid", &pid];
+    let s = Running::start_cmd(cmd, &args, "harrier: capturing");
+    for _ in 0..3000 {
+        drop(std::fs::File::open(&target).unwrap());
+    }
+    let (ok, _, err) = s.stop();
+    assert!(!ok, "a failed file is a failed capture: {err}");
+    assert_eq!(err.matches("File too large").count(), 2, "the error once, then the exit line: {err}");
+    let lost: u64 = err
+        .lines()
+        .find(|l| l.contains("FAILED"))
+        .and_then(|l| l.split("; ").last())
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of lost events: {err}"));
+    assert!(lost >= 2500, "most of the 3000 opens are counted lost: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // What was written before the limit still reads, up to its last whole block.
+    let out = harrier(&["inspect", &f]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("cut off at byte"), "{}", text(&out.stdout));
 }
