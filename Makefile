@@ -2,7 +2,7 @@
 CARGO ?= cargo
 HARRIER := target/release/harrier
 
-.PHONY: deps build run test test-kernels bench-capture bench-bypass bench-rules vmlinux clean
+.PHONY: deps build run test test-kernels bench-capture bench-bypass bench-rules bench-files vmlinux clean
 
 deps:
 	@bash scripts/deps.sh
@@ -28,6 +28,10 @@ test-kernels: build
 
 bench-capture: build
 	target/release/harrier-bench capture
+
+# Capture files: write/read events/s on one core, with and without zstd, bytes per event.
+bench-files: build
+	target/release/harrier-bench files
 
 bench-bypass: build
 	bash scripts/bench-bypass.sh

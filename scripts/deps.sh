@@ -28,6 +28,8 @@ bash "$(dirname "$0")/deps-vm.sh"
 
 # sysdig 0.29 unpacked under /opt: the reference reader of legacy .scap files (harrier-scap's tests).
 bash "$(dirname "$0")/deps-sysdig.sh"
+# DuckDB (PyPI, in a venv) reads the Parquet export in its test.
+bash "$(dirname "$0")/deps-duckdb.sh"
 
 # A distribution redis-server may have started itself: the benchmark runs its
 # own on a private port, so a service left running is not ours to stop.

@@ -3,6 +3,7 @@
 mod capture;
 mod convert;
 mod costs;
+mod files;
 mod report;
 mod rules;
 mod rules_load;
@@ -61,6 +62,15 @@ enum Cmd {
     /// Falco's performance-testing method against `harrier run` (make bench-rules):
     /// event-generator bench rounds, a stepped syscall load, CPU-quota cgroups.
     RulesLoad(rules_load::Args),
+    /// Capture files: write and read events/s on one core, with and without zstd; bytes per event.
+    Files {
+        #[arg(long, default_value_t = 3_000_000)]
+        events: usize,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        #[arg(long, default_value = "bench-results")]
+        out: PathBuf,
+    },
     /// (internal) a workload: COUNT raw syscalls NR per thread after a line on stdin.
     #[command(hide = true)]
     Loop {
@@ -247,6 +257,7 @@ fn main() -> ExitCode {
         Cmd::RulesCost { rounds, stable_rules } => rules_cost(rounds, &stable_rules),
         Cmd::Convert { dir, rounds } => convert::run(&dir, rounds),
         Cmd::RulesLoad(args) => rules_load::run_cli(args),
+        Cmd::Files { events, rounds, out } => files::run(events, rounds, &out),
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),
     };
     match r {

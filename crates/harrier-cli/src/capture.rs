@@ -1,5 +1,6 @@
 //! `harrier capture`.
 
+use crate::file_out::{self, FileOut};
 use anyhow::{bail, Context, Result};
 use harrier_capture::{parse_size, parse_syscalls, Config, Session, Stats};
 use harrier_schema::decode::{decode, Event};
@@ -53,6 +54,8 @@ pub struct CaptureArgs {
     /// BPF program on the machine while on, so it is off by default.
     #[arg(long)]
     bpf_stats: bool,
+    #[command(flatten)]
+    write: crate::file_out::WriteArgs,
 }
 
 /// Turns raw events into JSON lines, resolving pid and comm.
@@ -157,18 +160,49 @@ pub fn run(a: CaptureArgs) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
+    let settings = serde_json::json!({
+        "command": "capture",
+        "syscalls": cfg.syscalls.iter().map(|s| s.name).collect::<Vec<_>>(),
+        "pid": a.pid,
+        "snaplen": a.snaplen,
+        "buffer_size": cfg.buffer_size,
+        "attach": a.attach.to_string(),
+        "start_mono_ns": harrier_engine::monotonic_now(),
+    });
+    let epoch_offset = harrier_engine::epoch_offset();
+    let file = FileOut::create(&a.write, &file_out::live_info(epoch_offset, settings))?
+        .map(|f| Rc::new(RefCell::new(f)));
     let printer = Rc::new(RefCell::new(JsonPrinter {
         out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
         threads: ThreadTable::new(),
-        epoch_offset: harrier_engine::epoch_offset(),
+        epoch_offset,
         printed: 0,
         limit: a.events.unwrap_or(u64::MAX),
     }));
     // The summary only counts: no per-event call into a sink at all.
-    let mut session = if a.json {
-        let p = printer.clone();
-        let session = Session::start(&cfg, Box::new(move |b| p.borrow_mut().event(b)))?;
-        printer.borrow_mut().threads.scan_proc(a.pid);
+    let mut session = if a.json || file.is_some() {
+        let (p, f, json) = (printer.clone(), file.clone(), a.json);
+        let session = Session::start(
+            &cfg,
+            Box::new(move |b| {
+                if json {
+                    p.borrow_mut().event(b);
+                }
+                if let Some(f) = &f {
+                    f.borrow_mut().event(b);
+                }
+            }),
+        )?;
+        if a.json {
+            printer.borrow_mut().threads.scan_proc(a.pid);
+        }
+        if let Some(f) = &file {
+            // The state the file's reader starts from: taken after attaching,
+            // before the first drain, as the live engine does.
+            let mut st = harrier_state::State::new();
+            st.scan_proc(a.pid);
+            f.borrow_mut().snapshot(st.snapshot());
+        }
         session
     } else {
         Session::start_counting(&cfg)?
@@ -193,9 +227,16 @@ pub fn run(a: CaptureArgs) -> Result<()> {
     let limit = a.events.unwrap_or(u64::MAX);
     let mut last_report = Instant::now();
     let live = !a.json;
+    let mut kernel_drops = 0;
     session.run(|s| {
         let mut p = printer.borrow_mut();
         p.end_batch();
+        let file_failed = file.as_ref().is_some_and(|f| {
+            let mut f = f.borrow_mut();
+            kernel_drops = pass_drops(s, &mut f, kernel_drops);
+            f.send();
+            f.failed()
+        });
         let u = s.user_counters();
         let syscall_events = u.events - u.meta_events;
         if live && last_report.elapsed() >= Duration::from_secs(1) {
@@ -203,13 +244,34 @@ pub fn run(a: CaptureArgs) -> Result<()> {
             last_report = Instant::now();
         }
         stop.load(Ordering::Relaxed)
+            || file_failed
             || deadline.is_some_and(|d| Instant::now() >= d)
             || (a.json && p.limit == 0)
             || syscall_events >= limit
     })?;
     let stats = session.stop()?;
     let _ = printer.borrow_mut().out.flush();
-    finish(&stats, stats_file)
+    let file = file.map(|f| Rc::try_unwrap(f).ok().expect("the session released the sink").into_inner());
+    let outcome = file.map(|mut f| {
+        f.add_drops(stats.total_drops().saturating_sub(kernel_drops));
+        let path = f.path().to_string();
+        (path, f.finish())
+    });
+    finish(&stats, stats_file)?;
+    if let Some((path, o)) = outcome {
+        say!("{}", file_out::report(&path, &o));
+        if let Some(e) = o.error {
+            bail!("{e}");
+        }
+    }
+    Ok(())
+}
+
+/// Hands the kernel drops counted since `seen` to the file; returns the new total.
+pub(crate) fn pass_drops(s: &Session, f: &mut FileOut, seen: u64) -> u64 {
+    let total = s.kernel_stats().map_or(seen, |k| k.iter().map(|c| c.dropped()).sum());
+    f.add_drops(total.saturating_sub(seen));
+    total.max(seen)
 }
 
 fn finish(stats: &Stats, stats_json: Option<(File, &str)>) -> Result<()> {

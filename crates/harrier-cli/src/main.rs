@@ -11,10 +11,16 @@ macro_rules! say {
 
 mod capture;
 mod convert;
+mod export;
+mod file_out;
+mod filter;
 mod gendocs;
+mod read_cmd;
+mod replay;
 mod rules_cmd;
 mod rules_load;
 mod run;
+mod text;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
@@ -38,6 +44,12 @@ enum Command {
     Capture(capture::CaptureArgs),
     /// Convert a legacy Falco/sysdig .scap capture into Harrier's exit-only events.
     Convert(convert::ConvertArgs),
+    /// Print a capture file's events (text or --json), optionally filtered.
+    Read(read_cmd::ReadArgs),
+    /// Summarise a capture file: versions, host, time span, events per syscall, drops.
+    Inspect(read_cmd::InspectArgs),
+    /// Write a capture file's events in another format (Parquet).
+    Export(export::ExportArgs),
     /// Answer getpid() & co. from a read-only BPF map (see libharrier-bypass.so).
     #[command(subcommand)]
     Bypass(harrier_bypass::BypassCommand),
@@ -75,6 +87,9 @@ fn main() -> ExitCode {
         Command::Rules(cmd) => rules_cmd::run(cmd),
         Command::Capture(args) => capture::run(args),
         Command::Convert(args) => convert::run(args),
+        Command::Read(args) => read_cmd::read(args),
+        Command::Inspect(args) => read_cmd::inspect(args),
+        Command::Export(args) => export::export(args),
         Command::Bypass(cmd) => harrier_bypass::run(cmd),
         Command::GenDocs(args) => gendocs::run(args),
     };

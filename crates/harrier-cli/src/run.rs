@@ -1,5 +1,6 @@
 //! `harrier run`: live capture → state → Falco's rules → alerts.
 
+use crate::file_out::{self, FileOut};
 use crate::rules_load;
 use anyhow::{bail, Context, Result};
 use harrier_capture::{parse_size, AttachMode, Config, Session};
@@ -68,6 +69,11 @@ pub struct RunArgs {
     /// e.g. "proc.name = redis-server and evt.type in (read, write)".
     #[arg(long = "kernel-drop", value_name = "CONDITION")]
     kernel_drop: Vec<String>,
+    /// Evaluate the rules on a capture file instead of live events (no root needed).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["write", "duration", "metrics_addr"])]
+    replay: Option<String>,
+    #[command(flatten)]
+    write: crate::file_out::WriteArgs,
 }
 
 fn settings(a: &RunArgs) -> Result<RunConfig> {
@@ -152,6 +158,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     let c = settings(&a)?;
     let rules = rules_load::load(&c)?;
     let (total, active) = (rules.check_report().total(), rules.check_report().active());
+    if let Some(path) = &a.replay {
+        return replay(path, rules, &c, total, active);
+    }
     let interest = harrier_engine::interest::interest(&rules);
     let duration = match a.duration {
         Some(d) if !(d > 0.0 && d < 1e9) => bail!("duration must be a positive number of seconds, not {d}"),
@@ -163,15 +172,15 @@ pub fn run(a: RunArgs) -> Result<()> {
     cfg.buffer_size = parse_size(&a.buffer_size)?;
     cfg.skip_missing = true;
     cfg.validate()?;
-    let drops = c
+    let user_drops = c
         .kernel_drop
         .iter()
         .chain(&a.kernel_drop)
         .map(|t| harrier_engine::kfilter::parse_kernel_drop(t).with_context(|| format!("kernel_drop '{t}'")))
         .collect::<Result<Vec<_>>>()?;
-    if !a.no_kernel_filter || !drops.is_empty() {
+    if !a.no_kernel_filter || !user_drops.is_empty() {
         let rules_part = if a.no_kernel_filter { None } else { Some(&rules) };
-        let f = harrier_engine::kfilter::derive_with(rules_part, &interest.syscalls, &drops);
+        let f = harrier_engine::kfilter::derive_with(rules_part, &interest.syscalls, &user_drops);
         say!("harrier: kernel filter: {}", harrier_engine::kfilter::summary(&f));
         cfg.kernel_filter = Some(f);
     }
@@ -194,9 +203,32 @@ pub fn run(a: RunArgs) -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone()).context("installing signal handlers")?;
 
     let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outputs(&c)?, c.rule_matching)));
-    let sink = engine.clone();
-    let mut session = Session::start(&cfg, Box::new(move |ev| sink.borrow_mut().on_event(ev)))?;
+    let (offset, start) = (engine.borrow().epoch_offset(), engine.borrow().capture_start_ns());
+    let file_settings = serde_json::json!({
+        "command": "run",
+        "syscalls": cfg.syscalls.iter().map(|s| s.name).collect::<Vec<_>>(),
+        "rules_files": c.rules_files,
+        "buffer_size": cfg.buffer_size,
+        "attach": a.attach.to_string(),
+        "start_mono_ns": start.saturating_sub(offset),
+    });
+    let file = FileOut::create(&a.write, &file_out::live_info(offset, file_settings))?
+        .map(|f| Rc::new(RefCell::new(f)));
+    let (sink, file_sink) = (engine.clone(), file.clone());
+    let mut session = Session::start(
+        &cfg,
+        Box::new(move |ev| {
+            sink.borrow_mut().on_event(ev);
+            if let Some(f) = &file_sink {
+                f.borrow_mut().event(ev);
+            }
+        }),
+    )?;
     engine.borrow_mut().state.scan_proc();
+    if let Some(f) = &file {
+        let snap = engine.borrow_mut().state.tables.snapshot();
+        f.borrow_mut().snapshot(snap);
+    }
     let choice = session.attach_choice();
     say!(
         "harrier: {} rules loaded, {} evaluated; {}; {} attach ({})",
@@ -217,11 +249,22 @@ pub fn run(a: RunArgs) -> Result<()> {
     let mut last_stats = Instant::now();
     let mut last_metrics = Instant::now();
     let mut last_cpu = (metrics::self_usage().0, Instant::now());
+    let mut kernel_drops = 0;
+    let mut file_failed_said = false;
     session.run_with(|s| {
         let mut e = engine.borrow_mut();
         e.end_batch();
+        if let Some(f) = &file {
+            let mut f = f.borrow_mut();
+            kernel_drops = crate::capture::pass_drops(s, &mut f, kernel_drops);
+            f.send();
+            if f.failed() && !file_failed_said {
+                say!("harrier: the rules keep running without the capture file");
+                file_failed_said = true;
+            }
+        }
         if hup.swap(false, Ordering::Relaxed) {
-            reload(&c, &a, &drops, &mut e, s);
+            reload(&c, &a, &user_drops, &mut e, s);
         }
         let kernel = s.kernel_stats().ok();
         let (events, drops, filtered) = kernel.map_or((0, 0, 0), |k| {
@@ -272,6 +315,12 @@ pub fn run(a: RunArgs) -> Result<()> {
     })?;
     let stats = session.stop()?;
     let engine = Rc::try_unwrap(engine).ok().expect("the session released the engine").into_inner();
+    let file = file.map(|f| Rc::try_unwrap(f).ok().expect("the session released the sink").into_inner());
+    let file_outcome = file.map(|mut f| {
+        f.add_drops(stats.total_drops().saturating_sub(kernel_drops));
+        let path = f.path().to_string();
+        (path, f.finish())
+    });
     let counters = engine.counters.clone();
     let out_stats = engine.into_outputs().close(Duration::from_secs(2));
     if let Some(f) = stats_file.as_mut() {
@@ -295,6 +344,38 @@ pub fn run(a: RunArgs) -> Result<()> {
             o.dropped_queue_full,
             o.failed
         );
+    }
+    if let Some((path, o)) = file_outcome {
+        say!("{}", file_out::report(&path, &o));
+        if let Some(e) = o.error {
+            bail!("{e}");
+        }
+    }
+    Ok(())
+}
+
+/// `--replay FILE`: the same engine over a capture file's events.
+fn replay(
+    path: &str,
+    rules: harrier_rules::RuleSet,
+    c: &RunConfig,
+    total: usize,
+    active: usize,
+) -> Result<()> {
+    let mut engine = Engine::new(rules, EngineState::new(), outputs(c)?, c.rule_matching);
+    say!("harrier: {total} rules loaded, {active} evaluated; replaying {path}");
+    let (events, foreign) = crate::replay::replay(path, &mut engine)?;
+    let counters = engine.counters.clone();
+    let out_stats = engine.into_outputs().close(Duration::from_secs(5));
+    say!(
+        "harrier: replayed {events} events ({foreign} foreign events not evaluated), {} alerts, {} decode errors",
+        counters.alerts,
+        counters.decode_errors
+    );
+    for o in out_stats {
+        if o.lost() > 0 {
+            say!("harrier: output {}: {} sent, {} lost", o.name, o.sent, o.lost());
+        }
     }
     Ok(())
 }

@@ -35,8 +35,8 @@ fn writes_man_pages_and_completions() {
     assert!(pages[1].contains("\\-\\-syscalls"), "harrier-capture.1 lacks --syscalls");
     assert!(pages[3].contains("\\-\\-slots"), "harrier-bypass-start.1 lacks --slots");
     assert!(pages[4].contains("\\-\\-config"), "harrier-run.1 lacks --config");
-    // harrier, run, rules, rules check, capture, bypass and its 3.
-    assert_eq!(man_files, 9, "one page per visible command");
+    // harrier, run, rules, rules check, capture, read, inspect, export, bypass and its 3.
+    assert_eq!(man_files, 12, "one page per visible command");
     for (name, text) in &comps {
         let all = ["run", "rules", "capture", "bypass"].iter().all(|c| text.contains(c));
         assert!(all, "{name}: subcommands missing");

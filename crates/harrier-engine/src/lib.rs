@@ -93,6 +93,23 @@ impl Engine {
         }
     }
 
+    /// For events from a capture file: the captured host's name and clock
+    /// offset, so alerts read as the live run's would have.
+    pub fn set_clock(&mut self, host: &str, epoch_offset: u64, capture_start_ns: u64) {
+        self.host = host.to_string();
+        self.epoch_offset = epoch_offset;
+        self.capture_start_ns = capture_start_ns;
+    }
+
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC as this engine uses it.
+    pub fn epoch_offset(&self) -> u64 {
+        self.epoch_offset
+    }
+
+    pub fn capture_start_ns(&self) -> u64 {
+        self.capture_start_ns
+    }
+
     pub fn rules(&self) -> &RuleSet {
         &self.rules
     }
@@ -210,7 +227,8 @@ fn json_value(v: OutputValue) -> Json {
     }
 }
 
-fn monotonic_now() -> u64 {
+/// CLOCK_MONOTONIC now, in ns (the clock event timestamps use).
+pub fn monotonic_now() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

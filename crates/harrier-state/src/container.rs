@@ -68,7 +68,7 @@ pub fn id_from_cgroup(path: &str) -> Option<(&str, &'static str)> {
 /// Containers seen so far, by full id.
 #[derive(Debug, Default)]
 pub struct Containers {
-    by_id: HashMap<Arc<str>, Arc<Container>>,
+    pub(crate) by_id: HashMap<Arc<str>, Arc<Container>>,
     /// Cgroup leaves checked and found not to be plain runc containers.
     not_containers: HashMap<Box<str>, ()>,
     /// Where runtime state lives; tests point it elsewhere.

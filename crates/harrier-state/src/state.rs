@@ -36,8 +36,8 @@ pub struct StateStats {
 
 pub struct State {
     /// tid → pid (thread group).
-    threads: IdMap<u32, u32>,
-    procs: IdMap<u32, Process>,
+    pub(crate) threads: IdMap<u32, u32>,
+    pub(crate) procs: IdMap<u32, Process>,
     /// Exited threads, freed one batch late: another CPU's ring may still
     /// hold older events of theirs in the batch being applied.
     exited: Vec<u32>,
@@ -47,6 +47,8 @@ pub struct State {
     pub stats: StateStats,
     /// Indexed by syscall number: does it change state?
     relevant: Vec<bool>,
+    /// Read unknown threads from /proc (off for tables rebuilt from a capture file).
+    pub(crate) read_proc: bool,
 }
 
 /// The syscalls whose events change the tables.
@@ -109,6 +111,7 @@ impl State {
             containers: Containers::new(),
             stats: StateStats::default(),
             relevant,
+            read_proc: true,
         }
     }
 
@@ -200,7 +203,9 @@ impl State {
     /// The process of `tid`, made from /proc if no event introduced it.
     fn proc_mut(&mut self, tid: u32) -> Option<&mut Process> {
         if !self.threads.contains_key(&tid) {
-            match crate::procfs::read_process_of(tid, &mut self.containers) {
+            let found =
+                if self.read_proc { crate::procfs::read_process_of(tid, &mut self.containers) } else { None };
+            match found {
                 Some((p, tids)) if !self.procs.contains_key(&p.pid) => self.insert_process(p, &tids),
                 Some((p, _)) => {
                     self.threads.insert(tid, p.pid);

@@ -16,8 +16,8 @@ pub struct User {
 
 #[derive(Debug, Default)]
 pub struct Users {
-    users: IdMap<u32, Option<User>>,
-    groups: IdMap<u32, Option<Arc<str>>>,
+    pub(crate) users: IdMap<u32, Option<User>>,
+    pub(crate) groups: IdMap<u32, Option<Arc<str>>>,
     buf: Vec<u8>,
 }
 

@@ -1,0 +1,128 @@
+//! Golden files: a small capture per event schema version, committed, must
+//! keep decoding to the same JSON. A schema change that breaks an old
+//! file's records fails here. `UPDATE_GOLDEN=1` writes the file of the
+//! current schema version (never rewrite an older one).
+
+mod common;
+
+use harrier_capfile::{FileInfo, ForeignEvent, Item, Options, Reader, Stop, Writer};
+use harrier_schema::decode::{decode, Event};
+use harrier_state::testing::{exec, exit, fork, syscall, P};
+use std::io::Cursor;
+use std::path::PathBuf;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn current() -> Vec<u8> {
+    let info = FileInfo {
+        host: "golden".into(),
+        kernel: "6.18.0".into(),
+        epoch_offset: 1_763_000_000_000_000_000,
+        writer: "harrier-capfile golden".into(),
+        settings: serde_json::json!({}),
+    };
+    let mut w = Writer::new(Vec::new(), &info, Options::default()).unwrap();
+    w.snapshot(&common::snapshot()).unwrap();
+    let recs = [
+        fork(10, 100, 101, 101, "bash"),
+        exec(11, 101, 101, "cat", "/user.slice"),
+        syscall(
+            12,
+            101,
+            "execve",
+            0,
+            &[
+                ("tgid", P::I(101)),
+                ("filename", P::B(b"/bin/cat")),
+                ("argv", P::B(b"cat\0/etc/shadow\0")),
+                ("uid", P::I(1000)),
+            ],
+        ),
+        syscall(
+            13,
+            101,
+            "openat",
+            3,
+            &[("dirfd", P::I(-100)), ("path", P::B(b"/etc/shadow")), ("flags", P::I(0o1))],
+        ),
+        syscall(
+            14,
+            101,
+            "read",
+            12,
+            &[("fd", P::I(3)), ("data", P::B(b"root:*:1:0:::")), ("count", P::I(4096))],
+        ),
+        syscall(
+            15,
+            101,
+            "connect",
+            0,
+            &[("fd", P::I(4)), ("addr", P::B(&[2, 0, 0, 80, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]))],
+        ),
+        syscall(16, 101, "close", 0, &[("fd", P::I(3))]),
+        syscall(17, 101, "exit_group", 0, &[("status", P::I(0))]),
+        exit(18, 101, 101),
+    ];
+    for r in &recs {
+        w.event(r).unwrap();
+    }
+    w.foreign(&ForeignEvent {
+        ts: 19,
+        tid: 100,
+        name: "signaldeliver".into(),
+        params: vec![("spid".into(), "0".into()), ("sig".into(), "SIGCHLD".into())],
+    })
+    .unwrap();
+    w.finish().unwrap().0
+}
+
+/// One line per item: decoded events as `capture --json` prints them.
+fn render(bytes: &[u8]) -> String {
+    let mut r = Reader::new(Cursor::new(bytes)).unwrap();
+    let mut out = format!("schema {} host {}\n", r.schema_version, r.info.host);
+    let off = r.info.epoch_offset;
+    loop {
+        let line = match r.next().unwrap() {
+            None => break,
+            Some(Item::Snapshot(s)) => format!("snapshot {} processes", s.processes.len()),
+            Some(Item::Foreign(f)) => {
+                format!("foreign {} {} {:?}", f.ts, f.name, f.params().collect::<Vec<_>>())
+            }
+            Some(Item::Event(b)) => match decode(b).unwrap() {
+                Event::Syscall(e) => e.to_json(0, "", off).to_string(),
+                Event::Meta(h, m) => format!("meta {} {} {m:?}", h.ts, h.tid),
+            },
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    assert_eq!(r.stop(), Some(&Stop::Complete));
+    out
+}
+
+#[test]
+fn golden_files_of_every_schema_version_decode_as_recorded() {
+    let v = harrier_capfile::SCHEMA_VERSION;
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(dir()).unwrap();
+        let b = current();
+        std::fs::write(dir().join(format!("schema-v{v}.hrcap")), &b).unwrap();
+        std::fs::write(dir().join(format!("schema-v{v}.txt")), render(&b)).unwrap();
+    }
+    let mut checked = Vec::new();
+    for e in std::fs::read_dir(dir()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "hrcap") {
+            let want = std::fs::read_to_string(p.with_extension("txt")).unwrap();
+            let got = render(&std::fs::read(&p).unwrap());
+            assert_eq!(got, want, "{}", p.display());
+            checked.push(p.file_name().unwrap().to_string_lossy().to_string());
+        }
+    }
+    assert!(
+        checked.contains(&format!("schema-v{v}.hrcap")),
+        "no golden file for the current schema v{v}: {checked:?}"
+    );
+}

@@ -1,0 +1,291 @@
+//! `harrier read` and `harrier inspect`: a capture file's events as text or
+//! JSON (optionally filtered), or a summary of it.
+
+use crate::filter::{Clock, Filter};
+use anyhow::{bail, Context, Result};
+use harrier_capfile::{Item, Reader, Stop};
+use harrier_engine::state::EngineState;
+use harrier_schema::view::SyscallView;
+use harrier_state::{Snapshot, State};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+
+#[derive(clap::Args)]
+pub struct ReadArgs {
+    /// A capture file (harrier capture -w, harrier convert).
+    file: String,
+    /// Only events matching this condition (the rule language: evt.type, proc.name, fd.name...).
+    #[arg(long)]
+    filter: Option<String>,
+    /// One JSON object per event, as `harrier capture --json` prints them.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct InspectArgs {
+    /// A capture file.
+    file: String,
+    /// The summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn open(path: &str) -> Result<Reader<BufReader<File>>> {
+    match Reader::open(path).with_context(|| format!("opening {path}"))? {
+        Ok(r) => Ok(r),
+        Err(e) => bail!("{path}: {e}"),
+    }
+}
+
+/// Events applied to the state tables as the live engine applies them; the
+/// tables start empty (no /proc reads) and take the file's snapshots.
+pub struct Replayed {
+    pub state: EngineState,
+    applied: u64,
+    close_nr: u32,
+}
+
+impl Default for Replayed {
+    fn default() -> Self {
+        let mut state = EngineState::new();
+        state.tables = State::from_snapshot(&Snapshot::default());
+        let close_nr = harrier_schema::syscall_by_name("close").map_or(u32::MAX, |s| s.nr);
+        Replayed { state, applied: 0, close_nr }
+    }
+}
+
+impl Replayed {
+    pub fn snapshot(&mut self, s: &Snapshot) {
+        self.state.tables.restore(s);
+    }
+
+    /// A life-cycle event: applied. Exited threads are freed in batches as
+    /// in a live run (every 4096 events here).
+    pub fn meta(&mut self, bytes: &[u8]) {
+        self.state.apply_meta(bytes);
+        self.tick();
+    }
+
+    /// Before looking at a syscall event (close is applied after, so that
+    /// its fd is still named while it is looked at, as the engine does).
+    pub fn before(&mut self, v: &SyscallView, bytes: &[u8]) {
+        if v.syscall.nr != self.close_nr {
+            self.state.apply(v, bytes);
+        }
+        self.tick();
+    }
+
+    pub fn after(&mut self, v: &SyscallView, bytes: &[u8]) {
+        if v.syscall.nr == self.close_nr {
+            self.state.apply(v, bytes);
+        }
+    }
+
+    fn tick(&mut self) {
+        self.applied += 1;
+        if self.applied & 4095 == 0 {
+            self.state.end_batch();
+        }
+    }
+
+    /// (pid, comm) of a thread, (0, "") when unknown.
+    pub fn who(&self, tid: u32) -> (u32, &str) {
+        self.state.tables.process(tid).map_or((0, ""), |p| (p.pid, p.name()))
+    }
+}
+
+/// The reader's end: a note for a cut-off file.
+pub fn say_stop(path: &str, r: &Reader<BufReader<File>>) {
+    if let Some(Stop::Truncated { offset, reason }) = r.stop() {
+        say!(
+            "harrier: note: {path} is cut off at byte {offset}: {reason}; read up to there ({} events)",
+            r.stats().records
+        );
+    }
+}
+
+pub fn read(a: ReadArgs) -> Result<()> {
+    let filter = a.filter.as_deref().map(Filter::compile).transpose()?;
+    let mut r = open(&a.file)?;
+    if r.schema_version != harrier_capfile::SCHEMA_VERSION {
+        say!(
+            "harrier: note: {} was written with event schema v{}, this build decodes v{}: layouts that changed may show wrong values",
+            a.file, r.schema_version, harrier_capfile::SCHEMA_VERSION
+        );
+    }
+    let (epoch_offset, host) = (r.info.epoch_offset, r.info.host.clone());
+    let clock = Clock { epoch_offset, capture_start_ns: epoch_offset, host: &host };
+    let mut st = Replayed::default();
+    let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout());
+    let mut line = String::with_capacity(512);
+    let mut num = 0u64;
+    let mut bad = 0u64;
+    loop {
+        let item = match r.next() {
+            Ok(Some(i)) => i,
+            Ok(None) => break,
+            Err(e) => {
+                let _ = out.flush();
+                bail!("{}: {e} (after {} events)", a.file, num);
+            }
+        };
+        line.clear();
+        match item {
+            Item::Snapshot(s) => st.snapshot(&s),
+            Item::Event(bytes) => {
+                let v = match SyscallView::new(bytes) {
+                    Ok(Some(v)) => v,
+                    Ok(None) => {
+                        st.meta(bytes);
+                        continue;
+                    }
+                    Err(_) => {
+                        bad += 1;
+                        continue;
+                    }
+                };
+                num += 1;
+                st.before(&v, bytes);
+                let keep = filter.as_ref().is_none_or(|f| f.matches(&v, &st.state, num, &clock));
+                if keep {
+                    let (pid, comm) = st.who(v.header.tid);
+                    if a.json {
+                        if let Ok(harrier_schema::decode::Event::Syscall(e)) =
+                            harrier_schema::decode::decode(bytes)
+                        {
+                            line.push_str(&e.to_json(pid, comm, epoch_offset).to_string());
+                        }
+                    } else {
+                        crate::text::syscall_line(&mut line, num, v.header.ts + epoch_offset, comm, &v);
+                    }
+                }
+                st.after(&v, bytes);
+            }
+            Item::Foreign(f) => {
+                num += 1;
+                if filter.as_ref().is_none_or(|flt| flt.matches_foreign(&f, &st.state, num, &clock)) {
+                    let (pid, comm) = st.who(f.tid);
+                    if a.json {
+                        line.push_str(&crate::text::foreign_json(&f, pid, comm, epoch_offset).to_string());
+                    } else {
+                        crate::text::foreign_line(&mut line, num, f.ts + epoch_offset, comm, &f);
+                    }
+                }
+            }
+        }
+        if !line.is_empty() {
+            line.push('\n');
+            if out.write_all(line.as_bytes()).is_err() {
+                return Ok(()); // closed stdout (| head)
+            }
+        }
+    }
+    let _ = out.flush();
+    if bad > 0 {
+        say!("harrier: note: {bad} events of unknown type or layout skipped");
+    }
+    say_stop(&a.file, &r);
+    Ok(())
+}
+
+pub fn inspect(a: InspectArgs) -> Result<()> {
+    let mut r = open(&a.file)?;
+    let mut per: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut meta, mut snapshots, mut procs) = (0u64, 0u64, 0usize);
+    let mut error = None;
+    loop {
+        match r.next() {
+            Ok(Some(Item::Event(b))) => match harrier_schema::wire::Header::parse(b) {
+                Some(h) if h.is_meta() => meta += 1,
+                Some(h) => {
+                    let name = harrier_schema::syscall_by_nr(h.kind as u32).map_or("?", |s| s.name);
+                    *per.entry(name.to_string()).or_default() += 1;
+                }
+                None => {}
+            },
+            Ok(Some(Item::Foreign(f))) => *per.entry(format!("{} (foreign)", f.name)).or_default() += 1,
+            Ok(Some(Item::Snapshot(s))) => {
+                snapshots += 1;
+                procs += s.processes.len();
+            }
+            Ok(None) => break,
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let s = *r.stats();
+    let span = s.first_ts.map(|f| (f + r.info.epoch_offset, s.last_ts + r.info.epoch_offset));
+    let ended = match (r.stop(), &error) {
+        (_, Some(e)) => format!("corrupt: {e}"),
+        (Some(Stop::Complete), _) => "complete".to_string(),
+        (Some(Stop::Truncated { offset, reason }), _) => format!("cut off at byte {offset}: {reason}"),
+        (None, _) => "?".into(),
+    };
+    let syscall_events: u64 = per.values().sum();
+    if a.json {
+        let j = serde_json::json!({
+            "file": a.file,
+            "format_version": r.format_version,
+            "schema_version": r.schema_version,
+            "host": r.info.host,
+            "kernel": r.info.kernel,
+            "writer": r.info.writer,
+            "settings": r.info.settings,
+            "first_ns": span.map(|s| s.0),
+            "last_ns": span.map(|s| s.1),
+            "events": syscall_events,
+            "lifecycle_events": meta,
+            "per_syscall": per,
+            "drops": s.drops,
+            "lost": s.lost,
+            "bytes": r.file_len(),
+            "raw_bytes": s.raw_bytes,
+            "blocks": s.event_blocks,
+            "snapshot_processes": procs,
+            "end": ended,
+        });
+        println!("{}", serde_json::to_string_pretty(&j)?);
+    } else {
+        println!("file:       {}", a.file);
+        println!("format:     v{}, event schema v{}", r.format_version, r.schema_version);
+        println!("host:       {} (kernel {})", r.info.host, r.info.kernel);
+        println!("writer:     {}", r.info.writer);
+        println!("settings:   {}", r.info.settings);
+        match span {
+            Some((f, l)) => {
+                let mut t = String::new();
+                crate::text::time_of_day(&mut t, f);
+                t.push_str(" - ");
+                crate::text::time_of_day(&mut t, l);
+                println!("time span:  {t} UTC ({:.3} s)", (l - f) as f64 / 1e9);
+            }
+            None => println!("time span:  no events"),
+        }
+        println!("snapshot:   {snapshots} ({procs} processes)");
+        println!(
+            "events:     {syscall_events} syscall events, {meta} life-cycle events, in {} blocks",
+            s.event_blocks
+        );
+        println!("drops:      {} in the kernel, {} before the writer", s.drops, s.lost);
+        let ratio = if s.stored_bytes > 0 { s.raw_bytes as f64 / s.stored_bytes as f64 } else { 1.0 };
+        println!("bytes:      {} on disk, {} uncompressed payload ({ratio:.2}x)", r.file_len(), s.raw_bytes);
+        if syscall_events > 0 {
+            println!("bytes/event: {:.1}", r.file_len() as f64 / (syscall_events + meta) as f64);
+        }
+        println!("end:        {ended}");
+        println!("per syscall:");
+        let mut rows: Vec<_> = per.iter().collect();
+        rows.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        for (name, n) in rows {
+            println!("  {n:>12}  {name}");
+        }
+    }
+    if let Some(e) = error {
+        bail!("{}: {e}", a.file);
+    }
+    Ok(())
+}
