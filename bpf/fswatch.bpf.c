@@ -71,6 +71,8 @@ struct fw_plan {
 };
 
 /* A scan of the mounts of one super block (fw_mount_for). */
+#define FW_CANDS 4
+
 struct fw_mscan {
 	__u64 m;
 	__u64 ns;
@@ -78,6 +80,12 @@ struct fw_mscan {
 	__u64 first;	/* the first in the task's namespace */
 	__u64 whole;	/* the first there that shows the whole file system */
 	__u64 count;
+	__u64 mnts[FW_CANDS];	/* candidates and their roots */
+	__u64 roots[FW_CANDS];
+	__u64 d;	/* the ancestor climb */
+	__u64 hint_root;	/* the hint's root, if the hint is a candidate */
+	__s32 deepest;	/* first candidate root met climbing, or -1 */
+	__u32 hint_seen;	/* the hint's root was met */
 };
 
 struct fw_cpu {
@@ -556,6 +564,10 @@ static long fw_mscan_step(__u32 i, void *ctx)
 	if (!m)
 		return 1;
 	if ((__u64)BPF_CORE_READ(m, mnt_ns) == ms->ns) {
+		if (ms->count < FW_CANDS) {
+			ms->mnts[ms->count & (FW_CANDS - 1)] = (__u64)m;
+			ms->roots[ms->count & (FW_CANDS - 1)] = (__u64)BPF_CORE_READ(m, mnt.mnt_root);
+		}
 		ms->count++;
 		if (!ms->first)
 			ms->first = (__u64)m;
@@ -563,6 +575,31 @@ static long fw_mscan_step(__u32 i, void *ctx)
 			ms->whole = (__u64)m;
 	}
 	ms->m = (__u64)BPF_CORE_READ(m, mnt_next_for_sb);
+	return 0;
+}
+
+/* One step of the climb from the dentry: which candidate roots lie above it. */
+static long fw_mclimb_step(__u32 i, void *ctx)
+{
+	struct fw_cpu *c = fw_cpu_get();
+	struct fw_mscan *ms;
+	struct dentry *d, *parent;
+
+	if (!c)
+		return 1;
+	ms = &c->mscan;
+	d = (struct dentry *)ms->d;
+	if (!d)
+		return 1;
+	for (int k = 0; k < FW_CANDS; k++)
+		if (k < ms->count && ms->roots[k] == (__u64)d && ms->deepest < 0)
+			ms->deepest = k;
+	if ((__u64)d == ms->hint_root)
+		ms->hint_seen = 1;
+	parent = BPF_CORE_READ(d, d_parent);
+	if (parent == d)
+		return 1;
+	ms->d = (__u64)parent;
 	return 0;
 }
 
@@ -586,14 +623,27 @@ static __always_inline struct fw_mount_pick fw_mount_for(struct fw_cpu *c, struc
 		/* Older kernels keep a list_head there: only the hint is used. */
 		ms->count = 2;
 	}
-	if (hint_ok)
-		r.mnt = hint;
-	else if (ms->whole)
-		r.mnt = (struct mount *)ms->whole;
-	else
+	if (ms->count == 1) {
 		r.mnt = (struct mount *)ms->first;
-	if (ms->count > 1)
+	} else {
+		/* Several: those whose root is an ancestor of d can show it. The
+		 * starting mount if it is one of them, else the deepest (a bind
+		 * mount of a subtree is the more specific view). */
+		ms->d = (__u64)d;
+		ms->deepest = -1;
+		ms->hint_seen = 0;
+		ms->hint_root = hint_ok ? (__u64)BPF_CORE_READ(hint, mnt.mnt_root) : 0;
+		bpf_loop(FW_DEPTH_MAX, fw_mclimb_step, 0, 0);
+		if (hint_ok && ms->hint_seen)
+			r.mnt = hint;
+		else if (ms->deepest >= 0)
+			r.mnt = (struct mount *)ms->mnts[ms->deepest & (FW_CANDS - 1)];
+		else if (ms->whole)
+			r.mnt = (struct mount *)ms->whole;
+		else
+			r.mnt = (struct mount *)ms->first;
 		r.flags |= FW_F_MOUNT_GUESS;
+	}
 	if (!r.mnt)
 		r.flags |= FW_F_UNRESOLVED;
 	return r;

@@ -10,6 +10,7 @@ macro_rules! say {
 }
 
 mod capture;
+mod fswatch;
 mod gendocs;
 mod rules_cmd;
 mod rules_load;
@@ -35,6 +36,8 @@ enum Command {
     Rules(rules_cmd::RulesCommand),
     /// Capture syscalls, one event per syscall at exit; print a summary or JSON.
     Capture(capture::CaptureArgs),
+    /// Watch the file system: events with paths resolved in the kernel.
+    Fswatch(fswatch::FswatchArgs),
     /// Answer getpid() & co. from a read-only BPF map (see libharrier-bypass.so).
     #[command(subcommand)]
     Bypass(harrier_bypass::BypassCommand),
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Rules(cmd) => rules_cmd::run(cmd),
         Command::Capture(args) => capture::run(args),
+        Command::Fswatch(args) => fswatch::run(args),
         Command::Bypass(cmd) => harrier_bypass::run(cmd),
         Command::GenDocs(args) => gendocs::run(args),
     };

@@ -213,6 +213,11 @@ impl Watcher {
         })
     }
 
+    /// Bytes drained so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     pub fn uptime(&self) -> Duration {
         self.started.elapsed()
     }
