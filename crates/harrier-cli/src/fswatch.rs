@@ -120,7 +120,9 @@ impl Context_ {
                 let id = cg
                     .lines()
                     .filter_map(|l| l.splitn(3, ':').nth(2))
-                    .find_map(|p| harrier_state::container::id_from_cgroup(p).map(|(id, _)| id[..12].to_string()))
+                    .find_map(|p| {
+                        harrier_state::container::id_from_cgroup(p).map(|(id, _)| id[..12].to_string())
+                    })
                     .unwrap_or_else(|| "host".into());
                 (Arc::from(exe), Arc::from(id))
             })

@@ -22,7 +22,10 @@ fn assert_one_line_error(args: &[&str], needle: &str) {
 
 #[test]
 fn bad_input_gets_one_line() {
-    assert_one_line_error(&["/nonexistent/harrier-fswatch"], "/nonexistent/harrier-fswatch: No such file or directory");
+    assert_one_line_error(
+        &["/nonexistent/harrier-fswatch"],
+        "/nonexistent/harrier-fswatch: No such file or directory",
+    );
     assert_one_line_error(&["/proc"], "/proc: unsupported file system (proc)");
     assert_one_line_error(&["-e", "open,frob", "/tmp"], "unknown event 'frob'");
     assert_one_line_error(&["--format", "xml", "/tmp"], "unknown format 'xml'");
@@ -68,7 +71,20 @@ fn json_events_carry_the_listed_fields() {
     assert_eq!(r["event"], "rename");
     assert_eq!(r["path"], dir.join("b").to_string_lossy().as_ref());
     assert_eq!(r["source_path"], dir.join("a").to_string_lossy().as_ref());
-    for k in ["pid", "tid", "comm", "exe", "uid", "gid", "user", "inode", "device", "mount_id", "container_id", "ret"] {
+    for k in [
+        "pid",
+        "tid",
+        "comm",
+        "exe",
+        "uid",
+        "gid",
+        "user",
+        "inode",
+        "device",
+        "mount_id",
+        "container_id",
+        "ret",
+    ] {
         assert!(!m[k].is_null(), "{k} missing: {m}");
     }
     assert_eq!(m["pid"], std::process::id());

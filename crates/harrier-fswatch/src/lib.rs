@@ -11,8 +11,8 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
-pub mod wire;
 mod watcher;
+pub mod wire;
 
 pub use watcher::{Stats, Watcher};
 pub use wire::FsEvent;

@@ -157,7 +157,8 @@ impl Watcher {
         for name in wanted.iter().rev() {
             let obj = w.skel.object();
             let mut progs = obj.progs_mut();
-            let p = progs.find(|p| p.name() == *name).ok_or_else(|| anyhow!("BPF program {name} is missing"))?;
+            let p =
+                progs.find(|p| p.name() == *name).ok_or_else(|| anyhow!("BPF program {name} is missing"))?;
             w.links.push(p.attach().with_context(|| format!("attaching {name}"))?);
         }
         Ok(w)

@@ -30,7 +30,8 @@ pub fn mount_tmpfs(at: &Path) {
 
 pub fn bind_mount(from: &Path, to: &Path) {
     let (s, d) = (c(from), c(to));
-    let rc = unsafe { libc::mount(s.as_ptr(), d.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
+    let rc =
+        unsafe { libc::mount(s.as_ptr(), d.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
     assert_eq!(rc, 0, "bind {} on {}: {}", from.display(), to.display(), std::io::Error::last_os_error());
 }
 
