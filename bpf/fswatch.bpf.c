@@ -29,7 +29,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 filter_tgid = 0;	/* 0: every process */
 const volatile __u32 event_mask = 0;	/* 1 << FW_EV_* */
 const volatile bool watch_all = 0;	/* no PATH: everything is watched */
-const volatile bool recursive = 1;	/* else only a watched inode and its directory's entries */
+const volatile bool recursive = 1;
+const volatile bool follow = 1;	/* an entry renamed out of the watched tree stays watched */	/* else only a watched inode and its directory's entries */
 const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 
@@ -68,6 +69,7 @@ struct fw_plan {
 	__u32 watched;
 	__u64 ino;
 	__s32 pos[2];		/* start of each path; -1: no such path */
+	__u32 watched_b[2];	/* per path */
 };
 
 /* A scan of the mounts of one super block (fw_mount_for). */
@@ -730,6 +732,7 @@ __noinline int fw_path(__u32 b)
 	pl->pos[b] = fw_walk(c, b, d, mp.mnt, t, pos, depth);
 	pl->flags |= (c->walk.flags | mp.flags | pl->extra[b]) << shift;
 	pl->watched |= c->walk.watched;
+	pl->watched_b[b] = c->walk.watched;
 	if (!b) {
 		struct mount *m = mp.mnt; /* a local: BPF_CORE_READ would relocate mp.mnt too */
 
@@ -981,6 +984,14 @@ int BPF_PROG(fw_sys_exit, struct pt_regs *regs, long ret)
 	if (!pl->watched) {
 		c->stats.filtered++;
 		return 0;
+	}
+	/* --follow: moved out of the watched tree, the entry itself is watched
+	 * from now on (its descendants too, by the ancestor check). */
+	if (follow && s.cls == FW_C_MOVE && pl->watched_b[1] && !pl->watched_b[0]) {
+		struct fw_key k = { .dev = pl->dev, .ino = pl->ino };
+		__u32 one = 1;
+
+		bpf_map_update_elem(&watched, &k, &one, BPF_ANY);
 	}
 	fw_emit(s.kind, nr, ret);
 	return 0;

@@ -27,7 +27,7 @@ pub struct FswatchArgs {
     /// Only the watched inodes and their directories' entries.
     #[arg(long)]
     no_recursive: bool,
-    /// Keep following files moved out of a watched tree (the default; not implemented yet).
+    /// Keep watching entries renamed out of a watched tree (the default).
     #[arg(long, overrides_with = "no_follow")]
     follow: bool,
     #[arg(long)]

@@ -113,6 +113,7 @@ impl Watcher {
         rodata.event_mask = cfg.events;
         rodata.watch_all = cfg.paths.is_empty();
         rodata.recursive = cfg.recursive;
+        rodata.follow = cfg.follow;
         rodata.aring_mask = cfg.buffer_size as u64 - 1;
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
 

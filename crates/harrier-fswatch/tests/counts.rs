@@ -70,3 +70,28 @@ fn no_recursive_sees_entries_of_a_watched_directory_only() {
     let st = watcher.stop(|_| {}).unwrap();
     assert_eq!(st.kernel.filtered, 1, "{}", st.report());
 }
+
+#[test]
+fn no_follow_forgets_a_file_moved_out() {
+    if !bpf_available() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let m = TmpMount::new("nofollow");
+    let (w, out) = (m.root.join("w"), m.root.join("out"));
+    mkdir(&w);
+    mkdir(&out);
+    let cfg = Config {
+        paths: vec![w.clone()],
+        events: parse_events("rename,setattr").unwrap(),
+        follow: false,
+        pid: Some(std::process::id()),
+        ..Config::default()
+    };
+    let mut watcher = Watcher::start(&cfg).unwrap();
+    std::fs::create_dir(w.join("d")).unwrap();
+    std::fs::rename(w.join("d"), out.join("d")).unwrap();
+    ok(unsafe { libc::chmod(c(out.join("d")).as_ptr(), 0o700) } as i64, "chmod");
+    let got: Vec<(String, String)> = drain(&mut watcher).into_iter().map(|s| (s.kind, s.path)).collect();
+    assert_eq!(got, [("rename".to_string(), out.join("d").to_string_lossy().into_owned())]);
+}
