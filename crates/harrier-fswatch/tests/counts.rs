@@ -46,9 +46,16 @@ fn drops_with_the_reader_stopped_are_counted_exactly() {
     assert_eq!(st.received, received.len() as u64);
     assert_eq!(st.received + k.drops(), N, "received + dropped = produced: {}", st.report());
     assert!(k.drops_ring_full > 0, "the ring must have overflowed: {}", st.report());
-    // What was received is the first events, in order, exact.
-    for (i, p) in received.iter().enumerate() {
-        assert_eq!(p, &w.join(format!("d{i}")).to_string_lossy(), "event {i}");
+    // What was received is exact and in time order (a ring that filled up
+    // on one CPU may still take later events on another: gaps are allowed).
+    let mut last = None;
+    for p in &received {
+        let n: u64 = p
+            .strip_prefix(&format!("{}/d", w.display()))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected path {p:?}"));
+        assert!(last.is_none_or(|l| n > l), "{p} after d{last:?}");
+        last = Some(n);
     }
 }
 
