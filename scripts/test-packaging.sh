@@ -42,6 +42,7 @@ EXPECTED=(
   usr/share/harrier/rules/harrier_rules.yaml
   usr/share/man/man1/harrier.1.gz
   usr/share/man/man1/harrier-capture.1.gz
+  usr/share/man/man1/harrier-fswatch.1.gz
   usr/share/man/man1/harrier-bypass.1.gz
   usr/share/man/man1/harrier-bypass-start.1.gz
   usr/share/man/man1/harrier-bypass-stop.1.gz

@@ -9,7 +9,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
-mod aring;
+pub mod aring;
 pub mod attach;
 pub mod kfilter;
 mod merge;

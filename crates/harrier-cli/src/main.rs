@@ -14,6 +14,7 @@ mod convert;
 mod export;
 mod file_out;
 mod filter;
+mod fswatch;
 mod gendocs;
 mod read_cmd;
 mod replay;
@@ -50,6 +51,8 @@ enum Command {
     Inspect(read_cmd::InspectArgs),
     /// Write a capture file's events in another format (Parquet).
     Export(export::ExportArgs),
+    /// Watch the file system: events with paths resolved in the kernel.
+    Fswatch(fswatch::FswatchArgs),
     /// Answer getpid() & co. from a read-only BPF map (see libharrier-bypass.so).
     #[command(subcommand)]
     Bypass(harrier_bypass::BypassCommand),
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         Command::Read(args) => read_cmd::read(args),
         Command::Inspect(args) => read_cmd::inspect(args),
         Command::Export(args) => export::export(args),
+        Command::Fswatch(args) => fswatch::run(args),
         Command::Bypass(cmd) => harrier_bypass::run(cmd),
         Command::GenDocs(args) => gendocs::run(args),
     };

@@ -18,11 +18,17 @@ fn writes_man_pages_and_completions() {
     let dir = scratch("ok");
     let out = Command::new(HARRIER).arg("gen-docs").arg(&dir).output().unwrap();
     let read = |p: &str| std::fs::read_to_string(dir.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
-    let pages: Vec<String> =
-        ["harrier", "harrier-capture", "harrier-bypass", "harrier-bypass-start", "harrier-run"]
-            .iter()
-            .map(|p| read(&format!("man/{p}.1")))
-            .collect();
+    let pages: Vec<String> = [
+        "harrier",
+        "harrier-capture",
+        "harrier-bypass",
+        "harrier-bypass-start",
+        "harrier-run",
+        "harrier-fswatch",
+    ]
+    .iter()
+    .map(|p| read(&format!("man/{p}.1")))
+    .collect();
     let comps: Vec<(&str, String)> = ["harrier", "_harrier", "harrier.fish"]
         .iter()
         .map(|c| (*c, read(&format!("completions/{c}"))))
@@ -35,10 +41,11 @@ fn writes_man_pages_and_completions() {
     assert!(pages[1].contains("\\-\\-syscalls"), "harrier-capture.1 lacks --syscalls");
     assert!(pages[3].contains("\\-\\-slots"), "harrier-bypass-start.1 lacks --slots");
     assert!(pages[4].contains("\\-\\-config"), "harrier-run.1 lacks --config");
-    // harrier, run, rules, rules check, capture, read, inspect, export, bypass and its 3.
-    assert_eq!(man_files, 12, "one page per visible command");
+    assert!(pages[5].contains("\\-\\-no\\-recursive"), "harrier-fswatch.1 lacks --no-recursive");
+    // harrier, run, rules, rules check, capture, convert, read, inspect, export, fswatch, bypass and its 3.
+    assert_eq!(man_files, 14, "one page per visible command");
     for (name, text) in &comps {
-        let all = ["run", "rules", "capture", "bypass"].iter().all(|c| text.contains(c));
+        let all = ["run", "rules", "capture", "fswatch", "bypass"].iter().all(|c| text.contains(c));
         assert!(all, "{name}: subcommands missing");
         assert!(!text.contains("gen-docs"), "{name} offers the hidden gen-docs");
     }

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * harrier fswatch's wire format, as seen from BPF.
+ * Mirrored by crates/harrier-fswatch/src/wire.rs.
+ *
+ * A record: struct hr_hdr (type = FW_EV_*), then struct fw_fixed, then one or
+ * two paths as u16 length + bytes: the path, and for rename and link the
+ * source (where the entry was, or the other name of the linked inode).
+ */
+#ifndef HARRIER_FSWATCH_H
+#define HARRIER_FSWATCH_H
+
+enum fw_event {
+	FW_EV_OPEN = 1,
+	FW_EV_MKDIR = 2,
+	FW_EV_LINK = 3,
+	FW_EV_RENAME = 4,
+	FW_EV_SETATTR = 5,
+	FW_EV_UNLINK = 6,
+	FW_EV_RMDIR = 7,
+	FW_EV_MODIFY = 8,
+	FW_EV_MAX = 9,
+};
+
+/* Per path: what could not be taken from kernel objects, or what is odd. */
+enum fw_flag {
+	FW_F_TRUNCATED = 1 << 0,	/* longer than FW_PATH_MAX bytes or FW_DEPTH_MAX steps: the front is cut */
+	FW_F_DELETED = 1 << 1,		/* the dentry is unhashed (unlinked) */
+	FW_F_DETACHED = 1 << 2,		/* the walk ended at a mount that is not the task's root */
+	FW_F_MEMFD = 1 << 3,		/* a disconnected dentry named memfd:... */
+	FW_F_UNRESOLVED = 1 << 4,	/* no kernel object found: the path is empty or partial */
+	FW_F_NAME_FROM_ARG = 1 << 5,	/* the last component comes from the syscall argument */
+	FW_F_MOUNT_GUESS = 1 << 6,	/* several mounts show this file system: one was picked */
+	FW_F_ALIAS_GUESS = 1 << 7,	/* the inode has several names (hard links): one was picked */
+	FW_F_DISCONNECTED = 1 << 8,	/* the walk reached the file system's root, not the mount's */
+	FW_F_CREATED = 1 << 9,		/* open: the entry was created (its directory changed) */
+	FW_F_SYMLINK = 1 << 10,		/* link: a symbolic link (no source path) */
+	FW_F_SOURCE_SHIFT = 16,		/* the source path's flags, shifted */
+};
+
+struct fw_fixed {
+	__s64 ret;
+	__u32 pid;	/* tgid */
+	__u32 uid;
+	__u32 gid;
+	__u32 flags;	/* fw_flag: path's low 16 bits, source's high 16 */
+	__u32 dev;	/* kernel dev_t (major << 20 | minor) of the path's inode */
+	__u32 mnt_id;
+	__u64 ino;
+	char comm[16];
+	__u32 nr;	/* the syscall */
+	__u32 pad;
+};
+
+enum fw_drop_reason {
+	FW_DROP_RING_FULL = 0,
+	FW_DROP_NO_RING = 1,
+	FW_DROP_MAX = 2,
+};
+
+/* Per-CPU counters; user space sums them. */
+struct fw_stats {
+	__u64 events;		/* events produced: delivered or dropped */
+	__u64 drops[FW_DROP_MAX];
+	__u64 filtered;		/* resolved, outside the watched paths: dropped in the kernel on purpose */
+	__u64 failed;		/* the syscall failed: nothing changed, nothing reported */
+	__u64 unresolved;	/* events carrying FW_F_UNRESOLVED */
+	__u64 no_entry;		/* an exit found no entry record (in flight at attach) */
+	__u64 slots_full;	/* more inodes changed in one syscall than FW_SLOTS */
+};
+
+#define FW_PATH_MAX	4096
+#define FW_DEPTH_MAX	2048	/* bpf_loop steps per walk: names and mount hops */
+#define FW_NAME_MAX	256
+#define FW_SLOTS	4	/* inodes whose ctime changed during one syscall */
+#define FW_MOUNTS_MAX	64	/* mounts of one super block looked at */
+#define FW_FIXED_END	(16 + 64)	/* header + struct fw_fixed */
+#define FW_EVENT_MAX	(FW_FIXED_END + 2 * (2 + FW_PATH_MAX))
+
+#endif

@@ -1,0 +1,97 @@
+//! End-to-end tests of `harrier fswatch`: bad input gets one line, and a
+//! live run prints JSON events with the fields the issue lists.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+const HARRIER: &str = env!("CARGO_BIN_EXE_harrier");
+
+fn fswatch(args: &[&str]) -> std::process::Output {
+    Command::new(HARRIER).arg("fswatch").args(args).env("RUST_BACKTRACE", "full").output().unwrap()
+}
+
+fn assert_one_line_error(args: &[&str], needle: &str) {
+    let out = fswatch(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?}: expected failure; stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: expected one line, got:\n{err}");
+    assert!(err.starts_with("harrier: error:"), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {needle:?} not in {err}");
+}
+
+#[test]
+fn bad_input_gets_one_line() {
+    assert_one_line_error(
+        &["/nonexistent/harrier-fswatch"],
+        "/nonexistent/harrier-fswatch: No such file or directory",
+    );
+    assert_one_line_error(&["/proc"], "/proc: unsupported file system (proc)");
+    assert_one_line_error(&["-e", "open,frob", "/tmp"], "unknown event 'frob'");
+    assert_one_line_error(&["--format", "xml", "/tmp"], "unknown format 'xml'");
+    assert_one_line_error(&["--resolution", "magic", "/tmp"], "unknown resolution mode 'magic'");
+    assert_one_line_error(&["--buffer-size", "1000", "/tmp"], "power of two");
+}
+
+#[test]
+fn json_events_carry_the_listed_fields() {
+    if !harrier_capture::testing::bpf_available() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("harrier-fswatch-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid = std::process::id().to_string();
+    let mut child = Command::new(HARRIER)
+        .args(["fswatch", "--format", "json", "--pid", &pid, "-e", "mkdir,rename"])
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The "watching" line comes once the programs are attached.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("watching"), "{line}");
+    std::fs::create_dir(dir.join("a")).unwrap();
+    std::fs::rename(dir.join("a"), dir.join("b")).unwrap();
+    std::fs::remove_dir(dir.join("b")).unwrap(); // rmdir is not selected
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let evs: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(evs.len(), 2, "{out}");
+    let (m, r) = (&evs[0], &evs[1]);
+    assert_eq!(m["event"], "mkdir");
+    assert_eq!(m["path"], dir.join("a").to_string_lossy().as_ref());
+    assert_eq!(r["event"], "rename");
+    assert_eq!(r["path"], dir.join("b").to_string_lossy().as_ref());
+    assert_eq!(r["source_path"], dir.join("a").to_string_lossy().as_ref());
+    for k in [
+        "pid",
+        "tid",
+        "comm",
+        "exe",
+        "uid",
+        "gid",
+        "user",
+        "inode",
+        "device",
+        "mount_id",
+        "container_id",
+        "ret",
+    ] {
+        assert!(!m[k].is_null(), "{k} missing: {m}");
+    }
+    assert_eq!(m["pid"], std::process::id());
+    assert_eq!(m["user"], "root");
+    assert_eq!(m["unresolved"], false);
+    assert_eq!(m["container_id"], "host");
+    let exe = std::env::current_exe().unwrap();
+    assert_eq!(m["exe"], exe.to_string_lossy().as_ref());
+    assert!(rest.contains("2 received, 0 dropped"), "{rest}");
+}

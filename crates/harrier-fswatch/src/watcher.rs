@@ -1,0 +1,233 @@
+//! A running watcher: the loaded BPF object, its per-CPU rings (the capture
+//! engine's reader, harrier_capture::aring) and its attachments.
+
+use crate::wire::{FsEvent, KernelStats};
+use crate::{validate, watch_key, Config};
+use anyhow::{anyhow, bail, Context, Result};
+use harrier_capture::aring::ArrayRings;
+use harrier_schema::wire::{ARING_DATA, ARING_SLACK};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags};
+use std::mem::MaybeUninit;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/fswatch.skel.rs"));
+}
+use skel::{FswatchSkel, FswatchSkelBuilder};
+
+/// tp_btf hooks that exist only on some kernels (fs/inode.c's timestamp
+/// tracepoints: 6.13+). Without them, events by path come out unresolved.
+const CTIME_HOOKS: [(&str, &str); 3] = [
+    ("fw_ctime_set", "inode_set_ctime_to_ts"),
+    ("fw_ctime_xchg", "ctime_ns_xchg"),
+    ("fw_ctime_skip", "ctime_xchg_skip"),
+];
+const ALWAYS: [&str; 2] = ["fw_sys_enter", "fw_sys_exit"];
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Stats {
+    pub duration_s: f64,
+    pub kernel: KernelStats,
+    /// Events read from the rings.
+    pub received: u64,
+    pub bytes: u64,
+    /// tp_btf hooks this kernel lacks (events by path are then unresolved).
+    pub missing_hooks: Vec<String>,
+}
+
+impl Stats {
+    pub fn report(&self) -> String {
+        let k = &self.kernel;
+        format!(
+            "{} events in {:.1}s: {} received, {} dropped (ring full {}, no ring {}); \
+             {} filtered out in the kernel, {} failed syscalls, {} unresolved, {} without entry record, \
+             {} inode slots full{}",
+            k.events,
+            self.duration_s,
+            self.received,
+            k.drops(),
+            k.drops_ring_full,
+            k.drops_no_ring,
+            k.filtered,
+            k.failed,
+            k.unresolved,
+            k.no_entry,
+            k.slots_full,
+            if self.missing_hooks.is_empty() {
+                String::new()
+            } else {
+                format!("; missing hooks: {}", self.missing_hooks.join(", "))
+            }
+        )
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
+pub struct Watcher {
+    // Field order is drop order: detach first, then free the object.
+    links: Vec<Link>,
+    rings: ArrayRings,
+    skel: FswatchSkel<'static>,
+    ncpus: usize,
+    started: Instant,
+    received: u64,
+    bytes: u64,
+    missing_hooks: Vec<String>,
+    /// Drained records, copied so they can be handed out in time order
+    /// across CPUs; reused, so a drain allocates nothing once warm.
+    arena: Vec<u8>,
+    order: Vec<(u64, u32, u32)>,
+}
+
+fn has_btf_tracepoint(name: &str) -> bool {
+    let c = std::ffi::CString::new(name).unwrap();
+    unsafe { libbpf_sys::libbpf_find_vmlinux_btf_id(c.as_ptr(), libbpf_sys::BPF_TRACE_RAW_TP) >= 0 }
+}
+
+fn privileges(e: libbpf_rs::Error) -> anyhow::Error {
+    if unsafe { libc::geteuid() } != 0 {
+        anyhow!("{e} (harrier fswatch needs root: CAP_BPF and CAP_PERFMON)")
+    } else {
+        anyhow!(e)
+    }
+}
+
+impl Watcher {
+    pub fn start(cfg: &Config) -> Result<Watcher> {
+        validate(cfg)?;
+        // Paths first: a bad one is a user error, not a load error.
+        let keys = cfg.paths.iter().map(|p| watch_key(p)).collect::<Result<Vec<_>>>()?;
+        harrier_capture::kernel::check(harrier_capture::kernel::CAPTURE)?;
+        let ncpus = libbpf_rs::num_possible_cpus().context("counting CPUs")?;
+
+        let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = FswatchSkelBuilder::default().open(storage).map_err(privileges)?;
+        let rodata = open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("no .rodata"))?;
+        rodata.filter_tgid = cfg.pid.unwrap_or(0);
+        rodata.event_mask = cfg.events;
+        rodata.watch_all = cfg.paths.is_empty();
+        rodata.recursive = cfg.recursive;
+        rodata.follow = cfg.follow;
+        rodata.aring_mask = cfg.buffer_size as u64 - 1;
+        rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
+
+        let mut missing_hooks = Vec::new();
+        let mut wanted: Vec<&str> = ALWAYS.to_vec();
+        for (prog, tp) in CTIME_HOOKS {
+            if has_btf_tracepoint(tp) {
+                wanted.push(prog);
+            } else {
+                missing_hooks.push(tp.to_string());
+            }
+        }
+        for mut p in open.open_object_mut().progs_mut() {
+            let name = p.name().to_string_lossy().into_owned();
+            p.set_autoload(wanted.contains(&name.as_str()));
+        }
+        open.maps.arings.set_value_size((ARING_DATA + cfg.buffer_size) as u32)?;
+        open.maps.arings.set_max_entries(ncpus as u32)?;
+        let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
+
+        for (dev, ino) in keys {
+            let mut k = [0u8; 16];
+            k[..4].copy_from_slice(&dev.to_ne_bytes());
+            k[8..].copy_from_slice(&ino.to_ne_bytes());
+            skel.maps.watched.update(&k, &1u32.to_ne_bytes(), MapFlags::ANY)?;
+        }
+        let rings = ArrayRings::map(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size)?;
+        let mut w = Watcher {
+            links: Vec::new(),
+            rings,
+            skel,
+            ncpus,
+            started: Instant::now(),
+            received: 0,
+            bytes: 0,
+            missing_hooks,
+            arena: Vec::new(),
+            order: Vec::new(),
+        };
+        // The ctime hooks before sys_enter: a syscall seen entering always
+        // has its inodes recorded.
+        for name in wanted.iter().rev() {
+            let obj = w.skel.object();
+            let mut progs = obj.progs_mut();
+            let p =
+                progs.find(|p| p.name() == *name).ok_or_else(|| anyhow!("BPF program {name} is missing"))?;
+            w.links.push(p.attach().with_context(|| format!("attaching {name}"))?);
+        }
+        Ok(w)
+    }
+
+    /// Hands every event drained from the rings to `f`, in time order
+    /// across CPUs within this drain.
+    pub fn drain(&mut self, mut f: impl FnMut(&FsEvent)) -> Result<usize> {
+        self.arena.clear();
+        self.order.clear();
+        let (arena, order) = (&mut self.arena, &mut self.order);
+        for i in 0..self.rings.count() {
+            self.rings.consume(i, &mut |rec: &[u8]| {
+                let ts = u64::from_le_bytes(rec[..8].try_into().unwrap());
+                order.push((ts, arena.len() as u32, rec.len() as u32));
+                arena.extend_from_slice(rec);
+            })?;
+        }
+        order.sort_unstable_by_key(|&(ts, off, _)| (ts, off));
+        for &(_, off, len) in order.iter() {
+            let rec = &arena[off as usize..(off + len) as usize];
+            self.received += 1;
+            self.bytes += rec.len() as u64;
+            match FsEvent::parse(rec) {
+                Ok(e) => f(&e),
+                Err(e) => bail!("a corrupt fswatch record: {e}"),
+            }
+        }
+        Ok(order.len())
+    }
+
+    pub fn kernel_stats(&self) -> Result<KernelStats> {
+        let v = self
+            .skel
+            .maps
+            .cpu_state
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
+            .ok_or_else(|| anyhow!("per-CPU state missing"))?;
+        let mut total = KernelStats::default();
+        for b in v.iter().take(self.ncpus) {
+            total.add(&KernelStats::from_bytes(&b[..KernelStats::SIZE]));
+        }
+        Ok(total)
+    }
+
+    pub fn stats(&self) -> Result<Stats> {
+        Ok(Stats {
+            duration_s: self.started.elapsed().as_secs_f64(),
+            kernel: self.kernel_stats()?,
+            received: self.received,
+            bytes: self.bytes,
+            missing_hooks: self.missing_hooks.clone(),
+        })
+    }
+
+    /// Bytes drained so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Detaches, drains what is left and returns the final counts.
+    pub fn stop(mut self, f: impl FnMut(&FsEvent)) -> Result<Stats> {
+        self.links.clear();
+        self.drain(f)?;
+        self.stats()
+    }
+}

@@ -1,0 +1,102 @@
+//! A tmpfs mounted for one test (always unmounted), raw syscalls, and event
+//! collection for the fswatch tests.
+#![allow(dead_code)]
+
+use harrier_fswatch::{Config, FsEvent, Watcher};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// A fresh tmpfs at /tmp/harrier-fswatch-PID-TAG, unmounted and removed on drop.
+pub struct TmpMount {
+    pub root: PathBuf,
+}
+
+impl TmpMount {
+    pub fn new(tag: &str) -> TmpMount {
+        let root = PathBuf::from(format!("/tmp/harrier-fswatch-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        mount_tmpfs(&root);
+        TmpMount { root }
+    }
+}
+
+pub fn mount_tmpfs(at: &Path) {
+    let src = CString::new("tmpfs").unwrap();
+    let dst = c(at);
+    let rc = unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), src.as_ptr(), 0, std::ptr::null()) };
+    assert_eq!(rc, 0, "mounting a tmpfs at {}: {}", at.display(), std::io::Error::last_os_error());
+}
+
+pub fn bind_mount(from: &Path, to: &Path) {
+    let (s, d) = (c(from), c(to));
+    let rc =
+        unsafe { libc::mount(s.as_ptr(), d.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
+    assert_eq!(rc, 0, "bind {} on {}: {}", from.display(), to.display(), std::io::Error::last_os_error());
+}
+
+pub fn umount(at: &Path) {
+    let d = c(at);
+    unsafe { libc::umount2(d.as_ptr(), libc::MNT_DETACH) };
+}
+
+impl Drop for TmpMount {
+    fn drop(&mut self) {
+        // Lazily: a mount below (bind, tmpfs) goes with it.
+        umount(&self.root);
+        let _ = std::fs::remove_dir(&self.root);
+    }
+}
+
+pub fn c(p: impl AsRef<Path>) -> CString {
+    CString::new(p.as_ref().as_os_str().as_bytes()).unwrap()
+}
+
+/// Checks a raw syscall's result.
+pub fn ok(rc: i64, what: &str) -> i64 {
+    assert!(rc >= 0, "{what}: {}", std::io::Error::last_os_error());
+    rc
+}
+
+/// (kind, path, source) of an event, paths as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub kind: String,
+    pub path: String,
+    pub source: Option<String>,
+    pub flags: u32,
+    pub ino: u64,
+    pub pid: u32,
+}
+
+impl Seen {
+    pub fn of(e: &FsEvent) -> Seen {
+        Seen {
+            kind: e.kind_name().to_string(),
+            path: String::from_utf8_lossy(e.path).into_owned(),
+            source: e.source.map(|s| String::from_utf8_lossy(s).into_owned()),
+            flags: e.flags,
+            ino: e.ino,
+            pid: e.pid,
+        }
+    }
+}
+
+pub fn watcher(paths: &[&Path], events: &str, recursive: bool) -> Watcher {
+    let cfg = Config {
+        paths: paths.iter().map(|p| p.to_path_buf()).collect(),
+        events: harrier_fswatch::parse_events(events).unwrap(),
+        recursive,
+        pid: Some(std::process::id()),
+        ..Config::default()
+    };
+    Watcher::start(&cfg).unwrap_or_else(|e| panic!("starting the watcher: {e:#}"))
+}
+
+/// Everything in the rings now. BPF writes an event before the syscall
+/// returns, so after an operation one drain sees all of its events.
+pub fn drain(w: &mut Watcher) -> Vec<Seen> {
+    let mut v = Vec::new();
+    w.drain(|e| v.push(Seen::of(e))).unwrap();
+    v
+}
