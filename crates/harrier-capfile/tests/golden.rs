@@ -78,6 +78,18 @@ fn current() -> Vec<u8> {
     w.finish().unwrap().0
 }
 
+/// The object with its keys in order: serde_json keeps insertion order when
+/// another crate of the workspace turns `preserve_order` on.
+fn sorted_keys(v: serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Object(m) => {
+            let b: std::collections::BTreeMap<String, serde_json::Value> = m.into_iter().collect();
+            serde_json::to_string(&b).unwrap()
+        }
+        v => v.to_string(),
+    }
+}
+
 /// One line per item: decoded events as `capture --json` prints them.
 fn render(bytes: &[u8]) -> String {
     let mut r = Reader::new(Cursor::new(bytes)).unwrap();
@@ -91,7 +103,7 @@ fn render(bytes: &[u8]) -> String {
                 format!("foreign {} {} {:?}", f.ts, f.name, f.params().collect::<Vec<_>>())
             }
             Some(Item::Event(b)) => match decode(b).unwrap() {
-                Event::Syscall(e) => e.to_json(0, "", off).to_string(),
+                Event::Syscall(e) => sorted_keys(e.to_json(0, "", off)),
                 Event::Meta(h, m) => format!("meta {} {} {m:?}", h.ts, h.tid),
             },
         };

@@ -131,7 +131,10 @@ fn reload(c: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &
     e.replace_rules(rules);
     say!("harrier: reloaded: {n} rules evaluated");
     if !missing.is_empty() {
-        say!("harrier: note: the new rules also need {}: restart harrier run to capture them", missing.join(", "));
+        say!(
+            "harrier: note: the new rules also need {}: restart harrier run to capture them",
+            missing.join(", ")
+        );
     }
 }
 
@@ -200,7 +203,8 @@ pub fn run(a: RunArgs) -> Result<()> {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
     let hup = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone()).context("installing signal handlers")?;
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing signal handlers")?;
 
     let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outputs(&c)?, c.rule_matching)));
     let (offset, start) = (engine.borrow().epoch_offset(), engine.borrow().capture_start_ns());
