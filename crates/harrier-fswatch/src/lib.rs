@@ -14,7 +14,7 @@
 mod watcher;
 pub mod wire;
 
-pub use watcher::{Stats, Watcher};
+pub use watcher::{missing_hooks, Stats, Watcher, HOOKS_SINCE};
 pub use wire::FsEvent;
 
 use anyhow::{bail, Context, Result};

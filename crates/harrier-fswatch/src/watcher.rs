@@ -84,6 +84,16 @@ pub struct Watcher {
     order: Vec<(u64, u32, u32)>,
 }
 
+/// The timestamp tracepoints (trace/events/timestamp.h) this kernel lacks.
+/// They hand over the inodes a directory-entry syscall changes; without them
+/// no path-taking event can be resolved from kernel objects.
+pub fn missing_hooks() -> Vec<&'static str> {
+    CTIME_HOOKS.iter().map(|(_, tp)| *tp).filter(|tp| !has_btf_tracepoint(tp)).collect()
+}
+
+/// The first mainline release with the timestamp tracepoints.
+pub const HOOKS_SINCE: &str = "6.13";
+
 fn has_btf_tracepoint(name: &str) -> bool {
     let c = std::ffi::CString::new(name).unwrap();
     unsafe { libbpf_sys::libbpf_find_vmlinux_btf_id(c.as_ptr(), libbpf_sys::BPF_TRACE_RAW_TP) >= 0 }
@@ -103,6 +113,13 @@ impl Watcher {
         // Paths first: a bad one is a user error, not a load error.
         let keys = cfg.paths.iter().map(|p| watch_key(p)).collect::<Result<Vec<_>>>()?;
         harrier_capture::kernel::check(harrier_capture::kernel::CAPTURE)?;
+        if let Some(tp) = missing_hooks().first() {
+            bail!(
+                "this kernel ({}) lacks the {tp} tracepoint, which harrier fswatch needs to resolve \
+                 paths from kernel objects: Linux {HOOKS_SINCE} or newer",
+                harrier_capture::kernel::release()
+            );
+        }
         let ncpus = libbpf_rs::num_possible_cpus().context("counting CPUs")?;
 
         let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =

@@ -19,7 +19,7 @@ fn mkdir(p: &Path) {
 
 #[test]
 fn drops_with_the_reader_stopped_are_counted_exactly() {
-    if !bpf_available() {
+    if !bpf_available() || !common::supported() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -61,7 +61,7 @@ fn drops_with_the_reader_stopped_are_counted_exactly() {
 
 #[test]
 fn no_recursive_sees_entries_of_a_watched_directory_only() {
-    if !bpf_available() {
+    if !bpf_available() || !common::supported() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -80,7 +80,7 @@ fn no_recursive_sees_entries_of_a_watched_directory_only() {
 
 #[test]
 fn no_follow_forgets_a_file_moved_out() {
-    if !bpf_available() {
+    if !bpf_available() || !common::supported() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

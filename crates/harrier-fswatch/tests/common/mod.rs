@@ -100,3 +100,20 @@ pub fn drain(w: &mut Watcher) -> Vec<Seen> {
     w.drain(|e| v.push(Seen::of(e))).unwrap();
     v
 }
+
+/// False on a kernel without the timestamp tracepoints, after checking that
+/// the watcher refuses to start there with one line naming the missing hook
+/// and the first kernel that has it.
+pub fn supported() -> bool {
+    if harrier_fswatch::missing_hooks().is_empty() {
+        return true;
+    }
+    let cfg = Config { pid: Some(std::process::id()), ..Config::default() };
+    let msg = format!("{:#}", Watcher::start(&cfg).err().expect("the watcher refuses this kernel"));
+    let want = format!(
+        "tracepoint, which harrier fswatch needs to resolve paths from kernel objects: Linux {} or newer",
+        harrier_fswatch::HOOKS_SINCE
+    );
+    assert!(msg.contains(&want) && !msg.contains('\n'), "{msg}");
+    false
+}
