@@ -16,6 +16,9 @@ mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mountpoint -q /dev/shm || { mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm; }
+# The guest's cgroup2 root leaves the cpu controller off for children; the
+# rules benchmark's quota group needs it (the host has cgroup v1's cpu).
+[ -e /sys/fs/cgroup/cgroup.subtree_control ] && { echo +cpu >/sys/fs/cgroup/cgroup.subtree_control; } 2>/dev/null
 export TMPDIR=/tmp
 export CI=true
 # Emulated CPUs run BPF 10-1000x slower: looping tests divide their counts.
