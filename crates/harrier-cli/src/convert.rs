@@ -15,6 +15,14 @@ use std::path::PathBuf;
 pub struct ConvertArgs {
     /// The legacy capture (.scap, gzip-compressed or not).
     input: PathBuf,
+    /// Write the converted capture here, as a Harrier capture file (`harrier read`, `run --replay`).
+    output: Option<PathBuf>,
+    /// zstd level of the written file.
+    #[arg(long, default_value_t = 3)]
+    compress_level: i32,
+    /// Write the file uncompressed.
+    #[arg(long)]
+    no_compress: bool,
     /// Print what was done per event type (merged, generic, foreign, skipped and why).
     #[arg(long)]
     stats: bool,
@@ -25,8 +33,19 @@ pub struct ConvertArgs {
 }
 
 pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
+    if let Some(out) = &args.output {
+        if args.json {
+            bail!("--json prints the stream; with an output file give --stats only");
+        }
+        let level = (!args.no_compress).then_some(args.compress_level);
+        let stats = crate::convert_file::write(&args.input, out, level)?;
+        if args.stats {
+            print!("{}", stats.table());
+        }
+        return Ok(());
+    }
     if !args.stats && !args.json {
-        bail!("nothing to do: give --stats and/or --json (writing a Harrier capture file comes with the file format)");
+        bail!("nothing to do: give an output file, --stats or --json");
     }
     let conv = Converter::open(&args.input).with_context(|| args.input.display().to_string())?;
     let out = std::io::stdout();

@@ -11,6 +11,7 @@ macro_rules! say {
 
 mod capture;
 mod convert;
+mod convert_file;
 mod export;
 mod file_out;
 mod filter;
@@ -85,6 +86,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if matches!(cli.command, Command::Read(_) | Command::Inspect(_) | Command::Convert(_)) {
+        // Printers end quietly when their reader goes (`harrier read F | head`), as
+        // Unix tools do. Not for the sensors: an HTTP output's closed socket must
+        // stay an error, not a signal.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Rules(cmd) => rules_cmd::run(cmd),
