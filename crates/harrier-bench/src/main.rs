@@ -51,6 +51,10 @@ enum Cmd {
         rounds: usize,
         #[arg(long, default_value = "../shared/data/falco-rules/falco_rules.yaml")]
         stable_rules: String,
+        /// Replay this capture file's events instead of recording a workload
+        /// (repeatable figures, and runs under callgrind, which cannot load BPF).
+        #[arg(long)]
+        events: Option<std::path::PathBuf>,
     },
     /// Legacy .scap conversion: events/s and bytes per syscall, legacy vs Harrier.
     Convert {
@@ -237,8 +241,8 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf, stop: bool) -> Result
     Ok(())
 }
 
-fn rules_cost(rounds: usize, stable: &str) -> Result<()> {
-    let rows = rules::measure(stable, rounds)?;
+fn rules_cost(rounds: usize, stable: &str, events: Option<&std::path::Path>) -> Result<()> {
+    let rows = rules::measure(stable, rounds, events)?;
     let t = report::Table {
         header: ["rules", "events", "alerts", "user-space ns/event (median)"].map(String::from).to_vec(),
         rows: rows
@@ -254,7 +258,7 @@ fn main() -> ExitCode {
     let r = match Cli::parse().command {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
         Cmd::Capture { rounds, quick, out, no_stop } => bench_capture(rounds, quick, out, !no_stop),
-        Cmd::RulesCost { rounds, stable_rules } => rules_cost(rounds, &stable_rules),
+        Cmd::RulesCost { rounds, stable_rules, events } => rules_cost(rounds, &stable_rules, events.as_deref()),
         Cmd::Convert { dir, rounds } => convert::run(&dir, rounds),
         Cmd::RulesLoad(args) => rules_load::run_cli(args),
         Cmd::Files { events, rounds, out } => files::run(events, rounds, &out),

@@ -8,7 +8,10 @@ use harrier_engine::state::EngineState;
 use harrier_engine::Engine;
 use harrier_outputs::Outputs;
 use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
+use harrier_capfile::Item;
+use harrier_state::snapshot::Snapshot;
 use std::cell::RefCell;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -45,19 +48,10 @@ fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Rows: (rule set, events, alerts, median ns per event).
-pub fn measure(stable_rules: &str, rounds: usize) -> Result<Vec<(String, usize, u64, f64)>> {
-    let stable = std::fs::read_to_string(stable_rules).with_context(|| format!("reading {stable_rules}"))?;
-    let sets: Vec<(String, Vec<(String, String)>)> = vec![
-        ("Falco stable rules".into(), vec![(stable_rules.to_string(), stable)]),
-        (
-            "Harrier default rules".into(),
-            vec![("harrier_rules.yaml".into(), harrier_rules::DEFAULT_RULES.into())],
-        ),
-    ];
-    // Record once, with the union of what both rule sets attach.
+/// Records the workload with the union of what the rule sets attach.
+fn record(sets: &[(String, Vec<(String, String)>)]) -> Result<Vec<Vec<u8>>> {
     let mut syscalls = Vec::new();
-    for (_, files) in &sets {
+    for (_, files) in sets {
         for s in harrier_engine::interest::interest(&load(files)?).syscalls {
             if !syscalls.iter().any(|x: &&harrier_schema::SyscallInfo| x.nr == s.nr) {
                 syscalls.push(s);
@@ -76,7 +70,43 @@ pub fn measure(stable_rules: &str, rounds: usize) -> Result<Vec<(String, usize, 
     session.drain()?;
     let stats = session.stop()?;
     anyhow::ensure!(stats.total_drops() == 0, "events were dropped while recording");
-    let events = Rc::try_unwrap(events).unwrap().into_inner();
+    Ok(Rc::try_unwrap(events).unwrap().into_inner())
+}
+
+/// The start snapshot and event records of a capture file (`harrier capture -w`).
+fn read_events(path: &Path) -> Result<(Option<Box<Snapshot>>, Vec<Vec<u8>>)> {
+    let mut r = harrier_capfile::Reader::open(path)
+        .with_context(|| format!("opening {}", path.display()))?
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let (mut snapshot, mut events) = (None, Vec::new());
+    while let Some(item) = r.next().map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))? {
+        match item {
+            Item::Event(b) => events.push(b.to_vec()),
+            Item::Snapshot(s) => snapshot = snapshot.or(Some(s)),
+            Item::Foreign(_) => {}
+        }
+    }
+    Ok((snapshot, events))
+}
+
+/// Rows: (rule set, events, alerts, median ns per event).
+pub fn measure(
+    stable_rules: &str,
+    rounds: usize,
+    events_file: Option<&Path>,
+) -> Result<Vec<(String, usize, u64, f64)>> {
+    let stable = std::fs::read_to_string(stable_rules).with_context(|| format!("reading {stable_rules}"))?;
+    let sets: Vec<(String, Vec<(String, String)>)> = vec![
+        ("Falco stable rules".into(), vec![(stable_rules.to_string(), stable)]),
+        (
+            "Harrier default rules".into(),
+            vec![("harrier_rules.yaml".into(), harrier_rules::DEFAULT_RULES.into())],
+        ),
+    ];
+    let (snapshot, events) = match events_file {
+        Some(f) => read_events(f)?,
+        None => (None, record(&sets)?),
+    };
     let mut rows = Vec::new();
     for (label, files) in &sets {
         let mut ns = Vec::new();
@@ -84,7 +114,11 @@ pub fn measure(stable_rules: &str, rounds: usize) -> Result<Vec<(String, usize, 
         for r in 0..rounds {
             eprintln!("rules-cost: round {}/{rounds}: {label}", r + 1);
             let mut state = EngineState::new();
-            state.scan_proc();
+            match &snapshot {
+                // The recorded processes are gone: their state comes from the file.
+                Some(s) => state.tables.restore(s),
+                None => state.scan_proc(),
+            }
             let mut engine = Engine::new(load(files)?, state, Outputs::new(1 << 20), RuleMatching::First);
             let t0 = thread_cpu_ns();
             for (i, e) in events.iter().enumerate() {

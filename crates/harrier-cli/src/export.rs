@@ -176,7 +176,7 @@ pub fn export(a: ExportArgs) -> Result<()> {
                     }
                     Err(_) => continue,
                 };
-                st.before(&v, bytes);
+                st.before(&v);
                 let (pid, comm) = st.who(v.header.tid);
                 let exe = st.state.tables.process(v.header.tid).map_or("", |p| &p.exe);
                 if let Ok(Event::Syscall(e)) = decode(bytes) {
@@ -184,7 +184,7 @@ pub fn export(a: ExportArgs) -> Result<()> {
                         row(&mut c, &host, exe, obj, Some(e.ret), false);
                     }
                 }
-                st.after(&v, bytes);
+                st.after(&v);
             }
             Item::Foreign(f) => {
                 let (pid, comm) = st.who(f.tid);

@@ -70,16 +70,16 @@ impl Replayed {
 
     /// Before looking at a syscall event (close is applied after, so that
     /// its fd is still named while it is looked at, as the engine does).
-    pub fn before(&mut self, v: &SyscallView, bytes: &[u8]) {
+    pub fn before(&mut self, v: &SyscallView) {
         if v.syscall.nr != self.close_nr {
-            self.state.apply(v, bytes);
+            self.state.apply(v);
         }
         self.tick();
     }
 
-    pub fn after(&mut self, v: &SyscallView, bytes: &[u8]) {
+    pub fn after(&mut self, v: &SyscallView) {
         if v.syscall.nr == self.close_nr {
-            self.state.apply(v, bytes);
+            self.state.apply(v);
         }
     }
 
@@ -147,7 +147,7 @@ pub fn read(a: ReadArgs) -> Result<()> {
                     }
                 };
                 num += 1;
-                st.before(&v, bytes);
+                st.before(&v);
                 let keep = filter.as_ref().is_none_or(|f| f.matches(&v, &st.state, num, &clock));
                 if keep {
                     let (pid, comm) = st.who(v.header.tid);
@@ -161,7 +161,7 @@ pub fn read(a: ReadArgs) -> Result<()> {
                         crate::text::syscall_line(&mut line, num, v.header.ts + epoch_offset, comm, &v);
                     }
                 }
-                st.after(&v, bytes);
+                st.after(&v);
             }
             Item::Foreign(f) => {
                 num += 1;

@@ -8,7 +8,7 @@ use harrier_rules::events::EventType;
 use harrier_rules::fields::{Field, FieldArg};
 use harrier_rules::value::{EventSource, Value};
 use harrier_schema::decode::Value as Param;
-use harrier_schema::view::SyscallView;
+use harrier_schema::view::{Known, SyscallView};
 use harrier_schema::TextKind;
 use std::cell::RefCell;
 use std::fmt::Write;
@@ -199,8 +199,8 @@ fn errno_name(e: i64) -> &'static str {
 
 /// Open-style flags of this event, if it has them (open, openat, openat2).
 fn open_flags(v: &SyscallView) -> Option<(u64, u64)> {
-    let flags = v.named("flags")?.as_i64()? as u64;
-    let mode = v.named("mode").and_then(|m| m.as_i64()).unwrap_or(0) as u64;
+    let flags = v.known(Known::Flags)?.as_i64()? as u64;
+    let mode = v.known(Known::Mode).and_then(|m| m.as_i64()).unwrap_or(0) as u64;
     matches!(v.syscall.name, "open" | "openat" | "openat2" | "creat").then_some((flags, mode))
 }
 
@@ -215,7 +215,7 @@ impl<S: StateView + ?Sized> Source<'_, S> {
         let num = match v.syscall.name {
             "open" | "openat" | "openat2" | "creat" | "socket" | "accept" | "accept4" | "dup" | "dup2"
             | "dup3" => (v.ret >= 0).then_some(v.ret as i32)?,
-            _ => v.named("fd")?.as_i64()? as i32,
+            _ => v.known(Known::Fd)?.as_i64()? as i32,
         };
         self.state.fd(self.tid, num)
     }
@@ -224,7 +224,7 @@ impl<S: StateView + ?Sized> Source<'_, S> {
     /// fullpath), so a closed or failed fd still has its name.
     fn event_fd_name(&self) -> Option<&[u8]> {
         let v = self.view?;
-        match v.named("fullpath") {
+        match v.known(Known::Fullpath) {
             Some(Param::Bytes(b)) if !b.is_empty() => Some(b),
             _ => None,
         }
@@ -401,7 +401,7 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 });
             }
             EvtBuffer | EvtBuflen => {
-                let Some(Param::Bytes(b)) = view.and_then(|v| v.named("data")) else { return };
+                let Some(Param::Bytes(b)) = view.and_then(|v| v.known(Known::Data)) else { return };
                 one(out, Some(if field == EvtBuffer { Value::Str(b) } else { Value::U64(b.len() as u64) }))
             }
             EvtRes => {
@@ -554,7 +554,7 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             FdNum => {
                 let n = self.fd().map(|f| f.num).or_else(|| {
                     let v = view?;
-                    match v.named("fd") {
+                    match v.known(Known::Fd) {
                         Some(p) => p.as_i64().map(|n| n as i32),
                         None => (v.ret >= 0 && self.event_fd_name().is_some()).then_some(v.ret as i32),
                     }
@@ -563,7 +563,7 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             }
             FdNameraw => {
                 // The path as the caller passed it (open's `path`), unlike fd.name.
-                let raw = view.and_then(|v| match v.named("path") {
+                let raw = view.and_then(|v| match v.known(Known::Path) {
                     Some(Param::Bytes(b)) if !b.is_empty() => Some(b),
                     _ => None,
                 });

@@ -49,17 +49,15 @@ impl EngineState {
         exit
     }
 
-    /// A syscall event: decoded and applied only if the state needs it, so the
-    /// common event costs a table lookup, not a decode.
-    pub fn apply(&mut self, v: &SyscallView, bytes: &[u8]) {
+    /// A syscall event, read in place; the common event, which no table needs,
+    /// costs one lookup.
+    pub fn apply(&mut self, v: &SyscallView) {
         if !self.wanted.get(v.syscall.nr as usize).copied().unwrap_or(false) {
             return;
         }
-        if let Ok(ev) = decode(bytes) {
-            self.tables.apply(&ev);
-            if matches!(v.syscall.name, "execve" | "execveat" | "setuid" | "setresuid" | "setreuid") {
-                self.warm_names(v.header.tid);
-            }
+        self.tables.apply_view(v);
+        if matches!(v.syscall.name, "execve" | "execveat" | "setuid" | "setresuid" | "setreuid") {
+            self.warm_names(v.header.tid);
         }
     }
 

@@ -4,7 +4,7 @@ use crate::wire::{Header, META_COMM, META_EXEC, META_EXIT, META_FORK, PARAMS_BAS
 use crate::{render, sockaddr, syscall_by_nr, ParamDesc, SyscallInfo, TextKind, Wire, GENERIC_ARGS};
 use serde_json::{json, Map, Value as Json};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Value<'a> {
     Int(i64),
     UInt(u64),

@@ -61,8 +61,16 @@ pub fn syscall_by_name(name: &str) -> Option<&'static SyscallInfo> {
 }
 
 pub fn syscall_by_nr(nr: u32) -> Option<&'static SyscallInfo> {
-    // The table is sorted by number with few gaps: binary search.
-    SYSCALLS.binary_search_by_key(&nr, |s| s.nr).ok().map(|i| &SYSCALLS[i])
+    // Called for every event: one array load, not a search.
+    static BY_NR: std::sync::OnceLock<Vec<u16>> = std::sync::OnceLock::new();
+    let by_nr = BY_NR.get_or_init(|| {
+        let mut t = vec![u16::MAX; MAX_SYSCALL_NR as usize + 1];
+        for (i, s) in SYSCALLS.iter().enumerate() {
+            t[s.nr as usize] = i as u16;
+        }
+        t
+    });
+    by_nr.get(nr as usize).filter(|&&i| i != u16::MAX).map(|&i| &SYSCALLS[i as usize])
 }
 
 /// Parameter names of the generic event.

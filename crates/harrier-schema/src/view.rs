@@ -2,12 +2,49 @@
 //! consumers (the rules engine): offsets are found once, values on demand.
 //! `decode::decode` builds owned lists instead and suits printing.
 
-use crate::decode::{DecodeError, Value};
+use crate::decode::{DecodeError, SyscallEvent, Value};
 use crate::wire::{Header, PARAMS_BASE};
 use crate::{syscall_by_nr, ParamDesc, SyscallInfo, Wire, GENERIC_ARGS};
 
-/// Parameters an event may have (typed events have at most a dozen).
-pub const MAX_PARAMS: usize = 16;
+/// Parameters an event may have (execve has the most: 19; a test keeps this true).
+pub const MAX_PARAMS: usize = 24;
+
+/// Parameters the per-event consumers read on most events. Their indexes are
+/// resolved once per syscall, so reading one costs two loads, not a search by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Known {
+    Fd,
+    Flags,
+    Mode,
+    Path,
+    Fullpath,
+    Data,
+}
+
+const KNOWN_NAMES: [(Known, &str); 6] = [
+    (Known::Fd, "fd"),
+    (Known::Flags, "flags"),
+    (Known::Mode, "mode"),
+    (Known::Path, "path"),
+    (Known::Fullpath, "fullpath"),
+    (Known::Data, "data"),
+];
+
+/// By syscall number, the index of each [`Known`] parameter (u8::MAX: none).
+fn known_slots() -> &'static [[u8; KNOWN_NAMES.len()]] {
+    static SLOTS: std::sync::OnceLock<Vec<[u8; KNOWN_NAMES.len()]>> = std::sync::OnceLock::new();
+    SLOTS.get_or_init(|| {
+        let mut t = vec![[u8::MAX; KNOWN_NAMES.len()]; crate::MAX_SYSCALL_NR as usize + 1];
+        for s in crate::SYSCALLS {
+            for (k, name) in KNOWN_NAMES {
+                if let Some(i) = s.params.and_then(|p| p.iter().position(|d| d.name == name)) {
+                    t[s.nr as usize][k as usize] = i as u8;
+                }
+            }
+        }
+        t
+    })
+}
 
 /// A syscall event, borrowed from its bytes.
 #[derive(Debug, Clone, Copy)]
@@ -93,7 +130,7 @@ impl<'a> SyscallView<'a> {
         let Some(&off) = self.offs.get(i).filter(|&&o| o != u16::MAX) else { return Value::Missing };
         let at = off as usize;
         let b = self.bytes;
-        let wire = wires(self.syscall).nth(i).unwrap_or(Wire::U64);
+        let wire = self.syscall.params.and_then(|p| p.get(i)).map_or(Wire::U64, |d| d.wire);
         let u32_at = |a: usize| u32::from_le_bytes(b[a..a + 4].try_into().unwrap());
         let u64_at = |a: usize| u64::from_le_bytes(b[a..a + 8].try_into().unwrap());
         match wire {
@@ -112,6 +149,62 @@ impl<'a> SyscallView<'a> {
     pub fn named(&self, name: &str) -> Option<Value<'a>> {
         self.index_of(name).map(|i| self.param(i))
     }
+
+    /// A [`Known`] parameter: what `named` gives, without the search.
+    pub fn known(&self, k: Known) -> Option<Value<'a>> {
+        let i = known_slots().get(self.syscall.nr as usize)?[k as usize];
+        (i != u8::MAX).then(|| self.param(i as usize))
+    }
+}
+
+/// A syscall event as a state table reads it: decoded into a list
+/// ([`SyscallEvent`], from files and tests) or viewed in place (live, no allocation).
+pub trait SyscallParams<'a> {
+    fn syscall(&self) -> &'static SyscallInfo;
+    fn tid(&self) -> u32;
+    fn ret(&self) -> i64;
+    fn value(&self, name: &str) -> Option<Value<'a>>;
+
+    fn int(&self, name: &str) -> Option<i64> {
+        self.value(name).and_then(|v| v.as_i64())
+    }
+
+    fn bytes(&self, name: &str) -> Option<&'a [u8]> {
+        match self.value(name)? {
+            Value::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> SyscallParams<'a> for SyscallView<'a> {
+    fn syscall(&self) -> &'static SyscallInfo {
+        self.syscall
+    }
+    fn tid(&self) -> u32 {
+        self.header.tid
+    }
+    fn ret(&self) -> i64 {
+        self.ret
+    }
+    fn value(&self, name: &str) -> Option<Value<'a>> {
+        self.named(name)
+    }
+}
+
+impl<'a> SyscallParams<'a> for SyscallEvent<'a> {
+    fn syscall(&self) -> &'static SyscallInfo {
+        self.syscall
+    }
+    fn tid(&self) -> u32 {
+        self.header.tid
+    }
+    fn ret(&self) -> i64 {
+        self.ret
+    }
+    fn value(&self, name: &str) -> Option<Value<'a>> {
+        self.param(name).copied()
+    }
 }
 
 #[cfg(test)]
@@ -119,6 +212,14 @@ mod tests {
     use super::*;
     use crate::decode::tests::event;
     use crate::decode::{decode, Event};
+
+    #[test]
+    fn every_typed_event_fits_a_view() {
+        for s in crate::SYSCALLS {
+            let n = s.params.map_or(GENERIC_ARGS.len(), |p| p.len());
+            assert!(n <= MAX_PARAMS, "{} has {n} parameters; MAX_PARAMS is {MAX_PARAMS}", s.name);
+        }
+    }
 
     #[test]
     fn a_view_reads_what_decode_reads() {
@@ -136,6 +237,9 @@ mod tests {
         for (i, (name, value)) in e.params.iter().enumerate() {
             assert_eq!(v.param(i), *value, "{name}");
             assert_eq!(v.named(name).as_ref(), Some(value));
+        }
+        for (k, name) in KNOWN_NAMES {
+            assert_eq!(v.known(k), v.named(name), "{name}");
         }
         assert_eq!(v.ret, 3);
         // Left out by the kernel (no room): Missing, as decode says.

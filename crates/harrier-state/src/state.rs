@@ -6,7 +6,8 @@ use crate::fd::{Fd, FdType, Tuple, L4};
 use crate::process::{Comm, Process};
 use crate::users::Users;
 use crate::IdMap;
-use harrier_schema::decode::{Event, Meta, SyscallEvent, Value};
+use harrier_schema::decode::{Event, Meta};
+use harrier_schema::view::{SyscallParams, SyscallView};
 use std::sync::Arc;
 
 const O_DIRECTORY: u64 = 0o200000;
@@ -49,6 +50,9 @@ pub struct State {
     relevant: Vec<bool>,
     /// Read unknown threads from /proc (off for tables rebuilt from a capture file).
     pub(crate) read_proc: bool,
+    /// Threads /proc did not have in this batch: their further events do not
+    /// read /proc again (a vanished process can leave many events behind).
+    not_in_proc: IdMap<u32, ()>,
 }
 
 /// The syscalls whose events change the tables.
@@ -112,6 +116,7 @@ impl State {
             stats: StateStats::default(),
             relevant,
             read_proc: true,
+            not_in_proc: IdMap::default(),
         }
     }
 
@@ -147,6 +152,7 @@ impl State {
 
     /// Call after each drained batch of events.
     pub fn end_batch(&mut self) {
+        self.not_in_proc.clear();
         let mut gone = std::mem::take(&mut self.exited_last_batch);
         for tid in gone.drain(..) {
             let Some(pid) = self.threads.remove(&tid) else { continue };
@@ -203,8 +209,8 @@ impl State {
     /// The process of `tid`, made from /proc if no event introduced it.
     fn proc_mut(&mut self, tid: u32) -> Option<&mut Process> {
         if !self.threads.contains_key(&tid) {
-            let found =
-                if self.read_proc { crate::procfs::read_process_of(tid, &mut self.containers) } else { None };
+            let look = self.read_proc && !self.not_in_proc.contains_key(&tid);
+            let found = if look { crate::procfs::read_process_of(tid, &mut self.containers) } else { None };
             match found {
                 Some((p, tids)) if !self.procs.contains_key(&p.pid) => self.insert_process(p, &tids),
                 Some((p, _)) => {
@@ -214,6 +220,9 @@ impl State {
                     }
                 }
                 None => {
+                    if look {
+                        self.not_in_proc.insert(tid, ());
+                    }
                     self.stats.unknown_threads += 1;
                     return None;
                 }
@@ -275,12 +284,17 @@ impl State {
         }
     }
 
-    fn apply_syscall(&mut self, e: &SyscallEvent) {
-        let tid = e.header.tid;
-        let ret = e.ret;
-        let name = e.syscall.name;
+    /// A syscall event read in place: what the live engine feeds, with no decode.
+    pub fn apply_view(&mut self, v: &SyscallView) {
+        self.apply_syscall(v)
+    }
+
+    fn apply_syscall<'a>(&mut self, e: &impl SyscallParams<'a>) {
+        let tid = e.tid();
+        let ret = e.ret();
+        let name = e.syscall().name;
         // Only a few syscalls change state; the rest cost one table lookup.
-        let relevant = self.relevant.get(e.syscall.nr as usize).copied().unwrap_or(false);
+        let relevant = self.relevant.get(e.syscall().nr as usize).copied().unwrap_or(false);
         if !relevant || (ret < 0 && !(name == "connect" && ret == -EINPROGRESS)) {
             return;
         }
@@ -299,12 +313,12 @@ impl Default for State {
 
 /// Applies a state-changing syscall to its process; true if it named a
 /// descriptor the table did not hold.
-fn apply_to(p: &mut Process, e: &SyscallEvent) -> bool {
-    let ret = e.ret;
-    let name = e.syscall.name;
+fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>) -> bool {
+    let ret = e.ret();
+    let name = e.syscall().name;
     let mut unknown_fd = false;
-    let u = |n: &str| e.param(n).and_then(Value::as_i64).map(|v| v as u64);
-    let b = |n: &str| e.param(n).and_then(Value::as_bytes).filter(|b| !b.is_empty());
+    let u = |n: &str| e.int(n).map(|v| v as u64);
+    let b = |n: &str| e.bytes(n).filter(|b| !b.is_empty());
     let fd_of = |n: &str| u(n).map(|v| v as i32);
     let new_fd = ret as i32;
     match name {

@@ -257,7 +257,7 @@ pub fn run(mut o: Opts) -> Result<()> {
 
     // User-space cost per event first, on a machine without the load.
     let cost = if o.rules_cost_rounds > 0 {
-        crate::rules::measure(&o.rules[0], o.rules_cost_rounds)?
+        crate::rules::measure(&o.rules[0], o.rules_cost_rounds, None)?
     } else {
         Vec::new()
     };
