@@ -2,7 +2,7 @@
 CARGO ?= cargo
 HARRIER := target/release/harrier
 
-.PHONY: deps build run test test-kernels bench-capture bench-bypass bench-rules bench-files vmlinux clean
+.PHONY: deps build run test fuzz test-kernels bench-capture bench-bypass bench-rules bench-files vmlinux clean
 
 deps:
 	@bash scripts/deps.sh
@@ -17,8 +17,13 @@ run: build
 
 test: build
 	$(CARGO) test --release --locked --workspace
+	bash scripts/fuzz.sh
 	$(MAKE) -C bypass test
 	$(MAKE) test-packaging
+
+# Each cargo-fuzz target (rules, capfile, scap) for FUZZ_SECONDS (5; make test runs this).
+fuzz: deps
+	bash scripts/fuzz.sh
 
 # The suite again on Debian 12's 6.1 under qemu. Not in `make test` yet: the
 # emulated guest hung in 2 of 6 runs on 2026-11-23 (see README, Kernels).

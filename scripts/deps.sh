@@ -30,6 +30,8 @@ bash "$(dirname "$0")/deps-vm.sh"
 bash "$(dirname "$0")/deps-sysdig.sh"
 # DuckDB (PyPI, in a venv) reads the Parquet export in its test.
 bash "$(dirname "$0")/deps-duckdb.sh"
+# cargo-fuzz (pinned) for make test's short fuzz pass (scripts/fuzz.sh).
+bash "$(dirname "$0")/deps-fuzz.sh"
 
 # A distribution redis-server may have started itself: the benchmark runs its
 # own on a private port, so a service left running is not ours to stop.

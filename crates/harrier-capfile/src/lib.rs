@@ -29,6 +29,7 @@
 pub mod foreign;
 pub mod format;
 pub mod reader;
+mod upgrade;
 pub mod writer;
 
 pub use foreign::{Foreign, ForeignEvent};

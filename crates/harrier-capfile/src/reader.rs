@@ -9,6 +9,7 @@
 
 use crate::foreign::Foreign;
 use crate::format::*;
+use crate::SCHEMA_VERSION;
 use harrier_schema::wire::{Header, HEADER_LEN};
 use harrier_state::Snapshot;
 use std::fmt;
@@ -90,6 +91,8 @@ pub struct Reader<R> {
     /// Blocks were skipped by a seek: totals cannot be checked against the index.
     seeked: bool,
     stats: ReadStats,
+    /// A record of an older schema rewritten in the current layout.
+    upgraded: Vec<u8>,
 }
 
 impl Reader<BufReader<File>> {
@@ -178,6 +181,7 @@ impl<R: Read + Seek> Reader<R> {
             stop: None,
             failed: false,
             seeked: false,
+            upgraded: Vec::new(),
             stats: ReadStats::default(),
         })
     }
@@ -215,6 +219,10 @@ impl<R: Read + Seek> Reader<R> {
         Ok(Some(if foreign {
             // Checked in advance(); parse again to borrow (cheap, rare).
             Item::Foreign(Foreign::parse(rec).map_err(|m| Error { offset: self.block_at, msg: m })?)
+        } else if self.schema_version < SCHEMA_VERSION
+            && crate::upgrade::upgrade(self.schema_version, rec, &mut self.upgraded)
+        {
+            Item::Event(&self.upgraded)
         } else {
             Item::Event(rec)
         }))

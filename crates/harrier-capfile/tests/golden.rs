@@ -127,6 +127,11 @@ fn golden_files_of_every_schema_version_decode_as_recorded() {
     for e in std::fs::read_dir(dir()).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "hrcap") {
+            // An older schema's text is written once, when its file is added
+            // (golden_old.rs makes those files).
+            if std::env::var_os("UPDATE_GOLDEN").is_some() && !p.with_extension("txt").exists() {
+                std::fs::write(p.with_extension("txt"), render(&std::fs::read(&p).unwrap())).unwrap();
+            }
             let want = std::fs::read_to_string(p.with_extension("txt")).unwrap();
             let got = render(&std::fs::read(&p).unwrap());
             assert_eq!(got, want, "{}", p.display());
@@ -134,7 +139,7 @@ fn golden_files_of_every_schema_version_decode_as_recorded() {
         }
     }
     assert!(
-        checked.contains(&format!("schema-v{v}.hrcap")),
-        "no golden file for the current schema v{v}: {checked:?}"
+        (1..=v).all(|s| checked.contains(&format!("schema-v{s}.hrcap"))),
+        "a schema version 1..={v} has no golden file: {checked:?}"
     );
 }

@@ -3,16 +3,15 @@
 //! Trino... Typed columns for what every query needs, the common parameters
 //! as their own columns, the rest as one JSON text column.
 
-use crate::read_cmd::{open, say_stop, Replayed};
+use crate::capread::{Capture, Ev};
+use crate::read_cmd::Replayed;
 use anyhow::{bail, Context, Result};
 use arrow_array::builder::{
     BooleanBuilder, Int64Builder, StringBuilder, TimestampNanosecondBuilder, UInt32Builder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
-use harrier_capfile::Item;
 use harrier_schema::decode::{decode, Event};
-use harrier_schema::view::SyscallView;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -149,34 +148,19 @@ pub fn export(a: ExportArgs) -> Result<()> {
     if a.format != "parquet" {
         bail!("unknown export format '{}' (parquet is the one there is)", a.format);
     }
-    let mut r = open(&a.file)?;
+    let mut cap = Capture::open(&a.file)?;
     let out = std::fs::File::create(&a.output).with_context(|| format!("creating {}", a.output))?;
     let props =
         WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?)).build();
     let schema = schema();
     let mut w = ArrowWriter::try_new(out, schema.clone(), Some(props))?;
-    let (host, off) = (r.info.host.clone(), r.info.epoch_offset);
+    let (host, off) = (cap.r.info.host.clone(), cap.r.info.epoch_offset);
     let mut st = Replayed::default();
     let mut c = Cols::new();
     let mut rows = 0u64;
-    loop {
-        let item = match r.next() {
-            Ok(Some(i)) => i,
-            Ok(None) => break,
-            Err(e) => bail!("{}: {e}", a.file),
-        };
-        match item {
-            Item::Snapshot(s) => st.snapshot(&s),
-            Item::Event(bytes) => {
-                let v = match SyscallView::new(bytes) {
-                    Ok(Some(v)) => v,
-                    Ok(None) => {
-                        st.meta(bytes);
-                        continue;
-                    }
-                    Err(_) => continue,
-                };
-                st.before(&v);
+    cap.events(&mut st, |st, ev| {
+        match ev {
+            Ev::Syscall { v, bytes, .. } => {
                 let (pid, comm) = st.who(v.header.tid);
                 let exe = st.state.tables.process(v.header.tid).map_or("", |p| &p.exe);
                 if let Ok(Event::Syscall(e)) = decode(bytes) {
@@ -184,13 +168,12 @@ pub fn export(a: ExportArgs) -> Result<()> {
                         row(&mut c, &host, exe, obj, Some(e.ret), false);
                     }
                 }
-                st.after(&v);
             }
-            Item::Foreign(f) => {
+            Ev::Foreign { f, .. } => {
                 let (pid, comm) = st.who(f.tid);
                 let exe = st.state.tables.process(f.tid).map_or("", |p| &p.exe);
                 let ret = f.param("res").and_then(|s| s.parse().ok());
-                if let Json::Object(obj) = crate::text::foreign_json(&f, pid, comm, off) {
+                if let Json::Object(obj) = crate::text::foreign_json(f, pid, comm, off) {
                     row(&mut c, &host, exe, obj, ret, true);
                 }
             }
@@ -199,11 +182,11 @@ pub fn export(a: ExportArgs) -> Result<()> {
             rows += c.rows as u64;
             w.write(&c.batch(&schema)?)?;
         }
-    }
+        Ok(true)
+    })?;
     rows += c.rows as u64;
     w.write(&c.batch(&schema)?)?;
     w.close().with_context(|| format!("writing {}", a.output))?;
-    say_stop(&a.file, &r);
     say!("harrier: exported {rows} events to {}", a.output);
     Ok(())
 }

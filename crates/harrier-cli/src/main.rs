@@ -9,6 +9,7 @@ macro_rules! say {
     }};
 }
 
+mod capread;
 mod capture;
 mod convert;
 mod convert_file;

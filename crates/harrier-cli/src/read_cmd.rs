@@ -1,15 +1,15 @@
 //! `harrier read` and `harrier inspect`: a capture file's events as text or
 //! JSON (optionally filtered), or a summary of it.
 
+use crate::capread::{Capture, Ev};
 use crate::filter::{Clock, Filter};
-use anyhow::{bail, Context, Result};
-use harrier_capfile::{Item, Reader, Stop};
+use anyhow::{bail, Result};
+use harrier_capfile::{Item, Stop};
 use harrier_engine::state::EngineState;
 use harrier_schema::view::SyscallView;
 use harrier_state::{Snapshot, State};
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 
 #[derive(clap::Args)]
 pub struct ReadArgs {
@@ -30,13 +30,6 @@ pub struct InspectArgs {
     /// The summary as one JSON object.
     #[arg(long)]
     json: bool,
-}
-
-pub fn open(path: &str) -> Result<Reader<BufReader<File>>> {
-    match Reader::open(path).with_context(|| format!("opening {path}"))? {
-        Ok(r) => Ok(r),
-        Err(e) => bail!("{path}: {e}"),
-    }
 }
 
 /// Events applied to the state tables as the live engine applies them; the
@@ -96,20 +89,13 @@ impl Replayed {
     }
 }
 
-/// The reader's end: a note for a cut-off file.
-pub fn say_stop(path: &str, r: &Reader<BufReader<File>>) {
-    if let Some(Stop::Truncated { offset, reason }) = r.stop() {
-        say!(
-            "harrier: note: {path} is cut off at byte {offset}: {reason}; read up to there ({} events)",
-            r.stats().records
-        );
-    }
-}
-
 pub fn read(a: ReadArgs) -> Result<()> {
     let filter = a.filter.as_deref().map(Filter::compile).transpose()?;
-    let mut r = open(&a.file)?;
-    if r.schema_version != harrier_capfile::SCHEMA_VERSION {
+    let mut cap = Capture::open(&a.file)?;
+    let r = &cap.r;
+    // Older schemas are rewritten into the current layout by the reader; a
+    // newer one cannot be.
+    if r.schema_version > harrier_capfile::SCHEMA_VERSION {
         say!(
             "harrier: note: {} was written with event schema v{}, this build decodes v{}: layouts that changed may show wrong values",
             a.file, r.schema_version, harrier_capfile::SCHEMA_VERSION
@@ -120,36 +106,11 @@ pub fn read(a: ReadArgs) -> Result<()> {
     let mut st = Replayed::default();
     let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout());
     let mut line = String::with_capacity(512);
-    let mut num = 0u64;
-    let mut bad = 0u64;
-    loop {
-        let item = match r.next() {
-            Ok(Some(i)) => i,
-            Ok(None) => break,
-            Err(e) => {
-                let _ = out.flush();
-                bail!("{}: {e} (after {} events)", a.file, num);
-            }
-        };
+    let res = cap.events(&mut st, |st, ev| {
         line.clear();
-        match item {
-            Item::Snapshot(s) => st.snapshot(&s),
-            Item::Event(bytes) => {
-                let v = match SyscallView::new(bytes) {
-                    Ok(Some(v)) => v,
-                    Ok(None) => {
-                        st.meta(bytes);
-                        continue;
-                    }
-                    Err(_) => {
-                        bad += 1;
-                        continue;
-                    }
-                };
-                num += 1;
-                st.before(&v);
-                let keep = filter.as_ref().is_none_or(|f| f.matches(&v, &st.state, num, &clock));
-                if keep {
+        match ev {
+            Ev::Syscall { num, v, bytes } => {
+                if filter.as_ref().is_none_or(|f| f.matches(v, &st.state, num, &clock)) {
                     let (pid, comm) = st.who(v.header.tid);
                     if a.json {
                         if let Ok(harrier_schema::decode::Event::Syscall(e)) =
@@ -158,40 +119,34 @@ pub fn read(a: ReadArgs) -> Result<()> {
                             line.push_str(&e.to_json(pid, comm, epoch_offset).to_string());
                         }
                     } else {
-                        crate::text::syscall_line(&mut line, num, v.header.ts + epoch_offset, comm, &v);
+                        crate::text::syscall_line(&mut line, num, v.header.ts + epoch_offset, comm, v);
                     }
                 }
-                st.after(&v);
             }
-            Item::Foreign(f) => {
-                num += 1;
-                if filter.as_ref().is_none_or(|flt| flt.matches_foreign(&f, &st.state, num, &clock)) {
+            Ev::Foreign { num, f } => {
+                if filter.as_ref().is_none_or(|flt| flt.matches_foreign(f, &st.state, num, &clock)) {
                     let (pid, comm) = st.who(f.tid);
                     if a.json {
-                        line.push_str(&crate::text::foreign_json(&f, pid, comm, epoch_offset).to_string());
+                        line.push_str(&crate::text::foreign_json(f, pid, comm, epoch_offset).to_string());
                     } else {
-                        crate::text::foreign_line(&mut line, num, f.ts + epoch_offset, comm, &f);
+                        crate::text::foreign_line(&mut line, num, f.ts + epoch_offset, comm, f);
                     }
                 }
             }
         }
         if !line.is_empty() {
             line.push('\n');
-            if out.write_all(line.as_bytes()).is_err() {
-                return Ok(()); // closed stdout (| head)
-            }
+            // A closed stdout (| head) ends the read quietly.
+            return Ok(out.write_all(line.as_bytes()).is_ok());
         }
-    }
+        Ok(true)
+    });
     let _ = out.flush();
-    if bad > 0 {
-        say!("harrier: note: {bad} events of unknown type or layout skipped");
-    }
-    say_stop(&a.file, &r);
-    Ok(())
+    res
 }
 
 pub fn inspect(a: InspectArgs) -> Result<()> {
-    let mut r = open(&a.file)?;
+    let mut r = Capture::open(&a.file)?.r;
     let mut per: BTreeMap<String, u64> = BTreeMap::new();
     let (mut meta, mut snapshots, mut procs) = (0u64, 0u64, 0usize);
     let mut error = None;

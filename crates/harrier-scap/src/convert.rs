@@ -132,6 +132,11 @@ struct State {
     stats: Stats,
     out: Vec<u8>,
     scratch: Vec<u8>,
+    /// Children whose fork record was sent, and that record's buffer.
+    forked: std::collections::HashSet<u64>,
+    meta: Vec<u8>,
+    /// Threads of the process list (the start snapshot).
+    known: std::collections::HashSet<u64>,
 }
 
 type Sink<'s> = dyn FnMut(Converted<'_>) -> Result<(), SinkError> + 's;
@@ -299,6 +304,7 @@ impl State {
         }
         self.stats.entry("processes").snapshot += self.held.len() as u64;
         self.held_index.clear();
+        self.known.extend(self.held.iter().map(|p| p.tid));
         for p in std::mem::take(&mut self.held) {
             deliver(sink, Converted::Snapshot(Snapshot::Process(Box::new(p))))?;
         }
@@ -428,7 +434,9 @@ impl State {
         }
         let sc = self.syscall_of(ev).or_else(|| enter.as_ref().and_then(|e| self.syscall_of(e)));
         let r = match sc {
-            Some(sc) => self.syscall(sc, Some(ev), enter.as_ref(), sink),
+            Some(sc) => {
+                self.lifecycle(sc, ev, sink).and_then(|_| self.syscall(sc, Some(ev), enter.as_ref(), sink))
+            }
             None => {
                 self.stats.entry(info.name).foreign += 1;
                 let f = self.foreign(ev, enter.as_ref(), info.name.to_string());
@@ -441,6 +449,46 @@ impl State {
         }
         self.track_cwd(sc, ev);
         r
+    }
+
+    /// A fork or exec life-cycle record before the clone/execve exit that
+    /// caused it, as the sensor's sched tracepoints deliver them: once per
+    /// child, from whichever of the child's and the parent's exits comes first.
+    fn lifecycle(
+        &mut self,
+        sc: &'static SyscallInfo,
+        ev: &LegacyEvent,
+        sink: &mut Sink,
+    ) -> Result<(), ConvertError> {
+        match sc.name {
+            "clone" | "clone3" | "fork" | "vfork" => {
+                let flags = ev.int("flags").map_or(0, |f| values::clone_flags(f as u64));
+                let Some(child) = crate::lifecycle::fork(&mut self.meta, ev, flags, |t| t as u32) else {
+                    return Ok(());
+                };
+                if !self.forked.insert(child) {
+                    return Ok(());
+                }
+                self.stats.lifecycle += 1;
+                deliver(sink, Converted::Event(&self.meta))
+            }
+            "execve" | "execveat" => {
+                // A thread unknown so far gets its fork first, from the exit's ptid/pid.
+                if !self.known.contains(&ev.tid)
+                    && self.forked.insert(ev.tid)
+                    && crate::lifecycle::fork_before_exec(&mut self.meta, ev, |t| t as u32)
+                {
+                    self.stats.lifecycle += 1;
+                    deliver(sink, Converted::Event(&self.meta))?;
+                }
+                if !crate::lifecycle::exec(&mut self.meta, ev, ev.tid as u32) {
+                    return Ok(());
+                }
+                self.stats.lifecycle += 1;
+                deliver(sink, Converted::Event(&self.meta))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Per-thread working directory, to give relative opens their full path.

@@ -22,6 +22,7 @@
 mod convert;
 mod error;
 pub mod event;
+mod lifecycle;
 pub mod meta;
 pub mod snapshot;
 pub mod source;

@@ -48,6 +48,8 @@ pub struct Stats {
     pub unknown_blocks: u64,
     /// Thread ids above u32::MAX, cut to 32 bits.
     pub tids_truncated: u64,
+    /// Fork/exec life-cycle records synthesised from clone and execve exits.
+    pub lifecycle: u64,
 }
 
 impl Stats {
@@ -115,6 +117,9 @@ impl Stats {
             self.enters_merged,
             blocks.join(", ")
         );
+        if self.lifecycle > 0 {
+            let _ = writeln!(s, "fork/exec life-cycle records synthesised: {}", self.lifecycle);
+        }
         if self.unknown_blocks > 0 || self.tids_truncated > 0 {
             let _ = writeln!(
                 s,
