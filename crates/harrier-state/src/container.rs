@@ -22,6 +22,40 @@ pub struct Container {
     pub created: Arc<str>,
     /// Which runtime layout the id came from ("docker", "containerd", "cri-o", "podman", "runc").
     pub runtime: &'static str,
+    /// The Kubernetes pod the container belongs to, from the runtime's own
+    /// metadata (empty fields outside Kubernetes).
+    pub pod: Pod,
+}
+
+/// What a container runtime records about a container's Kubernetes pod: the
+/// CRI annotations in the OCI config (containerd: io.kubernetes.cri.sandbox-*,
+/// cri-o: io.kubernetes.pod.*) or docker's labels (io.kubernetes.pod.*).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pod {
+    pub name: Arc<str>,
+    pub namespace: Arc<str>,
+    pub uid: Arc<str>,
+    /// The pod sandbox's full container id.
+    pub sandbox_id: Arc<str>,
+}
+
+/// Where each pod field is written, by runtime: containerd's CRI annotations,
+/// then the io.kubernetes.* keys cri-o's annotations and docker's labels share.
+const POD_NAME: &[&str] = &["io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name"];
+const POD_NAMESPACE: &[&str] = &["io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace"];
+const POD_UID: &[&str] = &["io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"];
+const POD_SANDBOX: &[&str] =
+    &["io.kubernetes.cri.sandbox-id", "io.kubernetes.cri-o.SandboxID", "io.kubernetes.sandbox.id"];
+
+impl Pod {
+    /// Fills the fields still empty from a map of annotations or labels.
+    fn fill(&mut self, map: &Value) {
+        let first = |keys: &[&str]| keys.iter().find_map(|k| map[*k].as_str());
+        set(&mut self.name, first(POD_NAME));
+        set(&mut self.namespace, first(POD_NAMESPACE));
+        set(&mut self.uid, first(POD_UID));
+        set(&mut self.sandbox_id, first(POD_SANDBOX));
+    }
 }
 
 /// Runtime prefixes of systemd scope names and their runtime.
@@ -144,6 +178,7 @@ impl Containers {
             privileged: false,
             created: Arc::from(""),
             runtime,
+            pod: Pod::default(),
         };
         // Docker's own files name the image and the privileged flag.
         let docker = self.docker_dir.join("containers").join(full);
@@ -151,6 +186,7 @@ impl Containers {
             set(&mut c.name, cfg["Name"].as_str().map(|n| n.trim_start_matches('/')));
             set(&mut c.image, cfg["Config"]["Image"].as_str());
             set(&mut c.created, cfg["Created"].as_str());
+            c.pod.fill(&cfg["Config"]["Labels"]);
         }
         if let Some(host) = read_json(&docker.join("hostconfig.json")) {
             c.privileged = host["Privileged"].as_bool().unwrap_or(false);
@@ -179,6 +215,7 @@ impl Containers {
         }
         if let Some(spec) = bundle.and_then(|b| read_json(&b.join("config.json"))) {
             let ann = &spec["annotations"];
+            c.pod.fill(ann);
             let first = |keys: &[&str]| keys.iter().find_map(|k| ann[*k].as_str().filter(|s| !s.is_empty()));
             set(
                 &mut c.name,
@@ -276,7 +313,13 @@ mod tests {
         std::fs::create_dir_all(&bundle).unwrap();
         let state = serde_json::json!({"created": "2026-11-22T10:00:00Z", "config": {"labels": [format!("bundle={}", bundle.display())]}});
         std::fs::write(dir.join("run/runc/web1/state.json"), state.to_string()).unwrap();
-        let spec = serde_json::json!({"annotations": {"org.opencontainers.image.ref.name": "docker.io/library/busybox:1.36"}});
+        let spec = serde_json::json!({"annotations": {
+            "org.opencontainers.image.ref.name": "docker.io/library/busybox:1.36",
+            "io.kubernetes.cri.sandbox-name": "web-7d4b9c",
+            "io.kubernetes.cri.sandbox-namespace": "shop",
+            "io.kubernetes.cri.sandbox-uid": "0b1c2d3e-aaaa-bbbb-cccc-111122223333",
+            "io.kubernetes.cri.sandbox-id": ID,
+        }});
         std::fs::write(bundle.join("config.json"), spec.to_string()).unwrap();
         let mut cs =
             Containers { run_dir: dir.join("run"), docker_dir: dir.join("docker"), ..Default::default() };
@@ -286,7 +329,33 @@ mod tests {
         assert_eq!(&*c.image, "docker.io/library/busybox:1.36");
         assert_eq!(&*c.image_repository, "docker.io/library/busybox");
         assert_eq!(&*c.created, "2026-11-22T10:00:00Z");
+        let pod = &c.pod;
+        assert_eq!((&*pod.name, &*pod.namespace), ("web-7d4b9c", "shop"), "containerd's CRI annotations");
+        assert_eq!((&*pod.uid, &*pod.sandbox_id), ("0b1c2d3e-aaaa-bbbb-cccc-111122223333", ID));
         assert!(cs.lookup("/not-a-container").is_none());
+    }
+
+    #[test]
+    fn pods_from_docker_labels_and_cri_o_annotations() {
+        let mut pod = Pod::default();
+        pod.fill(&serde_json::json!({
+            "io.kubernetes.pod.name": "api-0",
+            "io.kubernetes.pod.namespace": "kube-system",
+            "io.kubernetes.pod.uid": "u-1",
+            "io.kubernetes.sandbox.id": "s-1",
+        }));
+        assert_eq!(
+            (&*pod.name, &*pod.namespace, &*pod.uid, &*pod.sandbox_id),
+            ("api-0", "kube-system", "u-1", "s-1")
+        );
+        let mut pod = Pod::default();
+        pod.fill(
+            &serde_json::json!({"io.kubernetes.pod.namespace": "ns", "io.kubernetes.cri-o.SandboxID": "s-2"}),
+        );
+        assert_eq!((&*pod.name, &*pod.namespace, &*pod.sandbox_id), ("", "ns", "s-2"), "cri-o");
+        let mut host = Pod::default();
+        host.fill(&serde_json::Value::Null);
+        assert_eq!(host, Pod::default(), "no metadata, no pod");
     }
 
     #[test]
