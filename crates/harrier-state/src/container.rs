@@ -58,6 +58,9 @@ impl Pod {
     }
 }
 
+/// How many lookups read a container's runtime files before empty metadata is kept.
+const READ_TRIES: u8 = 64;
+
 /// Runtime prefixes of systemd scope names and their runtime.
 const SCOPES: &[(&str, &str)] = &[
     ("docker-", "docker"),
@@ -105,6 +108,8 @@ pub struct Containers {
     pub(crate) by_id: HashMap<Arc<str>, Arc<Container>>,
     /// Cgroup leaves checked and found not to be plain runc containers.
     not_containers: HashMap<Box<str>, ()>,
+    /// Containers whose runtime files were not there yet: reads so far.
+    unread: HashMap<Arc<str>, u8>,
     /// Where runtime state lives; tests point it elsewhere.
     pub run_dir: PathBuf,
     pub docker_dir: PathBuf,
@@ -143,8 +148,19 @@ impl Containers {
         if let Some(c) = self.by_id.get(full) {
             return Some(c.clone());
         }
-        let c = Arc::new(self.read(full, runtime));
-        self.by_id.insert(c.full_id.clone(), c.clone());
+        let (c, found) = self.read(full, runtime);
+        let c = Arc::new(c);
+        // A container seen before its runtime wrote its state (runc init's own
+        // syscalls, before the entrypoint's exec) is read again at the next
+        // exec, a few times, instead of keeping empty metadata for good.
+        let tries = self.unread.entry(c.full_id.clone()).or_insert(0);
+        *tries += 1;
+        if found || *tries >= READ_TRIES {
+            self.unread.remove(&c.full_id);
+            self.by_id.insert(c.full_id.clone(), c.clone());
+        } else if self.unread.len() > 4096 {
+            self.unread.clear();
+        }
         Some(c)
     }
 
@@ -166,8 +182,8 @@ impl Containers {
     }
 
     /// What the runtime's files say about a container; fields stay empty
-    /// where nothing readable says more.
-    fn read(&self, full: &str, runtime: &'static str) -> Container {
+    /// where nothing readable says more. True if any of its files was found.
+    fn read(&self, full: &str, runtime: &'static str) -> (Container, bool) {
         let short = if is_hex64(full) { &full[..12] } else { full };
         let mut c = Container {
             id: short.into(),
@@ -182,7 +198,9 @@ impl Containers {
         };
         // Docker's own files name the image and the privileged flag.
         let docker = self.docker_dir.join("containers").join(full);
+        let mut found = false;
         if let Some(cfg) = read_json(&docker.join("config.v2.json")) {
+            found = true;
             set(&mut c.name, cfg["Name"].as_str().map(|n| n.trim_start_matches('/')));
             set(&mut c.image, cfg["Config"]["Image"].as_str());
             set(&mut c.created, cfg["Created"].as_str());
@@ -198,6 +216,7 @@ impl Containers {
         let containerd_ns = subdirs(&self.run_dir.join("containerd/runc"));
         for dir in states.iter().cloned().chain(containerd_ns.into_iter().map(|ns| ns.join(full))) {
             if let Some(st) = read_json(&dir.join("state.json")) {
+                found = true;
                 set(&mut c.created, st["created"].as_str());
                 bundle = st["config"]["labels"]
                     .as_array()
@@ -214,6 +233,7 @@ impl Containers {
             }
         }
         if let Some(spec) = bundle.and_then(|b| read_json(&b.join("config.json"))) {
+            found = true;
             let ann = &spec["annotations"];
             c.pod.fill(ann);
             let first = |keys: &[&str]| keys.iter().find_map(|k| ann[*k].as_str().filter(|s| !s.is_empty()));
@@ -244,7 +264,7 @@ impl Containers {
             c.name = c.full_id.clone();
         }
         c.image_repository = Arc::from(repository(&c.image));
-        c
+        (c, found)
     }
 }
 
@@ -333,6 +353,24 @@ mod tests {
         assert_eq!((&*pod.name, &*pod.namespace), ("web-7d4b9c", "shop"), "containerd's CRI annotations");
         assert_eq!((&*pod.uid, &*pod.sandbox_id), ("0b1c2d3e-aaaa-bbbb-cccc-111122223333", ID));
         assert!(cs.lookup("/not-a-container").is_none());
+    }
+
+    #[test]
+    fn a_container_seen_before_its_state_is_read_again() {
+        let dir = std::env::temp_dir().join(format!("harrier-state-early-{}", std::process::id()));
+        let mut cs =
+            Containers { run_dir: dir.join("run"), docker_dir: dir.join("docker"), ..Default::default() };
+        let cg = format!("/docker/{ID}");
+        let early = cs.lookup(&cg).expect("a docker-shaped cgroup");
+        assert_eq!((&*early.id, &*early.name), (&ID[..12], ""), "nothing written yet");
+        let cfg = dir.join("docker/containers").join(ID);
+        std::fs::create_dir_all(&cfg).unwrap();
+        let v2 = serde_json::json!({"Name": "/web", "Config": {"Image": "nginx:1", "Labels": {"io.kubernetes.pod.namespace": "prod"}}});
+        std::fs::write(cfg.join("config.v2.json"), v2.to_string()).unwrap();
+        let later = cs.lookup(&cg).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!((&*later.name, &*later.image, &*later.pod.namespace), ("web", "nginx:1", "prod"));
+        assert!(Arc::ptr_eq(&later, &cs.lookup(&cg).unwrap()), "then cached");
     }
 
     #[test]
