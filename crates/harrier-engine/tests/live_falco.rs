@@ -193,10 +193,12 @@ fn a_packet_socket_in_a_container_alerts_with_the_pod_fields() {
         return;
     }
     // busybox arping opens an AF_PACKET socket (CAP_NET_RAW given so it succeeds).
-    let mut ct = cri_container(
-        "/bin/busybox arping -c 1 -w 1 -I lo 127.0.0.1; /bin/busybox echo ready; /bin/busybox head -n 1",
-    )
-    .cap("CAP_NET_RAW");
+    // The pid in the script names this test's container among any others.
+    let script = format!(
+        "/bin/busybox arping -c 1 -w 1 -I lo 127.0.0.1; /bin/busybox echo ready-{}; /bin/busybox head -n 1",
+        std::process::id()
+    );
+    let mut ct = cri_container(&script).cap("CAP_NET_RAW");
     let Some(alerts) = alerts_during(|drain| {
         ct.start().unwrap();
         ct.wait_for("ready").unwrap();
@@ -210,8 +212,16 @@ fn a_packet_socket_in_a_container_alerts_with_the_pod_fields() {
         return;
     };
     let rule = "Packet socket created in container";
-    let hits: Vec<_> = alerts.iter().filter(|a| a.rule == rule).collect();
-    assert_eq!(hits.len(), 1, "the container's, not the host's: {hits:#?}");
+    let host = std::fs::read_to_string("/proc/self/comm").unwrap();
+    assert!(
+        by(&alerts, rule, "proc.name", host.trim()).is_empty(),
+        "the host's packet socket is not this rule's"
+    );
+    let hits: Vec<_> = alerts
+        .iter()
+        .filter(|a| a.rule == rule && field(a, "proc.cmdline") == "busybox arping -c 1 -w 1 -I lo 127.0.0.1")
+        .collect();
+    assert_eq!(hits.len(), 1, "{hits:#?}");
     let a = hits[0];
     assert_eq!((a.priority, field(a, "proc.name")), ("Notice", "busybox"));
     assert!(field(a, "evt.args").contains("domain=17"), "socket_info=%evt.args: {:?}", a.output_fields);
@@ -236,10 +246,12 @@ fn a_terminal_shell_as_a_containers_entrypoint_alerts() {
         return;
     }
     let name = format!("harrier-tty-{}", std::process::id());
-    let script = "/bin/busybox tty; /bin/busybox echo ready; /bin/busybox head -n 1";
-    let mut with_tty = Runc::new(&name, &format!("/{name}"), script, json!({})).unwrap().terminal();
+    // The pid in the script names this test's containers among any others.
+    let script =
+        format!("/bin/busybox tty; /bin/busybox echo ready-{}; /bin/busybox head -n 1", std::process::id());
+    let mut with_tty = Runc::new(&name, &format!("/{name}"), &script, json!({})).unwrap().terminal();
     let quiet = format!("harrier-notty-{}", std::process::id());
-    let mut without = Runc::new(&quiet, &format!("/{quiet}"), script, json!({})).unwrap();
+    let mut without = Runc::new(&quiet, &format!("/{quiet}"), &script, json!({})).unwrap();
     let mut out = String::new();
     let Some(alerts) = alerts_during(|drain| {
         with_tty.start().unwrap();
@@ -254,7 +266,8 @@ fn a_terminal_shell_as_a_containers_entrypoint_alerts() {
     };
     assert!(out.contains("/dev/pts/"), "the shell had a terminal: {out:?}");
     let rule = "Terminal shell in container";
-    let hits: Vec<_> = alerts.iter().filter(|a| a.rule == rule).collect();
+    let hits: Vec<_> =
+        alerts.iter().filter(|a| a.rule == rule && field(a, "proc.cmdline").contains(&script)).collect();
     assert_eq!(hits.len(), 1, "only the shell with a terminal: {hits:#?}");
     let a = hits[0];
     assert_eq!(a.priority, "Notice");
