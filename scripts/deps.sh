@@ -9,7 +9,7 @@ PACKAGES=(
   redis-server redis-tools                               # bench-capture workload
   inotify-tools linux-perf valgrind                      # comparisons and profiling
   fonts-dejavu-core                                      # text in benchmark charts
-  runc busybox-static                                    # harrier-state container test
+  runc busybox-static iproute2                           # container tests; ip: the live SSH rule test's network namespace
 )
 
 missing=()

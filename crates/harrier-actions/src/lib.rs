@@ -9,6 +9,7 @@ pub mod behaviour;
 pub mod generator;
 pub mod kit;
 pub mod receiver;
+pub mod runc;
 
 pub use actions::{Action, Kit, ACTIONS};
 pub use generator::{Generator, Round};

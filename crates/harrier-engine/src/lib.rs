@@ -153,6 +153,8 @@ impl Engine {
         let close = view.syscall.nr == CLOSE_NR;
         if !close {
             self.state.apply(&view);
+        } else {
+            self.state.tables.fd_name_changed = false; // a close renames nothing
         }
         self.evaluate(Some(&view), ty, view.header.tid, view.header.ts);
         if close {

@@ -136,6 +136,19 @@ pub fn supported(f: Field) -> bool {
             | ContainerImage
             | ContainerImageRepository
             | ContainerPrivileged
+            | FdNameChanged
+            | FdLip
+            | FdRip
+            | FdLport
+            | FdRport
+            | FdLnet
+            | FdRnet
+            | K8sNsName
+            | K8sPodName
+            | K8sPodId
+            | K8sPodUid
+            | K8sPodSandboxId
+            | K8sPodFullSandboxId
     )
 }
 
@@ -551,6 +564,20 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 };
                 one(out, v)
             }
+            K8sNsName | K8sPodName | K8sPodId | K8sPodUid | K8sPodSandboxId | K8sPodFullSandboxId => {
+                let Some(c) = self.state.container(self.tid) else { return };
+                let v = match field {
+                    K8sNsName => c.pod_namespace,
+                    K8sPodName => c.pod_name,
+                    K8sPodId | K8sPodUid => c.pod_uid,
+                    // Falco shortens ids as it does container.id.
+                    K8sPodSandboxId => &c.pod_sandbox_id[..c.pod_sandbox_id.len().min(12)],
+                    _ => c.pod_sandbox_id,
+                };
+                // Outside Kubernetes these have no value: comparisons on them are false.
+                one(out, Some(Value::str(v)).filter(|_| !v.is_empty()))
+            }
+            FdNameChanged => one(out, self.fd().map(|_| Value::Bool(self.state.fd_name_changed()))),
             FdNum => {
                 let n = self.fd().map(|f| f.num).or_else(|| {
                     let v = view?;
@@ -593,7 +620,7 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 one(out, t.map(|(name, c)| Value::str(if field == FdType { name } else { c })))
             }
             FdIp | FdCip | FdSip | FdPort | FdCport | FdSport | FdL4proto | FdSockfamily | FdIsServer
-            | FdNet | FdCnet | FdSnet => {
+            | FdNet | FdCnet | FdSnet | FdLip | FdRip | FdLport | FdRport | FdLnet | FdRnet => {
                 let Some(f) = self.fd() else { return };
                 if field == FdSockfamily {
                     return one(out, f.sockfamily.map(Value::str));
@@ -615,6 +642,11 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     FdCport => one(out, Some(Value::U64(t.cport as u64))),
                     FdSport => one(out, Some(Value::U64(t.sport as u64))),
                     FdL4proto => one(out, Some(Value::str(t.l4proto))),
+                    // Local and remote by the socket's role: a server's local end is the server.
+                    FdLip | FdLnet => one(out, Some(Value::Ip(if t.is_server { t.sip } else { t.cip }))),
+                    FdRip | FdRnet => one(out, Some(Value::Ip(if t.is_server { t.cip } else { t.sip }))),
+                    FdLport => one(out, Some(Value::U64(if t.is_server { t.sport } else { t.cport } as u64))),
+                    FdRport => one(out, Some(Value::U64(if t.is_server { t.cport } else { t.sport } as u64))),
                     _ => one(out, Some(Value::Bool(t.is_server))),
                 }
             }

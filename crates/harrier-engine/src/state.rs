@@ -2,7 +2,7 @@
 //! field extraction reads.
 
 use crate::view::{ContainerInfo, FdInfo, ProcInfo, StateView, Tuple, UserInfo};
-use harrier_schema::decode::{decode, Event, Meta};
+use harrier_schema::decode::{decode, Event, Meta, Value as Param};
 use harrier_schema::view::SyscallView;
 use harrier_state::fd::FdType;
 use harrier_state::{Process, State, STATE_SYSCALLS};
@@ -52,6 +52,16 @@ impl EngineState {
     /// A syscall event, read in place; the common event, which no table needs,
     /// costs one lookup.
     pub fn apply(&mut self, v: &SyscallView) {
+        self.tables.fd_name_changed = false;
+        if matches!(v.syscall.name, "sendto" | "sendmsg") {
+            // Frequent: read from the view, never decoded (see State::apply_send).
+            if let (true, Some(fd), Some(Param::Bytes(addr))) =
+                (v.ret >= 0, v.named("fd").and_then(|f| f.as_i64()), v.named("addr"))
+            {
+                self.tables.apply_send(v.header.tid, fd as i32, addr);
+            }
+            return;
+        }
         if !self.wanted.get(v.syscall.nr as usize).copied().unwrap_or(false) {
             return;
         }
@@ -160,7 +170,15 @@ impl StateView for EngineState {
             image: &c.image,
             image_repository: &c.image_repository,
             privileged: Some(c.privileged),
+            pod_name: &c.pod.name,
+            pod_namespace: &c.pod.namespace,
+            pod_uid: &c.pod.uid,
+            pod_sandbox_id: &c.pod.sandbox_id,
         })
+    }
+
+    fn fd_name_changed(&self) -> bool {
+        self.tables.fd_name_changed
     }
 }
 

@@ -76,6 +76,12 @@ pub struct ContainerInfo<'a> {
     pub image: &'a str,
     pub image_repository: &'a str,
     pub privileged: Option<bool>,
+    /// The Kubernetes pod (empty outside Kubernetes: the k8s.* fields then have no value).
+    pub pod_name: &'a str,
+    pub pod_namespace: &'a str,
+    pub pod_uid: &'a str,
+    /// The pod sandbox's full container id.
+    pub pod_sandbox_id: &'a str,
 }
 
 /// The state tables, as extraction needs them. Lookups are cheap borrows.
@@ -89,4 +95,9 @@ pub trait StateView {
     fn group(&self, gid: u32) -> Option<&str>;
     /// The container thread `tid`'s process runs in (None: the host).
     fn container(&self, tid: u32) -> Option<ContainerInfo<'_>>;
+    /// Falco's fd.name_changed: the event being evaluated renamed the fd it
+    /// names (state is applied before the rules see an event).
+    fn fd_name_changed(&self) -> bool {
+        false
+    }
 }

@@ -22,7 +22,44 @@ pub struct Container {
     pub created: Arc<str>,
     /// Which runtime layout the id came from ("docker", "containerd", "cri-o", "podman", "runc").
     pub runtime: &'static str,
+    /// The Kubernetes pod the container belongs to, from the runtime's own
+    /// metadata (empty fields outside Kubernetes).
+    pub pod: Pod,
 }
+
+/// What a container runtime records about a container's Kubernetes pod: the
+/// CRI annotations in the OCI config (containerd: io.kubernetes.cri.sandbox-*,
+/// cri-o: io.kubernetes.pod.*) or docker's labels (io.kubernetes.pod.*).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pod {
+    pub name: Arc<str>,
+    pub namespace: Arc<str>,
+    pub uid: Arc<str>,
+    /// The pod sandbox's full container id.
+    pub sandbox_id: Arc<str>,
+}
+
+/// Where each pod field is written, by runtime: containerd's CRI annotations,
+/// then the io.kubernetes.* keys cri-o's annotations and docker's labels share.
+const POD_NAME: &[&str] = &["io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name"];
+const POD_NAMESPACE: &[&str] = &["io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace"];
+const POD_UID: &[&str] = &["io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"];
+const POD_SANDBOX: &[&str] =
+    &["io.kubernetes.cri.sandbox-id", "io.kubernetes.cri-o.SandboxID", "io.kubernetes.sandbox.id"];
+
+impl Pod {
+    /// Fills the fields still empty from a map of annotations or labels.
+    fn fill(&mut self, map: &Value) {
+        let first = |keys: &[&str]| keys.iter().find_map(|k| map[*k].as_str());
+        set(&mut self.name, first(POD_NAME));
+        set(&mut self.namespace, first(POD_NAMESPACE));
+        set(&mut self.uid, first(POD_UID));
+        set(&mut self.sandbox_id, first(POD_SANDBOX));
+    }
+}
+
+/// How many lookups read a container's runtime files before empty metadata is kept.
+const READ_TRIES: u8 = 64;
 
 /// Runtime prefixes of systemd scope names and their runtime.
 const SCOPES: &[(&str, &str)] = &[
@@ -71,6 +108,8 @@ pub struct Containers {
     pub(crate) by_id: HashMap<Arc<str>, Arc<Container>>,
     /// Cgroup leaves checked and found not to be plain runc containers.
     not_containers: HashMap<Box<str>, ()>,
+    /// Containers whose runtime files were not there yet: reads so far.
+    unread: HashMap<Arc<str>, u8>,
     /// Where runtime state lives; tests point it elsewhere.
     pub run_dir: PathBuf,
     pub docker_dir: PathBuf,
@@ -109,8 +148,19 @@ impl Containers {
         if let Some(c) = self.by_id.get(full) {
             return Some(c.clone());
         }
-        let c = Arc::new(self.read(full, runtime));
-        self.by_id.insert(c.full_id.clone(), c.clone());
+        let (c, found) = self.read(full, runtime);
+        let c = Arc::new(c);
+        // A container seen before its runtime wrote its state (runc init's own
+        // syscalls, before the entrypoint's exec) is read again at the next
+        // exec, a few times, instead of keeping empty metadata for good.
+        let tries = self.unread.entry(c.full_id.clone()).or_insert(0);
+        *tries += 1;
+        if found || *tries >= READ_TRIES {
+            self.unread.remove(&c.full_id);
+            self.by_id.insert(c.full_id.clone(), c.clone());
+        } else if self.unread.len() > 4096 {
+            self.unread.clear();
+        }
         Some(c)
     }
 
@@ -132,8 +182,8 @@ impl Containers {
     }
 
     /// What the runtime's files say about a container; fields stay empty
-    /// where nothing readable says more.
-    fn read(&self, full: &str, runtime: &'static str) -> Container {
+    /// where nothing readable says more. True if any of its files was found.
+    fn read(&self, full: &str, runtime: &'static str) -> (Container, bool) {
         let short = if is_hex64(full) { &full[..12] } else { full };
         let mut c = Container {
             id: short.into(),
@@ -144,13 +194,17 @@ impl Containers {
             privileged: false,
             created: Arc::from(""),
             runtime,
+            pod: Pod::default(),
         };
         // Docker's own files name the image and the privileged flag.
         let docker = self.docker_dir.join("containers").join(full);
+        let mut found = false;
         if let Some(cfg) = read_json(&docker.join("config.v2.json")) {
+            found = true;
             set(&mut c.name, cfg["Name"].as_str().map(|n| n.trim_start_matches('/')));
             set(&mut c.image, cfg["Config"]["Image"].as_str());
             set(&mut c.created, cfg["Created"].as_str());
+            c.pod.fill(&cfg["Config"]["Labels"]);
         }
         if let Some(host) = read_json(&docker.join("hostconfig.json")) {
             c.privileged = host["Privileged"].as_bool().unwrap_or(false);
@@ -162,6 +216,7 @@ impl Containers {
         let containerd_ns = subdirs(&self.run_dir.join("containerd/runc"));
         for dir in states.iter().cloned().chain(containerd_ns.into_iter().map(|ns| ns.join(full))) {
             if let Some(st) = read_json(&dir.join("state.json")) {
+                found = true;
                 set(&mut c.created, st["created"].as_str());
                 bundle = st["config"]["labels"]
                     .as_array()
@@ -178,7 +233,9 @@ impl Containers {
             }
         }
         if let Some(spec) = bundle.and_then(|b| read_json(&b.join("config.json"))) {
+            found = true;
             let ann = &spec["annotations"];
+            c.pod.fill(ann);
             let first = |keys: &[&str]| keys.iter().find_map(|k| ann[*k].as_str().filter(|s| !s.is_empty()));
             set(
                 &mut c.name,
@@ -207,7 +264,7 @@ impl Containers {
             c.name = c.full_id.clone();
         }
         c.image_repository = Arc::from(repository(&c.image));
-        c
+        (c, found)
     }
 }
 
@@ -276,7 +333,13 @@ mod tests {
         std::fs::create_dir_all(&bundle).unwrap();
         let state = serde_json::json!({"created": "2026-11-22T10:00:00Z", "config": {"labels": [format!("bundle={}", bundle.display())]}});
         std::fs::write(dir.join("run/runc/web1/state.json"), state.to_string()).unwrap();
-        let spec = serde_json::json!({"annotations": {"org.opencontainers.image.ref.name": "docker.io/library/busybox:1.36"}});
+        let spec = serde_json::json!({"annotations": {
+            "org.opencontainers.image.ref.name": "docker.io/library/busybox:1.36",
+            "io.kubernetes.cri.sandbox-name": "web-7d4b9c",
+            "io.kubernetes.cri.sandbox-namespace": "shop",
+            "io.kubernetes.cri.sandbox-uid": "0b1c2d3e-aaaa-bbbb-cccc-111122223333",
+            "io.kubernetes.cri.sandbox-id": ID,
+        }});
         std::fs::write(bundle.join("config.json"), spec.to_string()).unwrap();
         let mut cs =
             Containers { run_dir: dir.join("run"), docker_dir: dir.join("docker"), ..Default::default() };
@@ -286,7 +349,51 @@ mod tests {
         assert_eq!(&*c.image, "docker.io/library/busybox:1.36");
         assert_eq!(&*c.image_repository, "docker.io/library/busybox");
         assert_eq!(&*c.created, "2026-11-22T10:00:00Z");
+        let pod = &c.pod;
+        assert_eq!((&*pod.name, &*pod.namespace), ("web-7d4b9c", "shop"), "containerd's CRI annotations");
+        assert_eq!((&*pod.uid, &*pod.sandbox_id), ("0b1c2d3e-aaaa-bbbb-cccc-111122223333", ID));
         assert!(cs.lookup("/not-a-container").is_none());
+    }
+
+    #[test]
+    fn a_container_seen_before_its_state_is_read_again() {
+        let dir = std::env::temp_dir().join(format!("harrier-state-early-{}", std::process::id()));
+        let mut cs =
+            Containers { run_dir: dir.join("run"), docker_dir: dir.join("docker"), ..Default::default() };
+        let cg = format!("/docker/{ID}");
+        let early = cs.lookup(&cg).expect("a docker-shaped cgroup");
+        assert_eq!((&*early.id, &*early.name), (&ID[..12], ""), "nothing written yet");
+        let cfg = dir.join("docker/containers").join(ID);
+        std::fs::create_dir_all(&cfg).unwrap();
+        let v2 = serde_json::json!({"Name": "/web", "Config": {"Image": "nginx:1", "Labels": {"io.kubernetes.pod.namespace": "prod"}}});
+        std::fs::write(cfg.join("config.v2.json"), v2.to_string()).unwrap();
+        let later = cs.lookup(&cg).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!((&*later.name, &*later.image, &*later.pod.namespace), ("web", "nginx:1", "prod"));
+        assert!(Arc::ptr_eq(&later, &cs.lookup(&cg).unwrap()), "then cached");
+    }
+
+    #[test]
+    fn pods_from_docker_labels_and_cri_o_annotations() {
+        let mut pod = Pod::default();
+        pod.fill(&serde_json::json!({
+            "io.kubernetes.pod.name": "api-0",
+            "io.kubernetes.pod.namespace": "kube-system",
+            "io.kubernetes.pod.uid": "u-1",
+            "io.kubernetes.sandbox.id": "s-1",
+        }));
+        assert_eq!(
+            (&*pod.name, &*pod.namespace, &*pod.uid, &*pod.sandbox_id),
+            ("api-0", "kube-system", "u-1", "s-1")
+        );
+        let mut pod = Pod::default();
+        pod.fill(
+            &serde_json::json!({"io.kubernetes.pod.namespace": "ns", "io.kubernetes.cri-o.SandboxID": "s-2"}),
+        );
+        assert_eq!((&*pod.name, &*pod.namespace, &*pod.sandbox_id), ("", "ns", "s-2"), "cri-o");
+        let mut host = Pod::default();
+        host.fill(&serde_json::Value::Null);
+        assert_eq!(host, Pod::default(), "no metadata, no pod");
     }
 
     #[test]

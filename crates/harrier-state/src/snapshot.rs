@@ -238,6 +238,8 @@ impl State {
                 privileged: c.privileged,
                 created: c.created.as_str().into(),
                 runtime,
+                // Capture files do not record pods (their snapshot layout is versioned).
+                pod: Default::default(),
             };
             self.containers.by_id.insert(c.full_id.clone(), Arc::new(c));
         }

@@ -53,6 +53,9 @@ pub struct State {
     /// Threads /proc did not have in this batch: their further events do not
     /// read /proc again (a vanished process can leave many events behind).
     not_in_proc: IdMap<u32, ()>,
+    /// Falco's fd.name_changed: the last syscall applied renamed the fd it
+    /// names (a connect, a bind, a datagram sent to a new destination).
+    pub fd_name_changed: bool,
 }
 
 /// The syscalls whose events change the tables.
@@ -100,10 +103,17 @@ pub const STATE_SYSCALLS: &[&str] = &[
     "setpgid",
 ];
 
+/// Syscalls the tables follow when they are captured (for the rules), but
+/// that are never attached for the state's sake alone: a datagram sent to a
+/// new destination renames its socket (Falco's fd.name_changed), and sends
+/// are too frequent to capture for that.
+pub const STATE_SYSCALLS_IF_CAPTURED: &[&str] = &["sendto", "sendmsg"];
+
 impl State {
     pub fn new() -> State {
         let mut relevant = vec![false; harrier_schema::MAX_SYSCALL_NR as usize + 1];
-        for nr in STATE_SYSCALLS.iter().filter_map(|n| harrier_schema::syscall_by_name(n)).map(|s| s.nr) {
+        let names = STATE_SYSCALLS.iter().chain(STATE_SYSCALLS_IF_CAPTURED);
+        for nr in names.filter_map(|n| harrier_schema::syscall_by_name(n)).map(|s| s.nr) {
             relevant[nr as usize] = true;
         }
         State {
@@ -117,6 +127,7 @@ impl State {
             relevant,
             read_proc: true,
             not_in_proc: IdMap::default(),
+            fd_name_changed: false,
         }
     }
 
@@ -290,6 +301,7 @@ impl State {
     }
 
     fn apply_syscall<'a>(&mut self, e: &impl SyscallParams<'a>) {
+        self.fd_name_changed = false;
         let tid = e.tid();
         let ret = e.ret();
         let name = e.syscall().name;
@@ -299,10 +311,49 @@ impl State {
             return;
         }
         let Some(p) = self.proc_mut(tid) else { return };
-        if apply_to(p, e) {
+        let mut renamed = false;
+        if apply_to(p, e, &mut renamed) {
             self.stats.unknown_fds += 1;
         }
+        self.fd_name_changed = renamed;
     }
+
+    /// A successful sendto/sendmsg with a destination address, applied
+    /// without decoding the event (the engine calls it from the event's
+    /// view): a socket that is not TCP takes the destination as its peer, as
+    /// Falco's does, which renames it if the destination is new. Sets and
+    /// returns [`State::fd_name_changed`]. Allocates only on a rename.
+    pub fn apply_send(&mut self, tid: u32, fd: i32, addr: &[u8]) -> bool {
+        self.fd_name_changed = false;
+        if let Some(f) = self.proc_mut(tid).and_then(|p| p.fds.get_mut(fd)) {
+            self.fd_name_changed = send_to(f, addr);
+        }
+        self.fd_name_changed
+    }
+}
+
+/// sendto/sendmsg to `addr` on `f`: see [`State::apply_send`]. True if renamed.
+fn send_to(f: &mut Fd, addr: &[u8]) -> bool {
+    let tcp = f.tuple.as_ref().is_some_and(|t| t.l4 == L4::Tcp);
+    if addr.len() < 2 || (tcp && !f.name.is_empty()) {
+        return false;
+    }
+    if let Some(t) = f.tuple.as_mut() {
+        let Some((ip, port)) = inet(addr) else { return false };
+        if t.dip == ip && t.dport == port && !f.name.is_empty() {
+            return false;
+        }
+        // A protocol still unknown is UDP: TCP cannot change its peer.
+        if t.l4 == L4::Unknown {
+            t.l4 = L4::Udp;
+        }
+    } else if f.typ != FdType::Unix || same_unix_path(&f.name, addr) {
+        // (checked without allocating: datagrams to /dev/log are frequent)
+        return false;
+    }
+    let old = f.name.clone();
+    set_addresses(f, None, Some(addr));
+    *old != *f.name
 }
 
 impl Default for State {
@@ -313,7 +364,8 @@ impl Default for State {
 
 /// Applies a state-changing syscall to its process; true if it named a
 /// descriptor the table did not hold.
-fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>) -> bool {
+/// `renamed` is set when the event changed the name of the fd it names.
+fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, renamed: &mut bool) -> bool {
     let ret = e.ret();
     let name = e.syscall().name;
     let mut unknown_fd = false;
@@ -406,7 +458,18 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>) -> bool {
             };
             let local = b("local");
             let peer = if name == "connect" { b("peer").or_else(|| b("addr")) } else { None };
+            let old = f.name.clone();
             set_addresses(f, local, peer);
+            *renamed = *old != *f.name;
+        }
+        "sendto" | "sendmsg" => {
+            let fd = fd_of("fd").unwrap_or(-1);
+            let Some(f) = p.fds.get_mut(fd) else {
+                return true;
+            };
+            if let Some(addr) = b("addr") {
+                *renamed = send_to(f, addr);
+            }
         }
         "accept" | "accept4" => {
             let listener = fd_of("fd").and_then(|fd| p.fds.get(fd));
@@ -556,6 +619,13 @@ fn inet(a: &[u8]) -> Option<([u8; 16], u16)> {
         _ => return None,
     }
     Some((ip, port))
+}
+
+/// Is `a` the unix sockaddr of a socket already named `name` (a path, not abstract)?
+fn same_unix_path(name: &str, a: &[u8]) -> bool {
+    let path = a.get(2..).unwrap_or_default();
+    let end = path.iter().position(|&c| c == 0).unwrap_or(path.len());
+    !name.is_empty() && end > 0 && name.as_bytes() == &path[..end]
 }
 
 fn unix_path(a: &[u8]) -> Option<String> {

@@ -81,7 +81,13 @@ fn bundle(dir: &Path, cgroup: &str) {
     // Rlimits fail on these machines (FINDINGS.md).
     spec["process"].as_object_mut().unwrap().remove("rlimits");
     spec["linux"]["cgroupsPath"] = json!(cgroup);
-    spec["annotations"] = json!({ "org.opencontainers.image.ref.name": IMAGE });
+    // containerd's CRI annotations name the pod (k8s.ns.name, k8s.pod.*).
+    spec["annotations"] = json!({
+        "org.opencontainers.image.ref.name": IMAGE,
+        "io.kubernetes.cri.sandbox-name": "web-0",
+        "io.kubernetes.cri.sandbox-namespace": "harrier-ns",
+        "io.kubernetes.cri.sandbox-uid": "9d1c2b3a-0000-4000-8000-000000000001",
+    });
     std::fs::write(&path, serde_json::to_vec_pretty(&spec).unwrap()).unwrap();
 }
 
@@ -165,7 +171,14 @@ fn runc_containers_get_their_id_and_image() {
     run_in(&full, &format!("/default/{full}"), |st| {
         let p = in_container(st);
         assert_eq!(p.container_id(), &full[..12], "containerd-shaped cgroup");
-        assert_eq!(p.container.as_ref().unwrap().runtime, "containerd");
+        let c = p.container.as_ref().unwrap();
+        assert_eq!(c.runtime, "containerd");
+        assert_eq!(
+            (&*c.pod.name, &*c.pod.namespace),
+            ("web-0", "harrier-ns"),
+            "the pod from the CRI annotations"
+        );
+        assert_eq!(&*c.pod.uid, "9d1c2b3a-0000-4000-8000-000000000001");
     });
     // Plain runc with a name: cgroup /<name>, state in /run/runc/<name>.
     let name = format!("harrier-ct-{}", std::process::id());

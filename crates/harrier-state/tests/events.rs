@@ -171,3 +171,43 @@ fn users_and_groups_resolve() {
     assert_eq!(&*s.users.user(0).unwrap().name, "root");
     assert_eq!(s.users.group(0), Some("root"));
 }
+
+/// Falco's fd.name_changed: a connect renames its socket, a datagram to a new
+/// destination renames a UDP socket, the same destination again does not, and
+/// a TCP socket keeps its peer whatever sendto names.
+#[test]
+fn fd_name_changed_follows_connect_and_datagram_destinations() {
+    let (mut s, _) = with_child();
+    apply(&mut s, &syscall(4, CHILD, "socket", 3, &[("domain", P::I(2)), ("type", P::I(2))]));
+    let dns = inet(53, [8, 8, 8, 8]);
+    let send = |n: u64, name: &str, fd: i64, a: &[u8]| {
+        syscall(n, CHILD, name, 12, &[("fd", P::I(fd)), ("size", P::I(12)), ("addr", P::B(a))])
+    };
+    apply(&mut s, &send(5, "sendto", 3, &dns));
+    assert!(s.fd_name_changed, "first destination");
+    assert_eq!(&*s.fd(CHILD, 3).unwrap().name, "0.0.0.0:0->8.8.8.8:53");
+    assert_eq!(s.fd(CHILD, 3).unwrap().tuple.as_ref().unwrap().l4, L4::Udp);
+    apply(&mut s, &send(6, "sendto", 3, &dns));
+    assert!(!s.fd_name_changed, "same destination");
+    let other = inet(53, [1, 1, 1, 1]);
+    assert!(s.apply_send(CHILD, 3, &other), "a new destination, applied from the view");
+    assert!(!s.apply_send(CHILD, 3, &other), "and again");
+    apply(&mut s, &send(7, "sendmsg", 3, &dns));
+    assert!(s.fd_name_changed, "sendmsg's destination");
+    apply(&mut s, &syscall(8, CHILD, "getpid", 0, &[]));
+    assert!(!s.fd_name_changed, "an event that names no fd");
+
+    apply(&mut s, &syscall(9, CHILD, "socket", 4, &[("domain", P::I(2)), ("type", P::I(1))]));
+    let (local, peer) = (inet(40000, [10, 0, 0, 1]), inet(443, [93, 184, 216, 34]));
+    let connect =
+        syscall(10, CHILD, "connect", 0, &[("fd", P::I(4)), ("local", P::B(&local)), ("peer", P::B(&peer))]);
+    apply(&mut s, &connect);
+    assert!(s.fd_name_changed, "connect names the socket");
+    apply(&mut s, &send(11, "sendto", 4, &dns));
+    assert!(!s.fd_name_changed, "a connected TCP socket keeps its peer");
+    assert_eq!(&*s.fd(CHILD, 4).unwrap().name, "10.0.0.1:40000->93.184.216.34:443");
+    let again =
+        syscall(12, CHILD, "connect", 0, &[("fd", P::I(4)), ("local", P::B(&local)), ("peer", P::B(&peer))]);
+    apply(&mut s, &again);
+    assert!(!s.fd_name_changed, "the same tuple again");
+}

@@ -1,0 +1,282 @@
+//! Falco's own stable rules against real behaviour under a live sensor (root):
+//! an ssh-named process connecting out to a non-standard port, a packet socket
+//! and a terminal shell inside a runc container (busybox-static), and the
+//! Kubernetes pod fields of a container whose OCI config carries containerd's
+//! CRI annotations. Alerts are picked by names unique to the test; negative
+//! cases run in the same session and must not alert.
+
+use harrier_actions::runc::Runc;
+use harrier_capture::testing::bpf_available;
+use harrier_capture::{AttachMode, Config, Session};
+use harrier_engine::state::EngineState;
+use harrier_engine::Engine;
+use harrier_outputs::sinks::Sink;
+use harrier_outputs::{Alert, Outputs};
+use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
+use serde_json::json;
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::process::Command;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// FALCO_RULES_DIR, else /work/shared/data/falco-rules (see tests/falco_stable.rs).
+fn falco_rules_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("FALCO_RULES_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    let fixed = PathBuf::from("/work/shared/data/falco-rules");
+    if fixed.join("falco_rules.yaml").exists() {
+        return Some(fixed);
+    }
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "Falco's rule files not found: set FALCO_RULES_DIR"
+    );
+    eprintln!("note: Falco's rule files not found (set FALCO_RULES_DIR); skipped");
+    None
+}
+
+/// Reads the pod fields of any process in a container, so the test can see them
+/// (Falco's stable rules print none of them).
+const POD_RULE: &str = r#"
+- rule: Harrier test pod fields
+  desc: the Kubernetes fields of a container's socket
+  condition: evt.type = socket and container and k8s.ns.name exists
+  output: pod %k8s.pod.name in %k8s.ns.name (uid %k8s.pod.uid sandbox %k8s.pod.sandbox_id) proc=%proc.name container=%container.id image=%container.image
+  priority: DEBUG
+"#;
+
+struct Collect(Arc<Mutex<Vec<Alert>>>);
+impl Sink for Collect {
+    fn send(&mut self, a: &Alert) -> anyhow::Result<()> {
+        self.0.lock().unwrap().push(a.clone());
+        Ok(())
+    }
+}
+
+/// Runs `work` under a live sensor with Falco's stable rules (and POD_RULE),
+/// every rule that matches an event reported; returns the alerts. `work` may
+/// call its argument to have the events so far evaluated at once (while a
+/// container still exists, as `harrier run` would have done).
+fn alerts_during(work: impl FnOnce(&mut dyn FnMut())) -> Option<Vec<Alert>> {
+    let dir = falco_rules_dir()?;
+    let p = dir.join("falco_rules.yaml");
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let opts = LoadOptions {
+        supported: Arc::new(harrier_engine::source::supported),
+        rule_matching: RuleMatching::All,
+        ..Default::default()
+    };
+    let files = [(p.display().to_string(), text), ("harrier_test.yaml".to_string(), POD_RULE.to_string())];
+    let rules = RuleSet::load(&files, &opts).expect("Falco's stable rules load");
+    let interest = harrier_engine::interest::interest(&rules);
+    let filter = harrier_engine::kfilter::derive(&rules, &interest.syscalls, &[]);
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let mut outs = Outputs::new(4096);
+    outs.add("collect", Box::new(Collect(got.clone())));
+    let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outs, RuleMatching::All)));
+    let mut cfg = Config::new(interest.syscalls);
+    cfg.attach = AttachMode::Dispatcher;
+    cfg.skip_missing = true;
+    cfg.kernel_filter = Some(filter);
+    let sink = engine.clone();
+    let mut session =
+        Session::start(&cfg, Box::new(move |b| sink.borrow_mut().on_event(b))).expect("sensor starts");
+    engine.borrow_mut().state.scan_proc();
+    work(&mut || session.drain().unwrap());
+    // The action's processes have exited: their events are in the rings.
+    session.drain().unwrap();
+    engine.borrow_mut().end_batch();
+    let stats = session.stop().unwrap();
+    assert_eq!(stats.total_drops(), 0, "no event lost");
+    let engine = Rc::try_unwrap(engine).ok().unwrap().into_inner();
+    engine.into_outputs().close(Duration::from_secs(5));
+    let v = got.lock().unwrap().clone();
+    Some(v)
+}
+
+fn field<'a>(a: &'a Alert, f: &str) -> &'a str {
+    a.output_fields.get(f).and_then(|v| v.as_str()).unwrap_or("")
+}
+
+fn by<'a>(alerts: &'a [Alert], rule: &str, f: &str, value: &str) -> Vec<&'a Alert> {
+    alerts.iter().filter(|a| a.rule == rule && field(a, f) == value).collect()
+}
+
+/// A non-blocking TCP connect to 198.51.100.7:PORT (TEST-NET-2, a public-looking
+/// address) from perl run as `prog` (a renamed copy: proc.exe is argv[0]), in a
+/// network namespace of its own whose only route leads to its loopback, from
+/// 203.0.113.2: the connect is left in progress (EINPROGRESS), as it is to a
+/// real remote host, whatever this machine's network.
+fn connect_out(prog: &std::path::Path, port: u16) {
+    let perl = r#"use Socket; use Fcntl;
+        socket(my $s, PF_INET, SOCK_STREAM, 0) or die "socket: $!";
+        fcntl($s, F_SETFL, O_NONBLOCK) or die "fcntl: $!";
+        connect($s, sockaddr_in($ARGV[0], inet_aton("198.51.100.7"))) and die "connected";
+        $!{EINPROGRESS} or die "connect: $!";
+        print "EINPROGRESS\n";"#;
+    let script = format!(
+        "ip link set lo up && ip addr add 203.0.113.2/32 dev lo && ip route add default dev lo src 203.0.113.2 && exec {} -e '{perl}' {port}",
+        prog.display()
+    );
+    let out =
+        Command::new("unshare").args(["-n", "bash", "-c", &script]).output().expect("unshare (util-linux)");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "EINPROGRESS",
+        "{} to port {port}: {} {}",
+        prog.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn an_ssh_connection_to_a_non_standard_port_alerts() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = harrier_actions::kit::Scratch::new("ssh").unwrap();
+    let ssh = dir.tool("/usr/bin/perl", "hr-ssh").unwrap();
+    let other = dir.tool("/usr/bin/perl", "hr-sshd-not").unwrap();
+    let Some(alerts) = alerts_during(|_| {
+        connect_out(&ssh, 443);
+        connect_out(&ssh, 22); // the standard port: not this rule's business
+        connect_out(&other, 443); // not an ssh client
+    }) else {
+        return;
+    };
+    const RULE: &str = "Disallowed SSH Connection Non Standard Port";
+    let hit = by(&alerts, RULE, "proc.name", "hr-ssh");
+    assert_eq!(
+        hit.len(),
+        1,
+        "one alert, for port 443: {:#?}",
+        alerts.iter().filter(|a| a.rule == RULE).collect::<Vec<_>>()
+    );
+    let a = hit[0];
+    assert_eq!(a.priority, "Notice");
+    assert!(a.output.starts_with("Disallowed SSH Connection | connection="), "{}", a.output);
+    let f = &a.output_fields;
+    assert_eq!(field(a, "fd.name").split_once("->").map(|x| x.1), Some("198.51.100.7:443"), "{f:?}");
+    assert!(field(a, "fd.name").starts_with("203.0.113.2:"), "{f:?}");
+    assert_eq!(
+        (f["fd.rport"].as_u64(), field(a, "fd.l4proto"), field(a, "evt.type")),
+        (Some(443), "tcp", "connect")
+    );
+    assert_eq!((field(a, "fd.type"), field(a, "proc.exepath")), ("ipv4", ssh.to_str().unwrap()));
+    assert_eq!(field(a, "user.name"), "root");
+    assert!(by(&alerts, RULE, "proc.name", "hr-sshd-not").is_empty(), "proc.exe must end with ssh");
+}
+
+/// A containerd-shaped container (cgroup /<namespace>/<id>, runc's name the
+/// full id) with the CRI annotations containerd writes for a pod.
+fn cri_container(script: &str) -> Runc {
+    let id = format!("{:016x}{:048x}", 0x6b38u64 + std::process::id() as u64, 0xfeedu64);
+    let ann = json!({
+        "io.kubernetes.cri.container-type": "container",
+        "io.kubernetes.cri.container-name": "tools",
+        "io.kubernetes.cri.image-name": "docker.io/library/busybox:1.35",
+        "io.kubernetes.cri.sandbox-name": "tools-6d5f7c9b8-hrtst",
+        "io.kubernetes.cri.sandbox-namespace": "harrier-test",
+        "io.kubernetes.cri.sandbox-uid": "2c9a3f0e-7b1d-4e55-9c1a-5f0e2d7b4a10",
+        "io.kubernetes.cri.sandbox-id": format!("{:064x}", 0x5a4d_b0c5u64),
+    });
+    Runc::new(&id, &format!("/k8s.io/{id}"), script, ann).unwrap()
+}
+
+#[test]
+fn a_packet_socket_in_a_container_alerts_with_the_pod_fields() {
+    if !bpf_available() {
+        return;
+    }
+    // busybox arping opens an AF_PACKET socket (CAP_NET_RAW given so it succeeds).
+    // The pid in the script names this test's container among any others.
+    let script = format!(
+        "/bin/busybox arping -c 1 -w 1 -I lo 127.0.0.1; /bin/busybox echo ready-{}; /bin/busybox head -n 1",
+        std::process::id()
+    );
+    let mut ct = cri_container(&script).cap("CAP_NET_RAW");
+    let Some(alerts) = alerts_during(|drain| {
+        ct.start().unwrap();
+        ct.wait_for("ready").unwrap();
+        drain();
+        ct.finish().unwrap();
+        // The host opens one too: the rule is about containers.
+        let s = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM, 0) };
+        assert!(s >= 0, "a packet socket on the host");
+        unsafe { libc::close(s) };
+    }) else {
+        return;
+    };
+    let rule = "Packet socket created in container";
+    let host = std::fs::read_to_string("/proc/self/comm").unwrap();
+    assert!(
+        by(&alerts, rule, "proc.name", host.trim()).is_empty(),
+        "the host's packet socket is not this rule's"
+    );
+    let hits: Vec<_> = alerts
+        .iter()
+        .filter(|a| a.rule == rule && field(a, "proc.cmdline") == "busybox arping -c 1 -w 1 -I lo 127.0.0.1")
+        .collect();
+    assert_eq!(hits.len(), 1, "{hits:#?}");
+    let a = hits[0];
+    assert_eq!((a.priority, field(a, "proc.name")), ("Notice", "busybox"));
+    assert!(field(a, "evt.args").contains("domain=17"), "socket_info=%evt.args: {:?}", a.output_fields);
+    assert_eq!(field(a, "evt.type"), "socket");
+    assert!(a.output.starts_with("Packet socket was created in a container | socket_info="), "{}", a.output);
+    let pod = by(&alerts, "Harrier test pod fields", "proc.name", "busybox");
+    assert!(!pod.is_empty(), "the pod rule saw the container's socket: {a:#?}");
+    assert_eq!(
+        (field(pod[0], "k8s.ns.name"), field(pod[0], "k8s.pod.name")),
+        ("harrier-test", "tools-6d5f7c9b8-hrtst"),
+        "{}",
+        pod[0].output
+    );
+    assert_eq!(field(pod[0], "k8s.pod.uid"), "2c9a3f0e-7b1d-4e55-9c1a-5f0e2d7b4a10");
+    assert_eq!(field(pod[0], "k8s.pod.sandbox_id"), &format!("{:064x}", 0x5a4d_b0c5u64)[..12]);
+    assert_eq!(field(pod[0], "container.image"), "docker.io/library/busybox:1.35", "CRI's image annotation");
+}
+
+#[test]
+fn a_terminal_shell_as_a_containers_entrypoint_alerts() {
+    if !bpf_available() {
+        return;
+    }
+    let name = format!("harrier-tty-{}", std::process::id());
+    // The pid in the script names this test's containers among any others.
+    let script =
+        format!("/bin/busybox tty; /bin/busybox echo ready-{}; /bin/busybox head -n 1", std::process::id());
+    let mut with_tty = Runc::new(&name, &format!("/{name}"), &script, json!({})).unwrap().terminal();
+    let quiet = format!("harrier-notty-{}", std::process::id());
+    let mut without = Runc::new(&quiet, &format!("/{quiet}"), &script, json!({})).unwrap();
+    let mut out = String::new();
+    let Some(alerts) = alerts_during(|drain| {
+        with_tty.start().unwrap();
+        out = with_tty.wait_for("ready").unwrap();
+        without.start().unwrap();
+        without.wait_for("ready").unwrap();
+        drain();
+        with_tty.finish().unwrap();
+        without.finish().unwrap();
+    }) else {
+        return;
+    };
+    assert!(out.contains("/dev/pts/"), "the shell had a terminal: {out:?}");
+    let rule = "Terminal shell in container";
+    let hits: Vec<_> =
+        alerts.iter().filter(|a| a.rule == rule && field(a, "proc.cmdline").contains(&script)).collect();
+    assert_eq!(hits.len(), 1, "only the shell with a terminal: {hits:#?}");
+    let a = hits[0];
+    assert_eq!(a.priority, "Notice");
+    assert_eq!((field(a, "proc.name"), field(a, "proc.exepath")), ("sh", "/bin/sh"));
+    assert_eq!(field(a, "evt.type"), "execve");
+    assert_ne!(a.output_fields["proc.tty"].as_u64(), Some(0), "{:?}", a.output_fields);
+    assert!(
+        a.output.starts_with("A shell was spawned in a container with an attached terminal | "),
+        "{}",
+        a.output
+    );
+}
