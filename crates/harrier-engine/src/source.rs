@@ -210,11 +210,42 @@ fn errno_name(e: i64) -> &'static str {
     }
 }
 
-/// Open-style flags of this event, if it has them (open, openat, openat2).
+/// Syscall families the extractors ask about on every event, by number
+/// (resolved from the table once, not compared by name per event).
+struct Families {
+    opens: Vec<bool>,
+    /// The fd the event is about is its return value.
+    return_fd: Vec<bool>,
+}
+
+fn families() -> &'static Families {
+    static F: std::sync::OnceLock<Families> = std::sync::OnceLock::new();
+    F.get_or_init(|| {
+        let set = |names: &[&str]| {
+            let mut t = vec![false; harrier_schema::MAX_SYSCALL_NR as usize + 1];
+            for s in names.iter().filter_map(|n| harrier_schema::syscall_by_name(n)) {
+                t[s.nr as usize] = true;
+            }
+            t
+        };
+        let opens = ["open", "openat", "openat2", "creat"];
+        let return_fd = [&opens[..], &["socket", "accept", "accept4", "dup", "dup2", "dup3"]].concat();
+        Families { opens: set(&opens), return_fd: set(&return_fd) }
+    })
+}
+
+fn in_family(t: &[bool], v: &SyscallView) -> bool {
+    t.get(v.syscall.nr as usize).copied().unwrap_or(false)
+}
+
+/// Open-style flags of this event, if it has them (open, openat, openat2, creat).
 fn open_flags(v: &SyscallView) -> Option<(u64, u64)> {
+    if !in_family(&families().opens, v) {
+        return None;
+    }
     let flags = v.known(Known::Flags)?.as_i64()? as u64;
     let mode = v.known(Known::Mode).and_then(|m| m.as_i64()).unwrap_or(0) as u64;
-    matches!(v.syscall.name, "open" | "openat" | "openat2" | "creat").then_some((flags, mode))
+    Some((flags, mode))
 }
 
 impl<S: StateView + ?Sized> Source<'_, S> {
@@ -225,10 +256,9 @@ impl<S: StateView + ?Sized> Source<'_, S> {
     /// The fd this event is about: its fd argument, or the one it returned.
     fn fd(&self) -> Option<FdInfo<'_>> {
         let v = self.view?;
-        let num = match v.syscall.name {
-            "open" | "openat" | "openat2" | "creat" | "socket" | "accept" | "accept4" | "dup" | "dup2"
-            | "dup3" => (v.ret >= 0).then_some(v.ret as i32)?,
-            _ => v.known(Known::Fd)?.as_i64()? as i32,
+        let num = match in_family(&families().return_fd, v) {
+            true => (v.ret >= 0).then_some(v.ret as i32)?,
+            false => v.known(Known::Fd)?.as_i64()? as i32,
         };
         self.state.fd(self.tid, num)
     }

@@ -165,6 +165,11 @@ pub trait SyscallParams<'a> {
     fn ret(&self) -> i64;
     fn value(&self, name: &str) -> Option<Value<'a>>;
 
+    /// A [`Known`] parameter (a view reads it without a search).
+    fn known(&self, k: Known) -> Option<Value<'a>> {
+        self.value(KNOWN_NAMES[k as usize].1)
+    }
+
     fn int(&self, name: &str) -> Option<i64> {
         self.value(name).and_then(|v| v.as_i64())
     }
@@ -189,6 +194,9 @@ impl<'a> SyscallParams<'a> for SyscallView<'a> {
     }
     fn value(&self, name: &str) -> Option<Value<'a>> {
         self.named(name)
+    }
+    fn known(&self, k: Known) -> Option<Value<'a>> {
+        SyscallView::known(self, k)
     }
 }
 
@@ -238,8 +246,10 @@ mod tests {
             assert_eq!(v.param(i), *value, "{name}");
             assert_eq!(v.named(name).as_ref(), Some(value));
         }
-        for (k, name) in KNOWN_NAMES {
+        for (i, (k, name)) in KNOWN_NAMES.into_iter().enumerate() {
+            assert_eq!(k as usize, i, "KNOWN_NAMES is in Known's order");
             assert_eq!(v.known(k), v.named(name), "{name}");
+            assert_eq!(SyscallParams::known(&e, k), v.named(name), "{name}");
         }
         assert_eq!(v.ret, 3);
         // Left out by the kernel (no room): Missing, as decode says.

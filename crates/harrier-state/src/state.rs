@@ -7,7 +7,8 @@ use crate::process::{Comm, Process};
 use crate::users::Users;
 use crate::IdMap;
 use harrier_schema::decode::{Event, Meta};
-use harrier_schema::view::{SyscallParams, SyscallView};
+use harrier_schema::decode::Value;
+use harrier_schema::view::{Known, SyscallParams, SyscallView};
 use std::sync::Arc;
 
 const O_DIRECTORY: u64 = 0o200000;
@@ -371,6 +372,12 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, renamed: &mut bool)
     let mut unknown_fd = false;
     let u = |n: &str| e.int(n).map(|v| v as u64);
     let b = |n: &str| e.bytes(n).filter(|b| !b.is_empty());
+    // The parameters of the frequent events (open, close), read without a search by name.
+    let known_u = |k: Known| e.known(k).and_then(|v| v.as_i64()).map(|v| v as u64);
+    let known_b = |k: Known| match e.known(k) {
+        Some(Value::Bytes(b)) if !b.is_empty() => Some(b),
+        _ => None,
+    };
     let fd_of = |n: &str| u(n).map(|v| v as i32);
     let new_fd = ret as i32;
     match name {
@@ -379,10 +386,10 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, renamed: &mut bool)
                 p.set_argv(a);
             }
             if let Some(x) = b("exe") {
-                p.exepath = Arc::from(String::from_utf8_lossy(x).as_ref());
+                p.exepath = arc_str(x);
             }
             if let Some(c) = b("cwd") {
-                p.cwd = Arc::from(String::from_utf8_lossy(c).as_ref());
+                p.cwd = arc_str(c);
             }
             let set = |f: &mut u32, n: &str| {
                 if let Some(v) = u(n) {
@@ -404,16 +411,15 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, renamed: &mut bool)
             p.exe_mtime = u("exe_mtime").unwrap_or(p.exe_mtime);
         }
         "open" | "openat" | "openat2" | "creat" => {
-            let flags = u("flags").unwrap_or(0);
-            let path = b("fullpath").or_else(|| b("path")).unwrap_or_default();
+            let flags = known_u(Known::Flags).unwrap_or(0);
+            let path = known_b(Known::Fullpath).or_else(|| known_b(Known::Path)).unwrap_or_default();
             let typ = if flags & O_DIRECTORY != 0 { FdType::Directory } else { FdType::File };
-            let mut f =
-                Fd::new(typ, Arc::from(String::from_utf8_lossy(path).as_ref()), flags & O_CLOEXEC != 0);
+            let mut f = Fd::new(typ, arc_str(path), flags & O_CLOEXEC != 0);
             f.flags = flags as u32;
             p.fds.insert(new_fd, f);
         }
         "close" => {
-            if let Some(fd) = fd_of("fd") {
+            if let Some(fd) = known_u(Known::Fd).map(|v| v as i32) {
                 unknown_fd = p.fds.remove(fd).is_none();
             }
         }
@@ -524,7 +530,7 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, renamed: &mut bool)
         }
         "chdir" | "fchdir" => {
             if let Some(c) = b("cwd") {
-                p.cwd = Arc::from(String::from_utf8_lossy(c).as_ref());
+                p.cwd = arc_str(c);
             }
         }
         "setuid" | "setreuid" | "setresuid" | "setgid" | "setregid" | "setresgid" | "capset" => {
@@ -542,6 +548,15 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, renamed: &mut bool)
         _ => {}
     }
     unknown_fd
+}
+
+/// Text from an event as a shared string; valid UTF-8 (nearly always) is
+/// checked by the fast validator and copied once.
+fn arc_str(b: &[u8]) -> Arc<str> {
+    match std::str::from_utf8(b) {
+        Ok(s) => Arc::from(s),
+        Err(_) => Arc::from(String::from_utf8_lossy(b).as_ref()),
+    }
 }
 
 /// The /proc link name of the descriptor an anonymous-inode syscall makes.
