@@ -120,7 +120,7 @@ fn one(
             lost: u("lost"),
             cpu_ms: v["cpu_ms"].as_f64().unwrap_or(f64::NAN),
             rss_kib: u("rss_kib") as f64,
-            bpf_ns: if a.bpf_stats { u("bpf_ns") as f64 / ops } else { f64::NAN },
+            bpf_ns: if u("bpf_runs") > 0 { u("bpf_ns") as f64 / ops } else { f64::NAN },
             exit_ns_run: if u("exit_runs") > 0 {
                 u("exit_ns") as f64 / u("exit_runs") as f64
             } else {
