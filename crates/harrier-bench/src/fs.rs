@@ -26,8 +26,12 @@ pub struct Args {
     /// clock reads to every BPF program on the machine while on).
     #[arg(long)]
     bpf_stats: bool,
-    /// Comma-separated: none, fswatch, fswatch-unwatched, fswatch-unwatched-walk, inotify, fanotify.
-    #[arg(long, default_value = "none,fswatch,fswatch-unwatched,fswatch-unwatched-walk,inotify,fanotify")]
+    /// Comma-separated: none, fswatch, fswatch-single-fragment, fswatch-unwatched,
+    /// fswatch-unwatched-walk, inotify, fanotify.
+    #[arg(
+        long,
+        default_value = "none,fswatch,fswatch-single-fragment,fswatch-unwatched,fswatch-unwatched-walk,inotify,fanotify"
+    )]
     watchers: String,
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -231,7 +235,8 @@ fn report(a: &Args, kinds: &[&str], samples: &[Vec<Sample>]) -> Result<()> {
          mkdir, rmdir over {} directories on a private tmpfs), watchers interleaved; medians. \
          `ns/op added` is the median over rounds of the difference with that round's no-watcher run. \
          fswatch: the library's reader, every kind incl. modify, the bench's pid filter (the machine's \
-         other processes stay out of its figures); `fswatch-unwatched` watches a sibling directory \
+         other processes stay out of its figures); `fswatch-single-fragment` the same with paths in \
+         the mmapped path slots; `fswatch-unwatched` watches a sibling directory \
          (every event filtered in the kernel); `fswatch-unwatched-walk` the same with the watch check \
          after the path walk (as before it moved in front). inotify: a minimal recursive reader (a watch per \
          directory, paths built). fanotify: FAN_REPORT_DFID_NAME with a filesystem mark, records \

@@ -4,6 +4,7 @@
 //! it then drains what is queued and prints one JSON line of results.
 
 use anyhow::{bail, Context, Result};
+use harrier_fswatch::Resolution;
 use std::ffi::CString;
 use std::io::{BufRead, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -27,13 +28,14 @@ struct Out {
 /// `pid`: fswatch reports only this process (the benchmark's workload).
 pub fn run(kind: &str, path: &Path, pid: Option<u32>, bpf_stats: bool) -> Result<()> {
     match kind {
-        "fswatch" | "fswatch-unwatched" => fswatch(path, pid, bpf_stats, true),
-        "fswatch-unwatched-walk" => fswatch(path, pid, bpf_stats, false),
+        "fswatch" | "fswatch-unwatched" => fswatch(path, pid, bpf_stats, true, Resolution::Ringbuf),
+        "fswatch-unwatched-walk" => fswatch(path, pid, bpf_stats, false, Resolution::Ringbuf),
+        "fswatch-single-fragment" => fswatch(path, pid, bpf_stats, true, Resolution::SingleFragment),
         "inotify" => inotify(path),
         "fanotify" => fanotify(path),
         _ => bail!(
-            "unknown watcher '{kind}' (expected fswatch, fswatch-unwatched, fswatch-unwatched-walk, \
-             inotify or fanotify)"
+            "unknown watcher '{kind}' (expected fswatch, fswatch-single-fragment, fswatch-unwatched, \
+             fswatch-unwatched-walk, inotify or fanotify)"
         ),
     }
 }
@@ -85,11 +87,12 @@ fn stdin_ready(extra: Option<i32>, ms: i32) -> Result<(bool, bool)> {
 
 /// `prefilter`: false measures the walk every event paid before the watch
 /// check moved in front of it.
-fn fswatch(path: &Path, pid: Option<u32>, bpf_stats: bool, prefilter: bool) -> Result<()> {
+fn fswatch(path: &Path, pid: Option<u32>, bpf_stats: bool, prefilter: bool, res: Resolution) -> Result<()> {
     let mut cfg = harrier_fswatch::Config::default();
     cfg.paths.push(path.to_path_buf());
     cfg.pid = pid;
     cfg.prefilter = prefilter;
+    cfg.resolution = res;
     cfg.events = harrier_fswatch::parse_events("open,mkdir,rename,unlink,rmdir,modify")?;
     // Held for the run: the kernel counts program run time while it is open.
     let _stats = bpf_stats
@@ -120,7 +123,8 @@ fn fswatch(path: &Path, pid: Option<u32>, bpf_stats: bool, prefilter: bool) -> R
             }
         }
         let s = w.stop(|_| o.events += 1)?;
-        o.lost = s.kernel.drops();
+        // Ring-full drops, and single-fragment's paths whose slot was reused.
+        o.lost = s.kernel.drops() + s.paths_lost;
         Ok(o)
     })
 }
