@@ -41,7 +41,6 @@ const volatile bool recursive = 1;	/* else only a watched inode and its director
 const volatile bool follow = 1;	/* an entry renamed out of the watched tree stays watched */
 const volatile bool prefilter = 1;	/* the watch check before the path walk (off: to measure it) */
 const volatile __u32 resolution = FW_RES_RINGBUF;
-const volatile __u32 frag_slots = 1;	/* single-fragment: path slots per CPU, a power of two */
 const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 

@@ -72,20 +72,18 @@ struct fw_stats {
 /* How paths reach user space (--resolution). */
 enum fw_resolution {
 	FW_RES_RINGBUF = 0,	/* the whole path in the event */
-	FW_RES_SINGLE = 1,	/* the whole path in a slot of the frags array; the event names it */
+	FW_RES_SINGLE = 1,	/* the whole path in this CPU's path ring; the event names it */
 };
 
-/* single-fragment: a path slot. The event carries (u32 slot, u64 seq) in
- * place of the path; seq is 0 while the slot is written, so a reader that
- * sees the event's seq before and after copying has the path it was sent. */
-struct fw_frag {
-	__u64 seq;
-	__u32 len;
-	__u32 pad;
-	__u8 path[4096];	/* FW_PATH_MAX */
-};
+/* single-fragment: each path is a record in this CPU's path ring (the frags
+ * map, laid out as struct hr_aring, as large as the event ring): u64 seq,
+ * u32 len, u32 pad, the bytes. The event carries (u32 offset, u64 seq) in
+ * place of the path. The path ring is overwritten in turn, never waits for
+ * the reader: seq is 0 while a record is written, so a reader that sees the
+ * event's seq before and after copying has the path it was sent. */
+#define FW_FRAG_HDR	16
 
-#define FW_FRAG_REF	12	/* bytes of a path by reference: u32 slot, u64 seq */
+#define FW_FRAG_REF	12	/* bytes of a path by reference: u32 offset, u64 seq */
 
 #define FW_PATH_MAX	4096
 #define FW_DEPTH_MAX	2048	/* bpf_loop steps per walk: names and mount hops */

@@ -103,37 +103,44 @@ static __always_inline __u32 fw_copy_path(struct fw_cpu *c, __u8 *ev, __u64 off,
 }
 
 /*
- * single-fragment: path b into this CPU's next slot of `frags`, and a
- * reference to it (slot, seq) into the event. A slot whose reader lags a
- * full turn behind is overwritten: the reader sees another seq and flags
- * the path unresolved.
+ * single-fragment: path b as a record in this CPU's path ring, and a
+ * reference to it (offset, seq) into the event. The path ring is written in
+ * turn like the event ring (a record never starts past aring_last, so never
+ * wraps) but overwrites what the reader has not read: the reader then sees
+ * another seq and flags the path unresolved.
  */
 static __always_inline __u32 fw_put_frag(struct fw_cpu *c, __u8 *ev, __u64 off, __u32 b, __s32 pos)
 {
-	__u64 n, at = off, seq;
-	struct fw_frag *f;
-	__u32 slot;
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct hr_aring *r = bpf_map_lookup_elem(&frags, &cpu);
+	__u64 n, at = off, seq = 0, head, roff = 0;
+	__u8 *rec;
 
 	if (pos < 0 || pos > FW_PATH_MAX)
 		return 0;
 	n = (FW_PATH_MAX - pos) & (2 * FW_PATH_MAX - 1);
 	fw_clamp(n, FW_PATH_MAX);
 	fw_clamp(at, FW_FIXED_END + 2 + FW_FRAG_REF);
-	seq = ++c->frag_seq;
-	slot = bpf_get_smp_processor_id() * frag_slots + (seq & (frag_slots - 1));
-	f = bpf_map_lookup_elem(&frags, &slot);
-	if (!f)
-		seq = 0;	/* no such slot: the reader flags the path */
-	else {
-		f->seq = 0;
+	if (r) {
+		seq = ++c->frag_seq;
+		head = r->head;
+		roff = head & aring_mask;
+		if (roff > aring_last) {
+			head += aring_mask + 1 - roff;
+			roff = 0;
+		}
+		rec = r->data + roff;
+		*(volatile __u64 *)rec = 0;
 		asm volatile("" ::: "memory");
-		f->len = n;
-		bpf_probe_read_kernel(f->path, n, FW_BUF(c, b) + (pos & (FW_PATH_MAX - 1)));
+		*(__u32 *)(rec + 8) = n;
+		bpf_probe_read_kernel(rec + FW_FRAG_HDR, n, FW_BUF(c, b) + (pos & (FW_PATH_MAX - 1)));
 		asm volatile("" ::: "memory");
-		f->seq = seq;
+		*(volatile __u64 *)rec = seq;
+		r->head = head + ((FW_FRAG_HDR + n + 7) & ~7ULL);
 	}
+	/* seq 0 (no path ring): the reader flags the path. */
 	*(__u16 *)(ev + at) = FW_FRAG_REF;
-	*(__u32 *)(ev + at + 2) = slot;
+	*(__u32 *)(ev + at + 2) = roff;
 	__builtin_memcpy(ev + at + 6, &seq, 8);
 	return 2 + FW_FRAG_REF;
 }

@@ -73,7 +73,7 @@ struct fw_cpu {
 	struct fw_mscan mscan;
 	struct fw_plan plan;
 	__u8 path[2 * FW_PATHBUF];	/* two path buffers (one array: the skeleton's types need it) */
-	__u64 frag_seq;	/* single-fragment: paths this CPU has put in its slots */
+	__u64 frag_seq;	/* single-fragment: paths this CPU has put in its path ring */
 };
 
 HR_CPU_STATE_MAP(struct fw_cpu);
@@ -81,14 +81,15 @@ HR_CPU_STATE_MAP(struct fw_cpu);
 /* Per-CPU rings (struct hr_aring), entry i for CPU i; user space sizes them. */
 HR_ARINGS_MAP;
 
-/* single-fragment: frag_slots path slots per CPU (CPU i's from i *
- * frag_slots), reused in turn, mmapped by user space; sized by it. */
+/* single-fragment: per-CPU path rings (struct hr_aring, head only: nobody
+ * waits for the reader), entry i for CPU i, as large as the event rings;
+ * mmapped and sized by user space. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(key_size, 4);
+	__uint(value_size, HR_ARING_DATA + 65536);
 	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct fw_frag);
 } frags SEC(".maps");
 
 /* Watched inodes: (kernel dev_t, inode number), never the inode alone. */

@@ -36,7 +36,7 @@ pub struct Stats {
     pub bytes: u64,
     /// tp_btf hooks this kernel lacks (events by path are then unresolved).
     pub missing_hooks: Vec<String>,
-    /// single-fragment: paths whose slot was reused before they were read
+    /// single-fragment: paths overwritten in their path ring before they were read
     /// (reported empty, flagged unresolved).
     pub paths_lost: u64,
 }
@@ -83,7 +83,7 @@ pub struct Watcher {
     received: u64,
     bytes: u64,
     missing_hooks: Vec<String>,
-    /// single-fragment's path slots.
+    /// single-fragment's path rings.
     frags: Option<FragSlots>,
     paths_lost: u64,
     /// Drained records, copied so they can be handed out in time order
@@ -97,14 +97,6 @@ pub struct Watcher {
 /// no path-taking event can be resolved from kernel objects.
 pub fn missing_hooks() -> Vec<&'static str> {
     CTIME_HOOKS.iter().map(|(_, tp)| *tp).filter(|tp| !has_btf_tracepoint(tp)).collect()
-}
-
-/// single-fragment's path slots per CPU: one per 8 KiB of ring (1024, 4 MiB,
-/// for 8 MiB). Events are small in this mode (~110 bytes), so the slots turn
-/// over long before the ring does: a reader that far behind finds its paths
-/// gone (counted, flagged), which is this mode's known weakness.
-fn frag_slots(buffer_size: usize) -> usize {
-    (buffer_size / 8192).next_power_of_two().max(16)
 }
 
 /// The first mainline release with the timestamp tracepoints.
@@ -148,10 +140,9 @@ impl Watcher {
         rodata.recursive = cfg.recursive;
         rodata.follow = cfg.follow;
         rodata.prefilter = cfg.prefilter;
-        let slots = frag_slots(cfg.buffer_size);
-        if cfg.resolution == Resolution::SingleFragment {
+        let single = cfg.resolution == Resolution::SingleFragment;
+        if single {
             rodata.resolution = 1; // FW_RES_SINGLE
-            rodata.frag_slots = slots as u32;
         }
         rodata.aring_mask = cfg.buffer_size as u64 - 1;
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
@@ -171,8 +162,10 @@ impl Watcher {
         }
         open.maps.arings.set_value_size((ARING_DATA + cfg.buffer_size) as u32)?;
         open.maps.arings.set_max_entries(ncpus as u32)?;
-        if cfg.resolution == Resolution::SingleFragment {
-            open.maps.frags.set_max_entries((ncpus * slots) as u32)?;
+        // The path rings: as large as the event rings (the same geometry constants).
+        if single {
+            open.maps.frags.set_value_size((ARING_DATA + cfg.buffer_size) as u32)?;
+            open.maps.frags.set_max_entries(ncpus as u32)?;
         }
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
@@ -184,7 +177,9 @@ impl Watcher {
         }
         let rings = ArrayRings::map(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size)?;
         let frags = match cfg.resolution {
-            Resolution::SingleFragment => Some(FragSlots::map(skel.maps.frags.as_fd(), ncpus * slots)?),
+            Resolution::SingleFragment => {
+                Some(FragSlots::map(skel.maps.frags.as_fd(), ncpus, cfg.buffer_size)?)
+            }
             _ => None,
         };
         let mut w = Watcher {
@@ -226,8 +221,8 @@ impl Watcher {
                 let ts = u64::from_le_bytes(rec[..8].try_into().unwrap());
                 let at = arena.len();
                 match frags {
-                    // At once: the slot is reused a turn of the ring later.
-                    Some(fr) => match fr.resolve(rec, arena) {
+                    // At once: the path ring does not wait for the reader.
+                    Some(fr) => match fr.resolve(rec, i, arena) {
                         Ok(n) => lost += n,
                         Err(e) => bad = Some(e),
                     },
