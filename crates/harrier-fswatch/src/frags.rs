@@ -42,7 +42,7 @@ impl FragSlots {
 
     /// Copies the path record at `off` of ring `ring` into `out` if it still holds `seq`.
     fn read(&self, ring: usize, off: usize, seq: u64, out: &mut Vec<u8>) -> bool {
-        if seq == 0 || ring >= self.count || off % 8 != 0 || off + HDR + PATH_MAX > self.size {
+        if seq == 0 || ring >= self.count || !off.is_multiple_of(8) || off + HDR + PATH_MAX > self.size {
             return false;
         }
         // SAFETY: the record's header and largest body lie inside ring `ring`
