@@ -37,6 +37,13 @@ bench-capture: build
 bench-files: build
 	target/release/harrier-bench files
 
+# File-system watchers: harrier fswatch vs inotify vs fanotify vs none on one
+# workload; writes bench-results/fs.md and fs.png. BENCH_ARGS=--bpf-stats for
+# fswatch's BPF ns per operation.
+.PHONY: bench-fs
+bench-fs: build
+	target/release/harrier-bench fs $(BENCH_ARGS)
+
 bench-bypass: build
 	bash scripts/bench-bypass.sh
 

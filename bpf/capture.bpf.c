@@ -20,6 +20,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "harrier.h"
+#include "percpu.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -48,22 +49,11 @@ struct hr_cpu {
 	__u8 path[HR_PATHBUF];
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct hr_cpu);
-} cpu_state SEC(".maps");
+HR_CPU_STATE_MAP(struct hr_cpu);
 
 /* Per-CPU rings (the default), entry i for CPU i; user space sizes it. A lock-
  * free single-producer ring costs ~50 ns less per event than a BPF ringbuf. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(key_size, 4);
-	__uint(value_size, HR_ARING_DATA + 65536);
-	__uint(max_entries, 1);
-} arings SEC(".maps");
+HR_ARINGS_MAP;
 
 /* Rings shared by a group of CPUs (--cpus-per-buffer > 1) need a multi-
  * producer ring: BPF ringbufs, which user space creates and sizes this for. */

@@ -12,6 +12,8 @@
 #ifndef HARRIER_EMIT_H
 #define HARRIER_EMIT_H
 
+#include "percpu.h"
+
 /* Classic syscall tracepoint records: 8 bytes of common fields (not readable
  * by BPF), then the syscall's fields. */
 struct hr_exit_ctx {
@@ -108,41 +110,16 @@ static __always_inline void hr_em_init(struct hr_em *em, struct hr_cpu *c, struc
 	em->off = off;
 }
 
-/*
- * Room for `need` bytes in this CPU's array ring, or NULL (counted as a
- * drop). A record never starts past aring_last, so it needs no wrap handling.
- */
+/* Room for `need` bytes in this CPU's array ring, or NULL (counted as a drop). */
 static __always_inline __u8 *hr_aring_claim(struct hr_em *em, struct hr_cpu *c, __u64 need)
 {
-	struct hr_aring *r = bpf_map_lookup_elem(&arings, &c->ring);
-	__u64 head, off, start;
-
-	if (!r) {
-		c->stats.drops[HR_DROP_NO_RING]++;
-		return 0;
-	}
-	head = r->head;
-	off = head & aring_mask;
-	start = head;
-	if (off > aring_last) {
-		start += aring_mask + 1 - off;
-		off = 0;
-	}
-	if (start + need - *(volatile __u64 *)&r->tail > aring_mask + 1) {
-		c->stats.drops[HR_DROP_RING_FULL]++;
-		return 0;
-	}
-	em->ring = r;
-	em->head = start;
-	return r->data + off;
+	return hr_aring_reserve(&arings, c->ring, aring_mask, aring_last, need, c->stats.drops, &em->ring,
+				&em->head);
 }
 
-/* Makes the event visible: x86 keeps stores in order, so the compiler
- * barrier is all that orders the record before the new head. */
 static __always_inline void hr_aring_publish(struct hr_em *em, __u64 len)
 {
-	asm volatile("" ::: "memory");
-	*(volatile __u64 *)&em->ring->head = em->head + ((len + 7) & ~7ULL);
+	hr_aring_commit(em->ring, em->head, len);
 }
 
 /* Non-zero: return. Fixed-size events are always written in place. */

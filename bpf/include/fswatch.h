@@ -69,6 +69,22 @@ struct fw_stats {
 	__u64 slots_full;	/* more inodes changed in one syscall than FW_SLOTS */
 };
 
+/* How paths reach user space (--resolution). */
+enum fw_resolution {
+	FW_RES_RINGBUF = 0,	/* the whole path in the event */
+	FW_RES_SINGLE = 1,	/* the whole path in this CPU's path ring; the event names it */
+};
+
+/* single-fragment: each path is a record in this CPU's path ring (the frags
+ * map, laid out as struct hr_aring, as large as the event ring): u64 seq,
+ * u32 len, u32 pad, the bytes. The event carries (u32 offset, u64 seq) in
+ * place of the path. The path ring is overwritten in turn, never waits for
+ * the reader: seq is 0 while a record is written, so a reader that sees the
+ * event's seq before and after copying has the path it was sent. */
+#define FW_FRAG_HDR	16
+
+#define FW_FRAG_REF	12	/* bytes of a path by reference: u32 offset, u64 seq */
+
 #define FW_PATH_MAX	4096
 #define FW_DEPTH_MAX	2048	/* bpf_loop steps per walk: names and mount hops */
 #define FW_NAME_MAX	256

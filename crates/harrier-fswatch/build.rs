@@ -19,7 +19,8 @@ fn main() {
         ])
         .build_and_generate(out.join("fswatch.skel.rs"))
         .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
-    for f in ["bpf/fswatch.bpf.c", "bpf/include/fswatch.h", "bpf/include/harrier.h"] {
+    // The directory: fswatch's parts (bpf/include/fswatch/) and the shared headers.
+    for f in ["bpf/fswatch.bpf.c", "bpf/include"] {
         println!("cargo:rerun-if-changed={}", root.join(f).display());
     }
 }

@@ -4,6 +4,9 @@ mod capture;
 mod convert;
 mod costs;
 mod files;
+mod fs;
+mod fs_watch;
+mod fs_work;
 mod report;
 mod rules;
 mod rules_load;
@@ -74,6 +77,18 @@ enum Cmd {
         rounds: usize,
         #[arg(long, default_value = "bench-results")]
         out: PathBuf,
+    },
+    /// File-system watchers (make bench-fs): fswatch, inotify, fanotify, none; table + PNG.
+    Fs(fs::Args),
+    /// (internal) a bench-fs watcher process.
+    #[command(hide = true)]
+    FsWatch {
+        kind: String,
+        path: PathBuf,
+        #[arg(long)]
+        pid: Option<u32>,
+        #[arg(long)]
+        bpf_stats: bool,
     },
     /// (internal) a workload: COUNT raw syscalls NR per thread after a line on stdin.
     #[command(hide = true)]
@@ -262,6 +277,8 @@ fn main() -> ExitCode {
         Cmd::Convert { dir, rounds } => convert::run(&dir, rounds),
         Cmd::RulesLoad(args) => rules_load::run_cli(args),
         Cmd::Files { events, rounds, out } => files::run(events, rounds, &out),
+        Cmd::Fs(args) => fs::run(args),
+        Cmd::FsWatch { kind, path, pid, bpf_stats } => fs_watch::run(&kind, &path, pid, bpf_stats),
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),
     };
     match r {

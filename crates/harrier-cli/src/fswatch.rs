@@ -90,6 +90,7 @@ fn config(a: &FswatchArgs) -> Result<(Config, Format)> {
         resolution,
         buffer_size: harrier_capture::parse_size(&a.buffer_size)?,
         pid: a.pid,
+        ..Config::default()
     };
     harrier_fswatch::validate(&cfg)?;
     for p in &cfg.paths {

@@ -11,6 +11,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod frags;
 mod watcher;
 pub mod wire;
 
@@ -21,8 +22,10 @@ use anyhow::{bail, Context, Result};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// How paths are resolved: FSProbe's three modes. Only `Ringbuf` (the whole
-/// path walked in the kernel for every event, no cache) exists so far.
+/// How paths reach user space: FSProbe's three modes. `Ringbuf`: the whole
+/// path in the event. `SingleFragment`: the whole path in a slot of a
+/// mmapped array, the event naming the slot. `Fragments` (per-dentry
+/// fragments and a user-space cache) does not exist yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolution {
     Fragments,
@@ -55,6 +58,9 @@ pub struct Config {
     pub buffer_size: usize,
     /// Only this process (thread group): tests and benchmarks.
     pub pid: Option<u32>,
+    /// The watch check before the path walk (the default): events outside
+    /// the watched paths build no path. Off only to measure what it saves.
+    pub prefilter: bool,
 }
 
 /// Every kind but modify, as FSProbe.
@@ -70,6 +76,7 @@ impl Default for Config {
             resolution: Resolution::Ringbuf,
             buffer_size: 8 << 20,
             pid: None,
+            prefilter: true,
         }
     }
 }
@@ -133,8 +140,8 @@ pub fn validate(cfg: &Config) -> Result<()> {
     if !size.is_power_of_two() || !(64 << 10..=256 << 20).contains(&size) {
         bail!("buffer size {size} must be a power of two between 64K and 256M");
     }
-    if cfg.resolution != Resolution::Ringbuf {
-        bail!("resolution mode {:?} is not implemented yet (only ringbuf)", cfg.resolution);
+    if cfg.resolution == Resolution::Fragments {
+        bail!("resolution mode fragments is not implemented yet (ringbuf and single-fragment are)");
     }
     if cfg.events == 0 {
         bail!("no events selected");

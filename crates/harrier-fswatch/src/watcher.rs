@@ -1,8 +1,9 @@
 //! A running watcher: the loaded BPF object, its per-CPU rings (the capture
 //! engine's reader, harrier_capture::aring) and its attachments.
 
+use crate::frags::FragSlots;
 use crate::wire::{FsEvent, KernelStats};
-use crate::{validate, watch_key, Config};
+use crate::{validate, watch_key, Config, Resolution};
 use anyhow::{anyhow, bail, Context, Result};
 use harrier_capture::aring::ArrayRings;
 use harrier_schema::wire::{ARING_DATA, ARING_SLACK};
@@ -35,6 +36,9 @@ pub struct Stats {
     pub bytes: u64,
     /// tp_btf hooks this kernel lacks (events by path are then unresolved).
     pub missing_hooks: Vec<String>,
+    /// single-fragment: paths overwritten in their path ring before they were read
+    /// (reported empty, flagged unresolved).
+    pub paths_lost: u64,
 }
 
 impl Stats {
@@ -43,7 +47,7 @@ impl Stats {
         format!(
             "{} events in {:.1}s: {} received, {} dropped (ring full {}, no ring {}); \
              {} filtered out in the kernel, {} failed syscalls, {} unresolved, {} without entry record, \
-             {} inode slots full{}",
+             {} inode slots full, {} paths lost{}",
             k.events,
             self.duration_s,
             self.received,
@@ -55,6 +59,7 @@ impl Stats {
             k.unresolved,
             k.no_entry,
             k.slots_full,
+            self.paths_lost,
             if self.missing_hooks.is_empty() {
                 String::new()
             } else {
@@ -78,6 +83,9 @@ pub struct Watcher {
     received: u64,
     bytes: u64,
     missing_hooks: Vec<String>,
+    /// single-fragment's path rings.
+    frags: Option<FragSlots>,
+    paths_lost: u64,
     /// Drained records, copied so they can be handed out in time order
     /// across CPUs; reused, so a drain allocates nothing once warm.
     arena: Vec<u8>,
@@ -131,6 +139,11 @@ impl Watcher {
         rodata.watch_all = cfg.paths.is_empty();
         rodata.recursive = cfg.recursive;
         rodata.follow = cfg.follow;
+        rodata.prefilter = cfg.prefilter;
+        let single = cfg.resolution == Resolution::SingleFragment;
+        if single {
+            rodata.resolution = 1; // FW_RES_SINGLE
+        }
         rodata.aring_mask = cfg.buffer_size as u64 - 1;
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
 
@@ -149,6 +162,11 @@ impl Watcher {
         }
         open.maps.arings.set_value_size((ARING_DATA + cfg.buffer_size) as u32)?;
         open.maps.arings.set_max_entries(ncpus as u32)?;
+        // The path rings: as large as the event rings (the same geometry constants).
+        if single {
+            open.maps.frags.set_value_size((ARING_DATA + cfg.buffer_size) as u32)?;
+            open.maps.frags.set_max_entries(ncpus as u32)?;
+        }
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
         for (dev, ino) in keys {
@@ -158,6 +176,12 @@ impl Watcher {
             skel.maps.watched.update(&k, &1u32.to_ne_bytes(), MapFlags::ANY)?;
         }
         let rings = ArrayRings::map(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size)?;
+        let frags = match cfg.resolution {
+            Resolution::SingleFragment => {
+                Some(FragSlots::map(skel.maps.frags.as_fd(), ncpus, cfg.buffer_size)?)
+            }
+            _ => None,
+        };
         let mut w = Watcher {
             links: Vec::new(),
             rings,
@@ -167,6 +191,8 @@ impl Watcher {
             received: 0,
             bytes: 0,
             missing_hooks,
+            frags,
+            paths_lost: 0,
             arena: Vec::new(),
             order: Vec::new(),
         };
@@ -187,13 +213,27 @@ impl Watcher {
     pub fn drain(&mut self, mut f: impl FnMut(&FsEvent)) -> Result<usize> {
         self.arena.clear();
         self.order.clear();
-        let (arena, order) = (&mut self.arena, &mut self.order);
+        let (arena, order, frags) = (&mut self.arena, &mut self.order, &self.frags);
+        let mut lost = 0;
+        let mut bad = None;
         for i in 0..self.rings.count() {
             self.rings.consume(i, &mut |rec: &[u8]| {
                 let ts = u64::from_le_bytes(rec[..8].try_into().unwrap());
-                order.push((ts, arena.len() as u32, rec.len() as u32));
-                arena.extend_from_slice(rec);
+                let at = arena.len();
+                match frags {
+                    // At once: the path ring does not wait for the reader.
+                    Some(fr) => match fr.resolve(rec, i, arena) {
+                        Ok(n) => lost += n,
+                        Err(e) => bad = Some(e),
+                    },
+                    None => arena.extend_from_slice(rec),
+                }
+                order.push((ts, at as u32, (arena.len() - at) as u32));
             })?;
+        }
+        self.paths_lost += lost;
+        if let Some(e) = bad {
+            bail!("a corrupt fswatch record: {e}");
         }
         order.sort_unstable_by_key(|&(ts, off, _)| (ts, off));
         for &(_, off, len) in order.iter() {
@@ -229,7 +269,27 @@ impl Watcher {
             received: self.received,
             bytes: self.bytes,
             missing_hooks: self.missing_hooks.clone(),
+            paths_lost: self.paths_lost,
         })
+    }
+
+    /// Run-time statistics of each attached program: (name, runs, ns), as
+    /// the kernel counts them while BPF_ENABLE_STATS is held (zeros otherwise).
+    pub fn prog_stats(&self) -> Vec<(String, u64, u64)> {
+        use std::os::fd::AsRawFd;
+        self.skel
+            .object()
+            .progs()
+            .filter(|p| p.autoload())
+            .map(|p| {
+                let mut info = libbpf_sys::bpf_prog_info::default();
+                let mut len = std::mem::size_of_val(&info) as u32;
+                let fd = p.as_fd().as_raw_fd();
+                // A failure leaves the zeros: no stats rather than no watcher.
+                unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+                (p.name().to_string_lossy().into_owned(), info.run_cnt, info.run_time_ns)
+            })
+            .collect()
     }
 
     /// Bytes drained so far.

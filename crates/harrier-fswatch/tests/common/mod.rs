@@ -2,7 +2,7 @@
 //! collection for the fswatch tests.
 #![allow(dead_code)]
 
-use harrier_fswatch::{Config, FsEvent, Watcher};
+use harrier_fswatch::{Config, FsEvent, Resolution, Watcher};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -83,10 +83,23 @@ impl Seen {
 }
 
 pub fn watcher(paths: &[&Path], events: &str, recursive: bool) -> Watcher {
+    watcher_in(paths, events, recursive, Resolution::Ringbuf, true)
+}
+
+/// `prefilter`: Config::prefilter (the watch check before the walk).
+pub fn watcher_in(
+    paths: &[&Path],
+    events: &str,
+    recursive: bool,
+    resolution: Resolution,
+    prefilter: bool,
+) -> Watcher {
     let cfg = Config {
         paths: paths.iter().map(|p| p.to_path_buf()).collect(),
         events: harrier_fswatch::parse_events(events).unwrap(),
         recursive,
+        resolution,
+        prefilter,
         pid: Some(std::process::id()),
         ..Config::default()
     };

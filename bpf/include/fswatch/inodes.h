@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Recording a syscall in flight: its arguments at sys_enter, then every
+ * inode whose ctime it changes (fs/inode.c's timestamp tracepoints, 6.13+),
+ * with the name and parent the inode's dentry has at that moment.
+ */
+#ifndef HARRIER_FSWATCH_INODES_H
+#define HARRIER_FSWATCH_INODES_H
+
+/* Syscalls that name an entry need the inodes changed on their way: record
+ * them. fd-based ones find everything at exit. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(fw_sys_enter, struct pt_regs *regs, long id)
+{
+	struct fw_sys s = fw_sys_of(id);
+	struct task_struct *t;
+	struct fw_pending *p;
+	char first = 0;
+
+	if (!s.kind || s.cls == FW_C_FD_ARG)
+		return 0;
+	t = bpf_get_current_task_btf();
+	if (!fw_tgid_ok(t))
+		return 0;
+	p = bpf_task_storage_get(&pending, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!p)
+		return 0;
+	p->nr = id;
+	p->nslots = 0;
+	for (int i = 0; i < 6; i++)
+		p->args[i] = fw_arg(regs, i);
+	if (s.path >= 0)
+		bpf_probe_read_user(&first, 1, (void *)p->args[fw_idx(s.path)]);
+	p->abs = first == '/';
+	return 0;
+}
+
+/* The dentry of an inode's newest name (hlist_add_head in d_instantiate), or NULL. */
+static __always_inline struct dentry *fw_alias(struct inode *inode)
+{
+	struct hlist_node *n = BPF_CORE_READ(inode, i_dentry.first);
+
+	if (!n)
+		return 0;
+	return (struct dentry *)((void *)n - bpf_core_field_offset(struct dentry, d_u));
+}
+
+/* The next name of the same inode, or NULL. */
+static __always_inline struct dentry *fw_alias_next(struct dentry *d)
+{
+	struct hlist_node *n = BPF_CORE_READ(d, d_u.d_alias.next);
+
+	if (!n)
+		return 0;
+	return (struct dentry *)((void *)n - bpf_core_field_offset(struct dentry, d_u));
+}
+
+static __always_inline bool fw_hashed(struct dentry *d)
+{
+	return BPF_CORE_READ(d, d_hash.pprev) != 0;
+}
+
+/* An inode's ctime changed: if a watched-kind syscall is in flight in this
+ * task, remember the inode and its name and parent as they are now. */
+static __always_inline int fw_changed(struct inode *inode)
+{
+	struct fw_pending *p = bpf_task_storage_get(&pending, bpf_get_current_task_btf(), 0, 0);
+	struct dentry *alias;
+	struct fw_slot *s;
+	struct fw_cpu *c;
+	struct qstr q;
+	__u32 n;
+
+	if (!p || !p->nr)
+		return 0;
+	n = p->nslots;
+	for (int i = 0; i < FW_SLOTS; i++)
+		if (i < n && p->slots[i].inode == (__u64)inode)
+			return 0;
+	if (n >= FW_SLOTS) {
+		if ((c = fw_cpu_get()))
+			c->stats.slots_full++;
+		return 0;
+	}
+	s = &p->slots[n & (FW_SLOTS - 1)];
+	s->inode = (__u64)inode;
+	s->ino = BPF_CORE_READ(inode, i_ino);
+	s->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	s->is_dir = (BPF_CORE_READ(inode, i_mode) & S_IFMT_) == S_IFDIR_;
+	s->parent_inode = 0;
+	s->name_len = 0;
+	alias = fw_alias(inode);
+	if (alias) {
+		s->parent_inode = (__u64)BPF_CORE_READ(alias, d_parent, d_inode);
+		if (!bpf_core_read(&q, sizeof(q), &alias->d_name)) {
+			__u32 len = q.len & (FW_NAME_MAX - 1);
+
+			if (!bpf_probe_read_kernel(s->name, len, q.name))
+				s->name_len = len;
+		}
+	}
+	p->nslots = n + 1;
+	return 0;
+}
+
+SEC("tp_btf/inode_set_ctime_to_ts")
+int BPF_PROG(fw_ctime_set, struct inode *inode, struct timespec64 *ts)
+{
+	return fw_changed(inode);
+}
+
+SEC("tp_btf/ctime_ns_xchg")
+int BPF_PROG(fw_ctime_xchg, struct inode *inode, __u32 old, __u32 new, __u32 cur)
+{
+	return fw_changed(inode);
+}
+
+SEC("tp_btf/ctime_xchg_skip")
+int BPF_PROG(fw_ctime_skip, struct inode *inode, struct timespec64 *ts)
+{
+	return fw_changed(inode);
+}
+
+#endif

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Which mount an entry was reached through (a hook sees only the inode),
+ * the file behind an fd, and the mount a syscall's path started from.
+ */
+#ifndef HARRIER_FSWATCH_MOUNT_H
+#define HARRIER_FSWATCH_MOUNT_H
+
+/*
+ * The mount an entry's dentry was reached through. The kernel's lookup
+ * struct path is gone by the time a hook sees the inode, so: the mounts of
+ * the dentry's super block in the task's namespace; one is the answer; with
+ * several (bind mounts), the one the syscall started from (dirfd, cwd or
+ * root) if it is among them, else the whole-fs one, flagged as a guess.
+ */
+struct fw_mount_pick {
+	struct mount *mnt;
+	__u32 flags;
+};
+
+/* One mount of the super block's list (6.8+: s_mounts, mnt_next_for_sb). */
+static long fw_mscan_step(__u32 i, void *ctx)
+{
+	struct fw_cpu *c = fw_cpu_get();
+	struct fw_mscan *ms;
+	struct mount *m;
+
+	if (!c)
+		return 1;
+	ms = &c->mscan;
+	m = (struct mount *)ms->m;
+	if (!m)
+		return 1;
+	if ((__u64)BPF_CORE_READ(m, mnt_ns) == ms->ns) {
+		if (ms->count < FW_CANDS) {
+			ms->mnts[ms->count & (FW_CANDS - 1)] = (__u64)m;
+			ms->roots[ms->count & (FW_CANDS - 1)] = (__u64)BPF_CORE_READ(m, mnt.mnt_root);
+		}
+		ms->count++;
+		if (!ms->first)
+			ms->first = (__u64)m;
+		if (!ms->whole && (__u64)BPF_CORE_READ(m, mnt.mnt_root) == ms->sroot)
+			ms->whole = (__u64)m;
+	}
+	ms->m = (__u64)BPF_CORE_READ(m, mnt_next_for_sb);
+	return 0;
+}
+
+/* One step of the climb from the dentry: which candidate roots lie above it. */
+static long fw_mclimb_step(__u32 i, void *ctx)
+{
+	struct fw_cpu *c = fw_cpu_get();
+	struct fw_mscan *ms;
+	struct dentry *d, *parent;
+
+	if (!c)
+		return 1;
+	ms = &c->mscan;
+	d = (struct dentry *)ms->d;
+	if (!d)
+		return 1;
+	for (int k = 0; k < FW_CANDS; k++)
+		if (k < ms->count && ms->roots[k] == (__u64)d && ms->deepest < 0)
+			ms->deepest = k;
+	if ((__u64)d == ms->hint_root)
+		ms->hint_seen = 1;
+	parent = BPF_CORE_READ(d, d_parent);
+	if (parent == d)
+		return 1;
+	ms->d = (__u64)parent;
+	return 0;
+}
+
+static __always_inline struct fw_mount_pick fw_mount_for(struct fw_cpu *c, struct task_struct *t,
+							 struct dentry *d, struct mount *hint)
+{
+	struct fw_mount_pick r = { 0, 0 };
+	struct super_block *sb = BPF_CORE_READ(d, d_sb);
+	struct fw_mscan *ms = &c->mscan;
+	bool hint_ok = hint && BPF_CORE_READ(hint, mnt.mnt_sb) == sb;
+
+	ms->ns = (__u64)BPF_CORE_READ(t, nsproxy, mnt_ns);
+	ms->sroot = (__u64)BPF_CORE_READ(sb, s_root);
+	ms->first = 0;
+	ms->whole = 0;
+	ms->count = 0;
+	if (bpf_core_field_exists(struct mount, mnt_next_for_sb)) {
+		ms->m = (__u64)BPF_CORE_READ(sb, s_mounts);
+		bpf_loop(FW_MOUNTS_MAX, fw_mscan_step, 0, 0);
+	} else {
+		/* Older kernels keep a list_head there: only the hint is used. */
+		ms->count = 2;
+	}
+	if (ms->count == 1) {
+		r.mnt = (struct mount *)ms->first;
+	} else {
+		/* Several: those whose root is an ancestor of d can show it. The
+		 * starting mount if it is one of them, else the deepest (a bind
+		 * mount of a subtree is the more specific view). */
+		ms->d = (__u64)d;
+		ms->deepest = -1;
+		ms->hint_seen = 0;
+		ms->hint_root = hint_ok ? (__u64)BPF_CORE_READ(hint, mnt.mnt_root) : 0;
+		bpf_loop(FW_DEPTH_MAX, fw_mclimb_step, 0, 0);
+		if (hint_ok && ms->hint_seen)
+			r.mnt = hint;
+		else if (ms->deepest >= 0)
+			r.mnt = (struct mount *)ms->mnts[ms->deepest & (FW_CANDS - 1)];
+		else if (ms->whole)
+			r.mnt = (struct mount *)ms->whole;
+		else
+			r.mnt = (struct mount *)ms->first;
+		r.flags |= FW_F_MOUNT_GUESS;
+	}
+	if (!r.mnt)
+		r.flags |= FW_F_UNRESOLVED;
+	return r;
+}
+
+/* The file behind descriptor fd of task t, or NULL. */
+static __always_inline struct file *fw_fd_file(struct task_struct *t, __s64 fd)
+{
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+
+	if (fd >= 0 && fd < BPF_CORE_READ(fdt, max_fds))
+		bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f;
+}
+
+/* The mount the syscall's path started from: root, cwd or dirfd's. */
+static __always_inline struct mount *fw_hint(struct task_struct *t, struct fw_pending *p, struct fw_sys s)
+{
+	__s64 dirfd = AT_FDCWD_;
+	struct file *f;
+
+	if (p->abs)
+		return fw_real_mount(BPF_CORE_READ(t, fs, root.mnt));
+	if (s.dirfd >= 0)
+		dirfd = (int)p->args[fw_idx(s.dirfd)];
+	if (dirfd == AT_FDCWD_)
+		return fw_real_mount(BPF_CORE_READ(t, fs, pwd.mnt));
+	f = fw_fd_file(t, dirfd);
+	return f ? fw_real_mount(BPF_CORE_READ(f, f_path.mnt)) : 0;
+}
+
+#endif

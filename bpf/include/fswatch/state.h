@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * fswatch's maps and per-CPU state: the walk, the mount scan and the event
+ * plan live in the per-CPU map (not the stack) so that bpf_loop callbacks
+ * and global functions can share them.
+ */
+#ifndef HARRIER_FSWATCH_STATE_H
+#define HARRIER_FSWATCH_STATE_H
+
+#define FW_PATHBUF (FW_PATH_MAX + 512)	/* room past FW_PATH_MAX for masked copies */
+
+/* Path buffer b of this CPU (struct fw_cpu). */
+#define FW_BUF(c, b) ((c)->path + ((b) & 1) * FW_PATHBUF)
+
+/* Where a dentry walk is (fw_walk_step); in the per-CPU map, not the stack,
+ * so bpf_loop verifies in one pass whatever the depth. */
+struct fw_walk {
+	__u64 dentry;
+	__u64 mnt;	/* struct mount * */
+	__u64 root_mnt;	/* the task's root (mount, dentry): the walk stops there; one */
+	__u64 root_dentry;	/* ending at a top mount instead is detached */
+	__s32 pos;	/* start of the path so far, counting down from FW_PATH_MAX */
+	__u32 buf;	/* which path buffer */
+	__u32 depth;	/* names climbed */
+	__u32 flags;
+	__u32 watched;
+	__u32 check;	/* the watch check only: no names, stop at the first watched inode */
+};
+
+/*
+ * What one event is made of: filled by the exit handler (what to walk),
+ * completed by fw_path (results), written by fw_emit. In the per-CPU map so
+ * that fw_path and fw_emit can be global functions, verified once each.
+ */
+struct fw_plan {
+	__u64 dentry[2];	/* walk from here (the parent, when a name is put first) */
+	__u64 mnt[2];		/* the mount: a struct file's, or picked (once, by the first pass) */
+	__u32 mnt_flags[2];	/* how the mount was picked (FW_F_MOUNT_GUESS...) */
+	__u64 hint;		/* struct mount * the syscall's path started from */
+	__s32 name_slot[2];	/* a recorded name to put first, or -1 */
+	__u32 extra[2];		/* flags to add */
+	/* results */
+	__u32 flags;
+	__u32 dev;
+	__u32 mnt_id;
+	__u32 watched;
+	__u64 ino;
+	__s32 pos[2];		/* start of each path; -1: no such path */
+	__u32 watched_b[2];	/* per path */
+};
+
+/* A scan of the mounts of one super block (fw_mount_for). */
+#define FW_CANDS 4
+
+struct fw_mscan {
+	__u64 m;
+	__u64 ns;
+	__u64 sroot;
+	__u64 first;	/* the first in the task's namespace */
+	__u64 whole;	/* the first there that shows the whole file system */
+	__u64 count;
+	__u64 mnts[FW_CANDS];	/* candidates and their roots */
+	__u64 roots[FW_CANDS];
+	__u64 d;	/* the ancestor climb */
+	__u64 hint_root;	/* the hint's root, if the hint is a candidate */
+	__s32 deepest;	/* first candidate root met climbing, or -1 */
+	__u32 hint_seen;	/* the hint's root was met */
+};
+
+struct fw_cpu {
+	struct fw_stats stats;
+	struct fw_walk walk;
+	struct fw_mscan mscan;
+	struct fw_plan plan;
+	__u8 path[2 * FW_PATHBUF];	/* two path buffers (one array: the skeleton's types need it) */
+	__u64 frag_seq;	/* single-fragment: paths this CPU has put in its path ring */
+};
+
+HR_CPU_STATE_MAP(struct fw_cpu);
+
+/* Per-CPU rings (struct hr_aring), entry i for CPU i; user space sizes them. */
+HR_ARINGS_MAP;
+
+/* single-fragment: per-CPU path rings (struct hr_aring, head only: nobody
+ * waits for the reader), entry i for CPU i, as large as the event rings;
+ * mmapped and sized by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(key_size, 4);
+	__uint(value_size, HR_ARING_DATA + 65536);
+	__uint(max_entries, 1);
+} frags SEC(".maps");
+
+/* Watched inodes: (kernel dev_t, inode number), never the inode alone. */
+struct fw_key {
+	__u32 dev;
+	__u32 pad;
+	__u64 ino;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct fw_key);
+	__type(value, __u32);
+} watched SEC(".maps");
+
+/* An inode whose ctime changed during the syscall in flight. */
+struct fw_slot {
+	__u64 inode;
+	__u64 parent_inode;	/* its first dentry's parent's inode, when it changed */
+	__u64 ino;
+	__u32 dev;
+	__u16 name_len;
+	__u8 is_dir;
+	__u8 pad;
+	char name[FW_NAME_MAX];	/* its first dentry's name, when it changed */
+};
+
+/* The syscall in flight, per task: opened at sys_enter, closed at sys_exit. */
+struct fw_pending {
+	__u32 nr;
+	__u8 nslots;
+	__u8 abs;	/* the path argument starts with '/' */
+	__u16 pad;
+	__u64 args[6];
+	struct fw_slot slots[FW_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct fw_pending);
+} pending SEC(".maps");
+
+static __always_inline bool fw_tgid_ok(struct task_struct *t)
+{
+	return !filter_tgid || t->tgid == filter_tgid;
+}
+
+static __always_inline struct fw_cpu *fw_cpu_get(void)
+{
+	return HR_CPU_STATE();
+}
+
+#endif

@@ -1,0 +1,264 @@
+//! `harrier-bench fs` (`make bench-fs`): harrier fswatch against inotify and
+//! fanotify readers and no watcher, on one workload (fs_work.rs) in a tmpfs
+//! of its own, in interleaved rounds. Per watcher: wall ns per operation
+//! added over no watcher, events delivered against expected, the watcher's
+//! CPU time and RSS, and with --bpf-stats fswatch's BPF ns per operation.
+
+use crate::report::{bar_chart, num, Table};
+use crate::workload::median;
+use crate::{fs_watch, fs_work};
+use anyhow::{anyhow, Context, Result};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Iterations per round (each: create, write, rename, unlink, mkdir, rmdir).
+    #[arg(long, default_value_t = 20_000)]
+    iters: u64,
+    /// The tree: FANOUT directories of FANOUT subdirectories.
+    #[arg(long, default_value_t = 8)]
+    fanout: usize,
+    /// BPF run-time statistics for fswatch (BPF_ENABLE_STATS: adds its own
+    /// clock reads to every BPF program on the machine while on).
+    #[arg(long)]
+    bpf_stats: bool,
+    /// Comma-separated: none, fswatch, fswatch-single-fragment, fswatch-unwatched,
+    /// fswatch-unwatched-walk, inotify, fanotify.
+    #[arg(
+        long,
+        default_value = "none,fswatch,fswatch-single-fragment,fswatch-unwatched,fswatch-unwatched-walk,inotify,fanotify"
+    )]
+    watchers: String,
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+/// A private tmpfs: the workload's tree and nothing else (fanotify's
+/// filesystem mark then sees only the workload). Unmounted on drop.
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Result<Scratch> {
+        let dir = std::env::temp_dir().join(format!("harrier-bench-fs.{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let c = |s: &str| std::ffi::CString::new(s).unwrap();
+        let target = c(dir.to_str().context("temp dir is not UTF-8")?);
+        let r = unsafe {
+            libc::mount(
+                c("tmpfs").as_ptr(),
+                target.as_ptr(),
+                c("tmpfs").as_ptr(),
+                0,
+                c("size=256m").as_ptr().cast(),
+            )
+        };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            let _ = std::fs::remove_dir(&dir);
+            return Err(anyhow!("mounting a tmpfs on {}: {e} (bench-fs needs root)", dir.display()));
+        }
+        Ok(Scratch { dir })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Ok(c) = std::ffi::CString::new(self.dir.as_os_str().as_encoded_bytes()) {
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// One watcher's figures in one round.
+#[derive(Default, Clone)]
+struct Sample {
+    ns_op: f64,
+    events: u64,
+    lost: u64,
+    cpu_ms: f64,
+    rss_kib: f64,
+    bpf_ns: f64,
+    exit_ns_run: f64,
+}
+
+fn one(
+    kind: &str,
+    a: &Args,
+    tree: &Path,
+    elsewhere: &Path,
+    dirs: &[PathBuf],
+    round: usize,
+) -> Result<Sample> {
+    if kind == "none" {
+        return Ok(Sample { ns_op: fs_work::run(dirs, a.iters, round)?, ..Sample::default() });
+    }
+    let watch = if kind.starts_with("fswatch-unwatched") { elsewhere } else { tree };
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["fs-watch", kind]).arg(watch).arg("--pid").arg(std::process::id().to_string());
+    if a.bpf_stats {
+        cmd.arg("--bpf-stats");
+    }
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().context("starting a watcher")?;
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    let r = (|| -> Result<Sample> {
+        fs_watch::wait_ready(&mut out)?;
+        let ns_op = fs_work::run(dirs, a.iters, round)?;
+        writeln!(stdin, "stop")?;
+        let mut line = String::new();
+        out.read_line(&mut line)?;
+        let v: serde_json::Value =
+            serde_json::from_str(&line).with_context(|| format!("watcher {kind} said {line:?}"))?;
+        let u = |k: &str| v[k].as_u64().unwrap_or(0);
+        let ops = (a.iters * fs_work::OPS_PER_ITER) as f64;
+        Ok(Sample {
+            ns_op,
+            events: u("events"),
+            lost: u("lost"),
+            cpu_ms: v["cpu_ms"].as_f64().unwrap_or(f64::NAN),
+            rss_kib: u("rss_kib") as f64,
+            bpf_ns: if u("bpf_runs") > 0 { u("bpf_ns") as f64 / ops } else { f64::NAN },
+            exit_ns_run: if u("exit_runs") > 0 {
+                u("exit_ns") as f64 / u("exit_runs") as f64
+            } else {
+                f64::NAN
+            },
+        })
+    })();
+    drop(stdin);
+    if r.is_err() {
+        let _ = child.kill();
+    }
+    let status = child.wait()?;
+    let s = r?;
+    if !status.success() {
+        anyhow::bail!("watcher {kind} failed: {status}");
+    }
+    Ok(s)
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let kinds: Vec<&str> = a.watchers.split(',').map(str::trim).filter(|k| !k.is_empty()).collect();
+    let scratch = Scratch::new()?;
+    let tree = scratch.dir.join("tree");
+    let elsewhere = scratch.dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere)?;
+    let dirs = fs_work::make_tree(&tree, a.fanout)?;
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); kinds.len()];
+    for round in 0..a.rounds {
+        // Interleaved: each round starts with the next watcher, so drift on
+        // a shared machine spreads over all of them.
+        for k in 0..kinds.len() {
+            let i = (k + round) % kinds.len();
+            let s = one(kinds[i], &a, &tree, &elsewhere, &dirs, round * kinds.len() + i)
+                .with_context(|| format!("round {round}, {}", kinds[i]))?;
+            eprintln!("bench-fs: round {round} {:<18} {:8.1} ns/op", kinds[i], s.ns_op);
+            samples[i].push(s);
+        }
+    }
+    drop(scratch);
+    report(&a, &kinds, &samples)
+}
+
+fn med(v: &[Sample], f: impl Fn(&Sample) -> f64) -> f64 {
+    median(&mut v.iter().map(f).collect::<Vec<_>>())
+}
+
+fn report(a: &Args, kinds: &[&str], samples: &[Vec<Sample>]) -> Result<()> {
+    let base = kinds.iter().position(|k| *k == "none").map(|i| &samples[i]);
+    let base_ns = base.map(|b| med(b, |s| s.ns_op)).unwrap_or(f64::NAN);
+    let mut rows = Vec::new();
+    let mut bars = Vec::new();
+    for (k, v) in kinds.iter().zip(samples) {
+        let ns = med(v, |s| s.ns_op);
+        // Added cost: per round against that round's no-watcher run, then the median.
+        let added = match base {
+            Some(b) => median(&mut v.iter().zip(b).map(|(s, b)| s.ns_op - b.ns_op).collect::<Vec<_>>()),
+            None => f64::NAN,
+        };
+        let expected = fs_work::expected_per_iter(k) * a.iters * v.len() as u64;
+        let got: u64 = v.iter().map(|s| s.events).sum();
+        let lost_pct = if expected > 0 {
+            num(100.0 * (expected as f64 - got as f64) / expected as f64, 2)
+        } else if got > 0 {
+            format!("{got} unexpected")
+        } else {
+            "-".into()
+        };
+        let idle = *k == "none";
+        let cell = |x: f64, d| if idle { String::new() } else { num(x, d) };
+        rows.push(vec![
+            k.to_string(),
+            num(ns, 1),
+            if idle { String::new() } else { format!("{added:+.1}") },
+            num(ns / base_ns, 2),
+            if idle { String::new() } else { format!("{got} / {expected}") },
+            if idle { String::new() } else { lost_pct },
+            if idle { String::new() } else { v.iter().map(|s| s.lost).sum::<u64>().to_string() },
+            cell(med(v, |s| s.cpu_ms), 1),
+            cell(med(v, |s| s.rss_kib) / 1024.0, 1),
+            cell(med(v, |s| s.bpf_ns), 1),
+            cell(med(v, |s| s.exit_ns_run), 1),
+        ]);
+        if !idle {
+            bars.push((k.to_string(), added));
+        }
+    }
+    let t = Table {
+        header: [
+            "watcher",
+            "ns/op",
+            "ns/op added",
+            "ratio",
+            "events / expected",
+            "lost %",
+            "lost (watcher's count)",
+            "watcher CPU ms",
+            "RSS MiB",
+            "BPF ns/op",
+            "BPF ns/exit run",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    };
+    let ops = a.iters * fs_work::OPS_PER_ITER;
+    let md = format!(
+        "bench-fs: {} rounds of {ops} operations ({} iterations of create, write, rename, unlink, \
+         mkdir, rmdir over {} directories on a private tmpfs), watchers interleaved; medians. \
+         `ns/op added` is the median over rounds of the difference with that round's no-watcher run. \
+         fswatch: the library's reader, every kind incl. modify, the bench's pid filter (the machine's \
+         other processes stay out of its figures); `fswatch-single-fragment` the same with paths in \
+         the mmapped path slots; `fswatch-unwatched` watches a sibling directory \
+         (every event filtered in the kernel); `fswatch-unwatched-walk` the same with the watch check \
+         after the path walk (as before it moved in front). inotify: a minimal recursive reader (a watch per \
+         directory, paths built). fanotify: FAN_REPORT_DFID_NAME with a filesystem mark, records \
+         counted per kind, handles not resolved to paths. RSS at the end of the run. BPF columns \
+         (--bpf-stats{}): all fswatch programs' run time per workload operation, and the sys_exit \
+         program's mean per run (every syscall of the machine runs it).\n\n{}",
+        a.rounds,
+        a.iters,
+        a.fanout * a.fanout,
+        if a.bpf_stats { ", on" } else { ", off: -" },
+        t.markdown()
+    );
+    println!("{md}");
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(a.out.join("fs.md"), &md)?;
+    bar_chart(
+        &a.out.join("fs.png"),
+        "File-system watchers: wall ns added per operation",
+        "ns per operation",
+        &bars,
+        None,
+    )?;
+    eprintln!("bench-fs: wrote {}/fs.md and fs.png", a.out.display());
+    Ok(())
+}
