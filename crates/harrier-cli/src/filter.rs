@@ -80,6 +80,7 @@ impl Filter {
             host: clock.host,
             state,
             scratch: &self.scratch,
+            cache: Default::default(),
         };
         self.rules.rule_matches(0, &src)
     }
@@ -101,6 +102,7 @@ impl Filter {
             host: clock.host,
             state,
             scratch: &self.scratch,
+            cache: Default::default(),
         };
         let res = f.param("res").and_then(|r| r.trim().parse().ok());
         self.rules.rule_matches(0, &ForeignSource { inner, f, res })

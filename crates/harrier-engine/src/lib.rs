@@ -178,6 +178,7 @@ impl Engine {
             host: &self.host,
             state: &self.state,
             scratch: &self.scratch,
+            cache: Default::default(),
         };
         // One clock read per rule, not two: each rule's time ends where the next one's begins.
         let mut t0 = tsc();

@@ -10,7 +10,7 @@ use harrier_rules::value::{EventSource, Value};
 use harrier_schema::decode::Value as Param;
 use harrier_schema::view::{Known, SyscallView};
 use harrier_schema::TextKind;
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::fmt::Write;
 
 /// One event as the rules see it.
@@ -26,6 +26,16 @@ pub struct Source<'a, S: StateView + ?Sized> {
     pub host: &'a str,
     pub state: &'a S,
     pub scratch: &'a RefCell<String>,
+    /// Lookups many fields of one event repeat (each rule tested on it asks again).
+    pub cache: LookupCache<'a>,
+}
+
+/// The event's process and fd, looked up once per event, not once per field.
+#[derive(Default)]
+pub struct LookupCache<'a> {
+    proc: OnceCell<Option<ProcInfo<'a>>>,
+    fd: OnceCell<Option<FdInfo<'a>>>,
+    open_flags: OnceCell<Option<(u64, u64)>>,
 }
 
 /// Fields this engine extracts. A rule using another is reported as not
@@ -248,13 +258,17 @@ fn open_flags(v: &SyscallView) -> Option<(u64, u64)> {
     Some((flags, mode))
 }
 
-impl<S: StateView + ?Sized> Source<'_, S> {
-    fn proc(&self) -> Option<ProcInfo<'_>> {
-        self.state.process(self.tid)
+impl<'a, S: StateView + ?Sized> Source<'a, S> {
+    fn proc(&self) -> Option<ProcInfo<'a>> {
+        *self.cache.proc.get_or_init(|| self.state.process(self.tid))
     }
 
     /// The fd this event is about: its fd argument, or the one it returned.
-    fn fd(&self) -> Option<FdInfo<'_>> {
+    fn fd(&self) -> Option<FdInfo<'a>> {
+        *self.cache.fd.get_or_init(|| self.lookup_fd())
+    }
+
+    fn lookup_fd(&self) -> Option<FdInfo<'a>> {
         let v = self.view?;
         let num = match in_family(&families().return_fd, v) {
             true => (v.ret >= 0).then_some(v.ret as i32)?,
@@ -453,7 +467,8 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             EvtRawres => one(out, view.map(|v| Value::S64(v.ret))),
             EvtFailed => one(out, view.map(|v| Value::Bool(v.ret < 0))),
             EvtIsOpenRead | EvtIsOpenWrite | EvtIsOpenExec | EvtIsOpenCreate => {
-                let Some((flags, mode)) = view.and_then(|v| open_flags(v)) else { return };
+                let flags = self.cache.open_flags.get_or_init(|| view.and_then(|v| open_flags(v)));
+                let Some((flags, mode)) = *flags else { return };
                 let acc = flags & 3;
                 let creat = flags & 0o100 != 0;
                 let b = match field {
