@@ -89,19 +89,90 @@ guest() {
 }
 
 # Boots the kernel once and runs vm-guest.sh on LIST; true if all passed.
+# The guest's kernel console goes to LOG's .console file (not shown unless the
+# run fails or stalls). A host-side watchdog (the guest's own can stall with
+# it) ends a guest whose console heartbeat stopped for STALL s or that runs
+# past LIMIT s, after asking qemu for its vCPUs' state over QMP.
 boot() {
 	local kernel=$1 kvm=$2 list=$3 only=$4 log=$5
-	set +e
+	local console=${log%.log}.console qmp=$OUT/qmp.sock pidfile=$OUT/qemu.pid
+	local limit=${HARRIER_VM_LIMIT:-1200} stall=${HARRIER_VM_STALL:-120}
+	rm -f "$qmp" "$pidfile"
+	: >"$log"
+	: >"$console"
 	# The rules tests act for real (files below /usr/local/bin, /var/log, /etc, runc
 	# state in /run): those trees are writable overlays in the guest, gone after.
-	# A hung task is reported in dmesg after 60 s (vm-guest.sh prints it on a hang).
-	PATH=/opt/harrier-vng/bin:$PATH timeout 1500 "$vng" $kvm --cpus 2 --memory 2G -r "$kernel" --append hung_task_timeout_secs=60 \
+	# --verbose: the kernel's messages at every level on the console.
+	# A hung task is reported after 60 s, with every CPU's backtrace. udev would
+	# load kvm for the emulated CPU (-cpu max has SVM): ~40 s of boot for nothing.
+	PATH=/opt/harrier-vng/bin:$PATH "$vng" $kvm --verbose --cpus "${HARRIER_VM_CPUS:-2}" --memory "${HARRIER_VM_MEMORY:-2G}" -r "$kernel" \
+		--append "hung_task_timeout_secs=60 hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel ${HARRIER_VM_APPEND:-}" \
 		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run \
-		--exec "GUEST_LIST_ONLY=$only bash $OUT/vm-guest.sh $list $ROOT" 2>&1 | tee "$log"
-	local rc=${PIPESTATUS[0]}
-	set -e
+		--qemu-opts="-qmp unix:$qmp,server=on,wait=off -pidfile $pidfile" \
+		--exec "GUEST_LIST_ONLY=$only bash $OUT/vm-guest.sh $list $ROOT 2>&1" >"$log" 2>"$console" </dev/null &
+	local vpid=$! t0=$SECONDS why=
+	tail -n +1 -f --pid=$vpid "$log" &
+	local tpid=$!
+	while kill -0 $vpid 2>/dev/null; do
+		sleep 2
+		local quiet=$(($(date +%s) - $(stat -c %Y "$console")))
+		if ((SECONDS - t0 > limit)); then
+			why="no result after $limit s"
+		elif ((quiet > stall)) && grep -q 'harrier-guest: alive' "$console"; then
+			why="no heartbeat from the guest for $quiet s"
+		fi
+		[ -z "$why" ] || { stalled "$why" "$log" "$console" "$qmp" "$pidfile"; break; }
+	done
+	wait $vpid
+	local rc=$?
+	wait $tpid 2>/dev/null
 	# Both the exit code (virtme-ng passes the command's on) and the closing line.
-	[ "$rc" = 0 ] && grep -Eq '^kernel [^ ]+: [0-9]+ passed, 0 failed' "$log"
+	if [ -z "$why" ] && [ "$rc" = 0 ] && grep -Eq '^kernel [^ ]+: [0-9]+ passed, 0 failed' "$log"; then
+		return 0
+	fi
+	if [ -z "$why" ]; then
+		echo "== guest exited $rc; its kernel console's end ($console):"
+		console_tail "$console" 60
+	fi
+	return 1
+}
+
+# The console without the heartbeats, last N lines.
+console_tail() {
+	grep -v 'harrier-guest: alive' "$1" | tail -n "$2" | sed 's/^/   console: /'
+}
+
+# A guest that stopped: what it was running, qemu's view of its vCPUs (where
+# each one is, its local APIC timer), whether an NMI brings it back, then the
+# VM is ended and the console's end printed.
+stalled() {
+	local why=$1 log=$2 console=$3 qmp=$4 pidfile=$5 qpid dump=${2%.log}.qmp
+	echo "== guest stalled: $why"
+	echo "   running: $(grep -o 'harrier-guest: start .*' "$console" | tail -1 | cut -d' ' -f3-)"
+	echo "   last heartbeat: $(grep -o 'harrier-guest: alive.*' "$console" | tail -1)"
+	local cmds=(query-status "hmp:info cpus" "hmp:info registers -a")
+	for c in $(seq 0 $((${HARRIER_VM_CPUS:-2} - 1))); do cmds+=("hmp@$c:info lapic"); done
+	timeout 60 /usr/bin/python3 scripts/vm-qmp.py "$qmp" "${cmds[@]}" >"$dump" 2>&1
+	echo "   vCPUs (full dump in $dump):"
+	grep -E '^-- hmp@|^CPU#|^RIP=|^LVTT|^Timer' "$dump" | sed 's/^/     /' | head -40
+	local before
+	before=$(stat -c %s "$console")
+	timeout 30 /usr/bin/python3 scripts/vm-qmp.py "$qmp" inject-nmi >>"$dump" 2>&1
+	sleep 30
+	if [ "$(stat -c %s "$console")" != "$before" ]; then
+		echo "   after an NMI the console moved again:"
+		tail -c +$((before + 1)) "$console" | tail -20 | sed 's/^/     /'
+	else
+		echo "   an NMI did not bring it back"
+	fi
+	qpid=$(cat "$pidfile" 2>/dev/null)
+	if [ -n "$qpid" ]; then
+		kill "$qpid" 2>/dev/null
+		for _ in $(seq 20); do kill -0 "$qpid" 2>/dev/null || break; sleep 1; done
+		kill -9 "$qpid" 2>/dev/null
+	fi
+	echo "== the guest's kernel console's end ($console):"
+	console_tail "$console" 80
 }
 
 case $MODE in

@@ -23,6 +23,35 @@ export TMPDIR=/tmp
 export CI=true
 # Emulated CPUs run BPF 10-1000x slower: looping tests divide their counts.
 export HARRIER_TEST_SCALE=${HARRIER_TEST_SCALE:-20}
+# A test binary's time limit (the slowest takes ~90 s under emulation).
+LIMIT=${GUEST_BINARY_LIMIT:-300}
+
+# A sleep that runs no program: the guest's root is the host's over 9p, and
+# a watchdog that must exec /usr/bin/sleep from there stops with a stuck 9p.
+exec {SLEEPFD}<> <(:)
+nap() { read -r -t "$1" -u $SLEEPFD; true; }
+
+# Heartbeat on the kernel console (builtins only, so it keeps going while
+# anything that needs 9p is stuck): scripts/test-kernels.sh on the host takes
+# its absence as a guest that stopped, and it names the binary and the last
+# test that finished when the guest stops answering.
+export RUNNING=
+heartbeat() {
+	local load last
+	while :; do
+		read -r load </proc/loadavg
+		last=
+		if [ -e /tmp/test-out.txt ]; then
+			mapfile -t lines </tmp/test-out.txt
+			for ((i = ${#lines[@]} - 1; i >= 0; i--)); do
+				[[ ${lines[i]} == "test "* ]] && { last=${lines[i]}; break; }
+			done
+		fi
+		echo "harrier-guest: alive, load $load; last: ${last:-none}" >/dev/kmsg
+		nap 10
+	done
+}
+heartbeat &
 
 # Runs a test binary for at most LIMIT s. A hung one is reported with what
 # the kernel says its threads wait on (a task in D state ignores SIGKILL, so
@@ -35,19 +64,25 @@ run_bounded() {
 	pid=$!
 	for ((i = 0; i < limit; i++)); do
 		kill -0 $pid 2>/dev/null || { wait $pid; return; }
-		sleep 1
+		nap 1
 	done
-	echo "      hung: no exit after $limit s; unfinished tests:"
+	echo "      hung: no exit after $limit s"
+	# First what needs no program from the shared root: the kernel's
+	# blocked tasks and every CPU's backtrace, on the console (the host
+	# prints its tail), then the threads' stacks here.
+	{ echo w >/proc/sysrq-trigger; echo l >/proc/sysrq-trigger; } 2>/dev/null
+	echo "      its threads (state, kernel stack):"
+	for t in /proc/$pid/task/*; do
+		local comm state=? line
+		read -r comm <$t/comm
+		while read -r line; do [[ $line == State:* ]] && state=${line#State:}; done <$t/status
+		echo "        $comm $state"
+		while read -r line; do echo "          $line"; done <$t/stack 2>/dev/null
+	done
+	echo "      unfinished tests:"
 	(cd "$dir" && "$exe" --list "$@" 2>/dev/null) | sed -n 's/: test$//p' | sort >/tmp/all.txt
 	sed -n 's/^test \(.*\) \.\.\. .*/\1/p' "$out" | sort >/tmp/done.txt
 	comm -23 /tmp/all.txt /tmp/done.txt | sed 's/^/        /'
-	echo "      its threads (state, kernel stack):"
-	for t in /proc/$pid/task/*; do
-		echo "        $(cat $t/comm) $(awk '/^State/ { print $2 }' $t/status)"
-		sed 's/^/          /' $t/stack 2>/dev/null | head -16
-	done
-	{ echo w >/proc/sysrq-trigger; } 2>/dev/null
-	dmesg | tail -60 | sed 's/^/      dmesg: /'
 	kill -9 $pid 2>/dev/null
 	return 124
 }
@@ -64,7 +99,8 @@ while IFS=$'\t' read -r exe dir name; do
 	skip=()
 	case $name in harrier-capture:*) skip=(--skip _dispatcher) ;; esac
 	# cargo runs each test binary from its package directory.
-	run_bounded 600 "$dir" "$out" "$exe" --test-threads=2 "${skip[@]}"
+	echo "harrier-guest: start $name" >/dev/kmsg
+	run_bounded $LIMIT "$dir" "$out" "$exe" --test-threads=2 "${skip[@]}"
 	rc=$?
 	np=$(awk '/^test result:/ { s += $4 } END { print s + 0 }' "$out")
 	nf=$(awk '/^test result:/ { s += $6 } END { print s + 0 }' "$out")
@@ -100,7 +136,8 @@ DISPATCHER_IN_GUEST="exactly_one_exit_event_per_syscall::test_case_2_dispatcher 
 core=$(awk -F'\t' '$3 == "harrier-capture:core" { print $1 "\t" $2 }' "$LIST")
 for t in $DISPATCHER_IN_GUEST; do
 	s=$(date +%s)
-	run_bounded 600 "$(cut -f2 <<<"$core")" /tmp/test-out.txt "$(cut -f1 <<<"$core")" --exact "$t"
+	echo "harrier-guest: start core $t" >/dev/kmsg
+	run_bounded $LIMIT "$(cut -f2 <<<"$core")" /tmp/test-out.txt "$(cut -f1 <<<"$core")" --exact "$t"
 	rc=$?
 	np=$(awk '/^test result:/ { s += $4 } END { print s + 0 }' /tmp/test-out.txt)
 	if [ $rc -eq 0 ] && [ "$np" = 1 ]; then
@@ -115,6 +152,7 @@ done
 
 # The bypass C tests: the built binaries, not `make` (the shared tree is read-only).
 s=$(date +%s)
+echo "harrier-guest: start bypass C tests" >/dev/kmsg
 O=$ROOT/target/release/bypass
 # Each of its lines as it comes (timed), so a slow case shows where the time goes.
 O=$O HARRIER_BYPASS=$ROOT/target/release/harrier-bypass bash "$ROOT/bypass/tests/run.sh" 2>&1 |
