@@ -103,10 +103,11 @@ boot() {
 	# The rules tests act for real (files below /usr/local/bin, /var/log, /etc, runc
 	# state in /run): those trees are writable overlays in the guest, gone after.
 	# --verbose: the kernel's messages at every level on the console.
-	# A hung task is reported after 60 s, with every CPU's backtrace. udev would
+	# A hung task is reported after 60 s, with every CPU's backtrace (sysctls: a bare
+	# hung_task_timeout_secs= is no boot parameter, 6.1 ignored it). udev would
 	# load kvm for the emulated CPU (-cpu max has SVM): ~40 s of boot for nothing.
 	PATH=/opt/harrier-vng/bin:$PATH "$vng" $kvm --verbose --cpus "${HARRIER_VM_CPUS:-2}" --memory "${HARRIER_VM_MEMORY:-2G}" -r "$kernel" \
-		--append "hung_task_timeout_secs=60 hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel ${HARRIER_VM_APPEND:-}" \
+		--append "sysctl.kernel.hung_task_timeout_secs=60 sysctl.kernel.hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel ${HARRIER_VM_APPEND:-}" \
 		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run \
 		--qemu-opts="-qmp unix:$qmp,server=on,wait=off -pidfile $pidfile" \
 		--exec "GUEST_LIST_ONLY=$only bash $OUT/vm-guest.sh $list $ROOT 2>&1" >"$log" 2>"$console" </dev/null &
@@ -118,7 +119,7 @@ boot() {
 		local quiet=$(($(date +%s) - $(stat -c %Y "$console")))
 		if ((SECONDS - t0 > limit)); then
 			why="no result after $limit s"
-		elif ((quiet > stall)) && grep -q 'harrier-guest: alive' "$console"; then
+		elif ((quiet > stall)) && grep -aq 'harrier-guest: alive' "$console"; then
 			why="no heartbeat from the guest for $quiet s"
 		fi
 		[ -z "$why" ] || { stalled "$why" "$log" "$console" "$qmp" "$pidfile"; break; }
@@ -139,7 +140,7 @@ boot() {
 
 # The console without the heartbeats, last N lines.
 console_tail() {
-	grep -v 'harrier-guest: alive' "$1" | tail -n "$2" | sed 's/^/   console: /'
+	grep -av 'harrier-guest: alive' "$1" | tail -n "$2" | sed 's/^/   console: /'
 }
 
 # A guest that stopped: what it was running, qemu's view of its vCPUs (where
@@ -148,8 +149,8 @@ console_tail() {
 stalled() {
 	local why=$1 log=$2 console=$3 qmp=$4 pidfile=$5 qpid dump=${2%.log}.qmp
 	echo "== guest stalled: $why"
-	echo "   running: $(grep -o 'harrier-guest: start .*' "$console" | tail -1 | cut -d' ' -f3-)"
-	echo "   last heartbeat: $(grep -o 'harrier-guest: alive.*' "$console" | tail -1)"
+	echo "   running: $(grep -ao 'harrier-guest: start .*' "$console" | tail -1 | cut -d' ' -f3-)"
+	echo "   last heartbeat: $(grep -ao 'harrier-guest: alive.*' "$console" | tail -1)"
 	local cmds=(query-status "hmp:info cpus" "hmp:info registers -a")
 	for c in $(seq 0 $((${HARRIER_VM_CPUS:-2} - 1))); do cmds+=("hmp@$c:info lapic"); done
 	timeout 60 /usr/bin/python3 scripts/vm-qmp.py "$qmp" "${cmds[@]}" >"$dump" 2>&1
