@@ -167,6 +167,15 @@ stalled() {
 		echo "   an NMI did not bring it back"
 	fi
 	qpid=$(cat "$pidfile" 2>/dev/null)
+	# qemu's own threads, should the emulator rather than the guest be stuck
+	# (a QMP that did not answer above points there).
+	if [ -n "$qpid" ]; then
+		echo "   qemu's threads (name, state, where in the host kernel):"
+		for t in /proc/$qpid/task/*; do
+			echo "     $(cat $t/comm 2>/dev/null) $(awk '{ print $3 }' $t/stat 2>/dev/null) $(cat $t/wchan 2>/dev/null)"
+		done
+		command -v gdb >/dev/null && timeout 60 gdb -p "$qpid" -batch -ex 'thread apply all bt 15' >>"$dump" 2>&1
+	fi
 	if [ -n "$qpid" ]; then
 		kill "$qpid" 2>/dev/null
 		for _ in $(seq 20); do kill -0 "$qpid" 2>/dev/null || break; sleep 1; done
