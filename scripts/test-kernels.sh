@@ -61,31 +61,27 @@ guest() {
 	# A copy of the guest script: bash reads a script as it runs, so editing
 	# the original during a run would make the guest execute garbage.
 	cp scripts/vm-guest.sh "$OUT/vm-guest.sh"
-	if boot "$kernel" "$kvm" "$OUT/tests.tsv" 0 "$OUT/guest.log"; then
+	: >"$OUT/guest-done.txt"
+	if boot "$kernel" "$kvm" "$OUT/tests.tsv" "$OUT/guest-done.txt" "$OUT/guest.log"; then
 		echo "== guest run took $((SECONDS - t0)) s (boot included)"
 		return
 	fi
-	# A binary that hung, or a guest that stopped answering (emulated CPUs;
-	# seen in ~1 run of 5, cause not yet found: the log has the kernel's
-	# stacks), gets one more run in a fresh VM; a test that failed fails at once.
+	# A test that failed fails at once. A binary that never ended (HUNG, its
+	# threads' kernel stacks above) or a guest that stopped answering gets one
+	# more VM for what had not passed yet (the console has the diagnostics).
 	if grep -q '^guest [^ ]*: FAIL ' "$OUT/guest.log"; then
 		echo "test-kernels: tests failed on $(basename "$kernel")" >&2
 		exit 1
 	fi
-	local hung list=$OUT/tests.tsv only=0
-	hung=$(sed -n 's/^guest [^ ]*: HUNG  //p' "$OUT/guest.log")
-	if [ -n "$hung" ]; then
-		grep -F -f <(printf '\t%s\n' $hung) "$OUT/tests.tsv" >"$OUT/retry.tsv"
-		list=$OUT/retry.tsv only=1
-	else
-		hung="the whole guest (no result within its time limit)"
-	fi
-	echo "== hung in the guest: $hung; once more in a fresh VM"
-	if ! boot "$kernel" "$kvm" "$list" $only "$OUT/guest-retry.log"; then
+	grep -ao 'harrier-guest: passed .*' "$OUT/guest.console" | tr -d '\r' | cut -d' ' -f3- >"$OUT/guest-done.txt"
+	local hung
+	hung=$(sed -n 's/^guest [^ ]*: HUNG  //p' "$OUT/guest.log" | tr '\n' ' ')
+	echo "== hung in the guest: ${hung:-the guest itself (see above)}; once more in a fresh VM for what had not passed ($(wc -l <"$OUT/guest-done.txt") had)"
+	if ! boot "$kernel" "$kvm" "$OUT/tests.tsv" "$OUT/guest-done.txt" "$OUT/guest-retry.log"; then
 		echo "test-kernels: tests failed on $(basename "$kernel") (hung, then failed again)" >&2
 		exit 1
 	fi
-	echo "== guest run took $((SECONDS - t0)) s (boot included, one retry of: $hung)"
+	echo "== guest run took $((SECONDS - t0)) s (boot included, one retry after: ${hung:-a stalled guest})"
 }
 
 # Boots the kernel once and runs vm-guest.sh on LIST; true if all passed.
@@ -94,7 +90,7 @@ guest() {
 # it) ends a guest whose console heartbeat stopped for STALL s or that runs
 # past LIMIT s, after asking qemu for its vCPUs' state over QMP.
 boot() {
-	local kernel=$1 kvm=$2 list=$3 only=$4 log=$5
+	local kernel=$1 kvm=$2 list=$3 done=$4 log=$5
 	local console=${log%.log}.console qmp=$OUT/qmp.sock pidfile=$OUT/qemu.pid
 	local limit=${HARRIER_VM_LIMIT:-1200} stall=${HARRIER_VM_STALL:-120}
 	rm -f "$qmp" "$pidfile"
@@ -110,7 +106,7 @@ boot() {
 		--append "sysctl.kernel.hung_task_timeout_secs=60 sysctl.kernel.hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel ${HARRIER_VM_APPEND:-}" \
 		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run \
 		--qemu-opts="-qmp unix:$qmp,server=on,wait=off -pidfile $pidfile" \
-		--exec "GUEST_LIST_ONLY=$only bash $OUT/vm-guest.sh $list $ROOT 2>&1" >"$log" 2>"$console" </dev/null &
+		--exec "GUEST_DONE=$done bash $OUT/vm-guest.sh $list $ROOT 2>&1" >"$log" 2>"$console" </dev/null &
 	local vpid=$! t0=$SECONDS why=
 	tail -n +1 -f --pid=$vpid "$log" &
 	local tpid=$!
@@ -140,7 +136,7 @@ boot() {
 
 # The console without the heartbeats, last N lines.
 console_tail() {
-	grep -av 'harrier-guest: alive' "$1" | tail -n "$2" | sed 's/^/   console: /'
+	grep -av 'harrier-guest: alive' "$1" | tail -n "$2" | tr -d '\r' | sed 's/^/   console: /'
 }
 
 # A guest that stopped: what it was running, qemu's view of its vCPUs (where
@@ -149,8 +145,8 @@ console_tail() {
 stalled() {
 	local why=$1 log=$2 console=$3 qmp=$4 pidfile=$5 qpid dump=${2%.log}.qmp
 	echo "== guest stalled: $why"
-	echo "   running: $(grep -ao 'harrier-guest: start .*' "$console" | tail -1 | cut -d' ' -f3-)"
-	echo "   last heartbeat: $(grep -ao 'harrier-guest: alive.*' "$console" | tail -1)"
+	echo "   running: $(grep -ao 'harrier-guest: start .*' "$console" | tail -1 | tr -d '\r' | cut -d' ' -f3-)"
+	echo "   last heartbeat: $(grep -ao 'harrier-guest: alive.*' "$console" | tail -1 | tr -d '\r')"
 	local cmds=(query-status "hmp:info cpus" "hmp:info registers -a")
 	for c in $(seq 0 $((${HARRIER_VM_CPUS:-2} - 1))); do cmds+=("hmp@$c:info lapic"); done
 	timeout 60 /usr/bin/python3 scripts/vm-qmp.py "$qmp" "${cmds[@]}" >"$dump" 2>&1
