@@ -92,7 +92,7 @@ guest() {
 boot() {
 	local kernel=$1 kvm=$2 list=$3 done=$4 log=$5
 	local console=${log%.log}.console qmp=$OUT/qmp.sock pidfile=$OUT/qemu.pid
-	local limit=${HARRIER_VM_LIMIT:-1200} stall=${HARRIER_VM_STALL:-120}
+	local limit=${HARRIER_VM_LIMIT:-2400} stall=${HARRIER_VM_STALL:-120}
 	rm -f "$qmp" "$pidfile"
 	: >"$log"
 	: >"$console"
