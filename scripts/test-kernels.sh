@@ -12,7 +12,13 @@
 # binaries are picked up from cargo's list, nothing to register here.
 # Env: HARRIER_VM_KERNEL (a vmlinuz; default the newest /boot/vmlinuz-6.1.*),
 #      HARRIER_VM_KVM=1 (use KVM; nested KVM triple-faults on our CI machines),
-#      HARRIER_TEST_SCALE (loop divisor in the guest, default 20).
+#      HARRIER_TEST_SCALE (loop divisor in the guest, default 20),
+#      HARRIER_VM_CPUS (2), HARRIER_VM_MEMORY (2G), HARRIER_VM_APPEND (more
+#      kernel words), HARRIER_VM_STALL (s without a guest heartbeat, 120),
+#      HARRIER_VM_LIMIT (s for one VM, 2400).
+# Per VM, in target/test-kernels: NAME.log (what the guest printed), NAME.console
+# (its kernel's console: printed only when it fails or stalls), NAME.qmp (qemu's
+# view of a stalled guest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -102,8 +108,13 @@ boot() {
 	# A hung task is reported after 60 s, with every CPU's backtrace (sysctls: a bare
 	# hung_task_timeout_secs= is no boot parameter, 6.1 ignored it). udev would
 	# load kvm for the emulated CPU (-cpu max has SVM): ~40 s of boot for nothing.
+	# tsc=reliable: qemu's emulated TSCs all count one host clock, but 6.1 calls
+	# a non-Intel multi-CPU TSC unsynchronized and falls back to the HPET, whose
+	# every read (each clock_gettime, bpf_ktime_get_ns, timer) is an emulated
+	# MMIO access under qemu's global lock, where the vCPUs queue with the 9p
+	# root's I/O; with the TSC the boot went from 116 s to 77 s here.
 	PATH=/opt/harrier-vng/bin:$PATH "$vng" $kvm --verbose --cpus "${HARRIER_VM_CPUS:-2}" --memory "${HARRIER_VM_MEMORY:-2G}" -r "$kernel" \
-		--append "sysctl.kernel.hung_task_timeout_secs=60 sysctl.kernel.hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel ${HARRIER_VM_APPEND:-}" \
+		--append "sysctl.kernel.hung_task_timeout_secs=60 sysctl.kernel.hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel tsc=reliable ${HARRIER_VM_APPEND:-}" \
 		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run \
 		--qemu-opts="-qmp unix:$qmp,server=on,wait=off -pidfile $pidfile" \
 		--exec "GUEST_DONE=$done bash $OUT/vm-guest.sh $list $ROOT 2>&1" >"$log" 2>"$console" </dev/null &
