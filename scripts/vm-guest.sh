@@ -36,7 +36,6 @@ nap() { read -r -t "$1" -u $SLEEPFD; true; }
 # anything that needs 9p is stuck): scripts/test-kernels.sh on the host takes
 # its absence as a guest that stopped, and it names the binary and the last
 # test that finished when the guest stops answering.
-export RUNNING=
 heartbeat() {
 	local load last
 	while :; do
