@@ -15,14 +15,13 @@ build: deps
 run: build
 	$(HARRIER) run
 
-# The host kernel's run, then the same test binaries on Debian 12's 6.1 under qemu.
 test: build
 	$(CARGO) test --release --locked --workspace
 	$(MAKE) -C bypass test
 	$(MAKE) test-packaging
-	bash scripts/test-kernels.sh guest
 
-# Both kernels, without the packaging checks.
+# The suite again on Debian 12's 6.1 under qemu. Not in `make test` yet: the
+# emulated guest hung in 2 of 6 runs on 2026-11-23 (see README, Kernels).
 test-kernels: build
 	bash scripts/test-kernels.sh
 

@@ -15,7 +15,7 @@
 #      HARRIER_TEST_SCALE (loop divisor in the guest, default 20),
 #      HARRIER_VM_CPUS (2), HARRIER_VM_MEMORY (2G), HARRIER_VM_APPEND (more
 #      kernel words), HARRIER_VM_STALL (s without a guest heartbeat, 120),
-#      HARRIER_VM_LIMIT (s for one VM, 2400).
+#      HARRIER_VM_LIMIT (s for one VM, 2400), HARRIER_VM_TCG (single; multi).
 # Per VM, in target/test-kernels: NAME.log (what the guest printed), NAME.console
 # (its kernel's console: printed only when it fails or stalls), NAME.qmp (qemu's
 # view of a stalled guest).
@@ -119,7 +119,8 @@ boot() {
 	# the other vCPU ran that site, do_exit's sched_process_exit: both CPUs
 	# then spun at do_exit+0x346 in exc_int3 (soft lockups of 339 s and 175 s,
 	# RCU stall, 2026-11-23). The guest still has 2 CPUs.
-	local tcg="-accel tcg,thread=single"
+	# HARRIER_VM_TCG=multi brings MTTCG back (see README Kernels for the cost).
+	local tcg="-accel tcg,thread=${HARRIER_VM_TCG:-single}"
 	[ -z "$kvm" ] && tcg=
 	PATH=/opt/harrier-vng/bin:$PATH "$vng" $kvm --verbose --cpus "${HARRIER_VM_CPUS:-2}" --memory "${HARRIER_VM_MEMORY:-2G}" -r "$kernel" \
 		--append "sysctl.kernel.hung_task_timeout_secs=60 sysctl.kernel.hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel tsc=reliable ${HARRIER_VM_APPEND:-}" \
