@@ -12,7 +12,13 @@
 # binaries are picked up from cargo's list, nothing to register here.
 # Env: HARRIER_VM_KERNEL (a vmlinuz; default the newest /boot/vmlinuz-6.1.*),
 #      HARRIER_VM_KVM=1 (use KVM; nested KVM triple-faults on our CI machines),
-#      HARRIER_TEST_SCALE (loop divisor in the guest, default 20).
+#      HARRIER_TEST_SCALE (loop divisor in the guest, default 20),
+#      HARRIER_VM_CPUS (2), HARRIER_VM_MEMORY (2G), HARRIER_VM_APPEND (more
+#      kernel words), HARRIER_VM_STALL (s without a guest heartbeat, 120),
+#      HARRIER_VM_LIMIT (s for one VM, 2400), HARRIER_VM_TCG (single; multi).
+# Per VM, in target/test-kernels: NAME.log (what the guest printed), NAME.console
+# (its kernel's console: printed only when it fails or stalls), NAME.qmp (qemu's
+# view of a stalled guest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -61,47 +67,141 @@ guest() {
 	# A copy of the guest script: bash reads a script as it runs, so editing
 	# the original during a run would make the guest execute garbage.
 	cp scripts/vm-guest.sh "$OUT/vm-guest.sh"
-	if boot "$kernel" "$kvm" "$OUT/tests.tsv" 0 "$OUT/guest.log"; then
+	: >"$OUT/guest-done.txt"
+	if boot "$kernel" "$kvm" "$OUT/tests.tsv" "$OUT/guest-done.txt" "$OUT/guest.log"; then
 		echo "== guest run took $((SECONDS - t0)) s (boot included)"
 		return
 	fi
-	# A binary that hung, or a guest that stopped answering (emulated CPUs;
-	# seen in ~1 run of 5, cause not yet found: the log has the kernel's
-	# stacks), gets one more run in a fresh VM; a test that failed fails at once.
+	# A test that failed fails at once. A binary that never ended (HUNG, its
+	# threads' kernel stacks above) or a guest that stopped answering gets one
+	# more VM for what had not passed yet (the console has the diagnostics).
 	if grep -q '^guest [^ ]*: FAIL ' "$OUT/guest.log"; then
 		echo "test-kernels: tests failed on $(basename "$kernel")" >&2
 		exit 1
 	fi
-	local hung list=$OUT/tests.tsv only=0
-	hung=$(sed -n 's/^guest [^ ]*: HUNG  //p' "$OUT/guest.log")
-	if [ -n "$hung" ]; then
-		grep -F -f <(printf '\t%s\n' $hung) "$OUT/tests.tsv" >"$OUT/retry.tsv"
-		list=$OUT/retry.tsv only=1
-	else
-		hung="the whole guest (no result within its time limit)"
-	fi
-	echo "== hung in the guest: $hung; once more in a fresh VM"
-	if ! boot "$kernel" "$kvm" "$list" $only "$OUT/guest-retry.log"; then
+	grep -ao 'harrier-guest: passed .*' "$OUT/guest.console" | tr -d '\r' | cut -d' ' -f3- >"$OUT/guest-done.txt"
+	local hung
+	hung=$(sed -n 's/^guest [^ ]*: HUNG  //p' "$OUT/guest.log" | tr '\n' ' ')
+	echo "== hung in the guest: ${hung:-the guest itself (see above)}; once more in a fresh VM for what had not passed ($(wc -l <"$OUT/guest-done.txt") had)"
+	if ! boot "$kernel" "$kvm" "$OUT/tests.tsv" "$OUT/guest-done.txt" "$OUT/guest-retry.log"; then
 		echo "test-kernels: tests failed on $(basename "$kernel") (hung, then failed again)" >&2
 		exit 1
 	fi
-	echo "== guest run took $((SECONDS - t0)) s (boot included, one retry of: $hung)"
+	echo "== guest run took $((SECONDS - t0)) s (boot included, one retry after: ${hung:-a stalled guest})"
 }
 
 # Boots the kernel once and runs vm-guest.sh on LIST; true if all passed.
+# The guest's kernel console goes to LOG's .console file (not shown unless the
+# run fails or stalls). A host-side watchdog (the guest's own can stall with
+# it) ends a guest whose console heartbeat stopped for STALL s or that runs
+# past LIMIT s, after asking qemu for its vCPUs' state over QMP.
 boot() {
-	local kernel=$1 kvm=$2 list=$3 only=$4 log=$5
-	set +e
+	local kernel=$1 kvm=$2 list=$3 done=$4 log=$5
+	local console=${log%.log}.console qmp=$OUT/qmp.sock pidfile=$OUT/qemu.pid
+	local limit=${HARRIER_VM_LIMIT:-2400} stall=${HARRIER_VM_STALL:-120}
+	rm -f "$qmp" "$pidfile"
+	: >"$log"
+	: >"$console"
 	# The rules tests act for real (files below /usr/local/bin, /var/log, /etc, runc
 	# state in /run): those trees are writable overlays in the guest, gone after.
-	# A hung task is reported in dmesg after 60 s (vm-guest.sh prints it on a hang).
-	PATH=/opt/harrier-vng/bin:$PATH timeout 1500 "$vng" $kvm --cpus 2 --memory 2G -r "$kernel" --append hung_task_timeout_secs=60 \
+	# --verbose: the kernel's messages at every level on the console.
+	# A hung task is reported after 60 s, with every CPU's backtrace (sysctls: a bare
+	# hung_task_timeout_secs= is no boot parameter, 6.1 ignored it). udev would
+	# load kvm for the emulated CPU (-cpu max has SVM): ~40 s of boot for nothing.
+	# tsc=reliable: qemu's emulated TSCs all count one host clock, but 6.1 calls
+	# a non-Intel multi-CPU TSC unsynchronized and falls back to the HPET, whose
+	# every read (each clock_gettime, bpf_ktime_get_ns, timer) is an emulated
+	# MMIO access under qemu's global lock, where the vCPUs queue with the 9p
+	# root's I/O; with the TSC the boot went from 116 s to 77 s here.
+	# One host thread runs both vCPUs (qemu's multi-threaded TCG off): with
+	# MTTCG the guest wedged when a BPF attach or detach toggled a tracepoint's
+	# static key (the kernel patches its call sites with int3 and an IPI) while
+	# the other vCPU ran that site, do_exit's sched_process_exit: both CPUs
+	# then spun at do_exit+0x346 in exc_int3 (soft lockups of 339 s and 175 s,
+	# RCU stall, 2026-11-23). The guest still has 2 CPUs.
+	# HARRIER_VM_TCG=multi brings MTTCG back (see README Kernels for the cost).
+	local tcg="-accel tcg,thread=${HARRIER_VM_TCG:-single}"
+	[ -z "$kvm" ] && tcg=
+	PATH=/opt/harrier-vng/bin:$PATH "$vng" $kvm --verbose --cpus "${HARRIER_VM_CPUS:-2}" --memory "${HARRIER_VM_MEMORY:-2G}" -r "$kernel" \
+		--append "sysctl.kernel.hung_task_timeout_secs=60 sysctl.kernel.hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel tsc=reliable ${HARRIER_VM_APPEND:-}" \
 		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run \
-		--exec "GUEST_LIST_ONLY=$only bash $OUT/vm-guest.sh $list $ROOT" 2>&1 | tee "$log"
-	local rc=${PIPESTATUS[0]}
-	set -e
+		--qemu-opts="-qmp unix:$qmp,server=on,wait=off -pidfile $pidfile $tcg" \
+		--exec "GUEST_DONE=$done bash $OUT/vm-guest.sh $list $ROOT 2>&1" >"$log" 2>"$console" </dev/null &
+	local vpid=$! t0=$SECONDS why= beats=0 n last=$SECONDS
+	tail -n +1 -f --pid=$vpid "$log" &
+	local tpid=$!
+	while kill -0 $vpid 2>/dev/null; do
+		sleep 2
+		# Heartbeats counted, not the console's age: a wedged guest's kernel
+		# keeps writing (RCU stall and soft lockup reports).
+		n=$(grep -ac 'harrier-guest: alive' "$console")
+		((n == beats)) || { beats=$n last=$SECONDS; }
+		if ((SECONDS - t0 > limit)); then
+			why="no result after $limit s"
+		elif ((beats > 0 && SECONDS - last > stall)); then
+			why="no heartbeat from the guest for $((SECONDS - last)) s"
+		fi
+		[ -z "$why" ] || { stalled "$why" "$log" "$console" "$qmp" "$pidfile"; break; }
+	done
+	wait $vpid
+	local rc=$?
+	wait $tpid 2>/dev/null
 	# Both the exit code (virtme-ng passes the command's on) and the closing line.
-	[ "$rc" = 0 ] && grep -Eq '^kernel [^ ]+: [0-9]+ passed, 0 failed' "$log"
+	if [ -z "$why" ] && [ "$rc" = 0 ] && grep -Eq '^kernel [^ ]+: [0-9]+ passed, 0 failed' "$log"; then
+		return 0
+	fi
+	if [ -z "$why" ]; then
+		echo "== guest exited $rc; its kernel console's end ($console):"
+		console_tail "$console" 60
+	fi
+	return 1
+}
+
+# The console without the heartbeats, last N lines.
+console_tail() {
+	grep -av 'harrier-guest: alive' "$1" | tail -n "$2" | tr -d '\r' | sed 's/^/   console: /'
+}
+
+# A guest that stopped: what it was running, qemu's view of its vCPUs (where
+# each one is, its local APIC timer), whether an NMI brings it back, then the
+# VM is ended and the console's end printed.
+stalled() {
+	local why=$1 log=$2 console=$3 qmp=$4 pidfile=$5 qpid dump=${2%.log}.qmp
+	echo "== guest stalled: $why"
+	echo "   running: $(grep -ao 'harrier-guest: start .*' "$console" | tail -1 | tr -d '\r' | cut -d' ' -f3-)"
+	echo "   last heartbeat: $(grep -ao 'harrier-guest: alive.*' "$console" | tail -1 | tr -d '\r')"
+	local cmds=(query-status "hmp:info cpus" "hmp:info registers -a")
+	for c in $(seq 0 $((${HARRIER_VM_CPUS:-2} - 1))); do cmds+=("hmp@$c:info lapic"); done
+	timeout 60 /usr/bin/python3 scripts/vm-qmp.py "$qmp" "${cmds[@]}" >"$dump" 2>&1
+	echo "   vCPUs (full dump in $dump):"
+	grep -E '^-- hmp@|^CPU#|^RIP=|^LVTT|^Timer' "$dump" | sed 's/^/     /' | head -40
+	local before
+	before=$(stat -c %s "$console")
+	timeout 30 /usr/bin/python3 scripts/vm-qmp.py "$qmp" inject-nmi >>"$dump" 2>&1
+	sleep 30
+	if [ "$(stat -c %s "$console")" != "$before" ]; then
+		echo "   after an NMI the console moved again:"
+		tail -c +$((before + 1)) "$console" | tail -20 | sed 's/^/     /'
+	else
+		echo "   an NMI did not bring it back"
+	fi
+	qpid=$(cat "$pidfile" 2>/dev/null)
+	# qemu's own threads, should the emulator rather than the guest be stuck
+	# (a QMP that did not answer above points there).
+	if [ -n "$qpid" ]; then
+		echo "   qemu's threads (name, state, where in the host kernel):"
+		for t in /proc/$qpid/task/*; do
+			echo "     $(cat $t/comm 2>/dev/null) $(awk '{ print $3 }' $t/stat 2>/dev/null) $(cat $t/wchan 2>/dev/null)"
+		done
+		command -v gdb >/dev/null && timeout 60 gdb -p "$qpid" -batch -ex 'thread apply all bt 15' >>"$dump" 2>&1
+	fi
+	if [ -n "$qpid" ]; then
+		kill "$qpid" 2>/dev/null
+		for _ in $(seq 20); do kill -0 "$qpid" 2>/dev/null || break; sleep 1; done
+		kill -9 "$qpid" 2>/dev/null
+	fi
+	echo "== the guest's kernel console's end ($console):"
+	console_tail "$console" 80
 }
 
 case $MODE in
