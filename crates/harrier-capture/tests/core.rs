@@ -407,9 +407,14 @@ fn connect_peers_survive_a_racing_thread(mode: AttachMode) {
     let flipper = {
         let (a, stop) = (addr.clone(), stop.clone());
         std::thread::spawn(move || {
+            // A yield after each store: where the two threads share one CPU (an
+            // emulated guest runs its vCPUs on one host thread) the connecting
+            // thread then also runs while the second port is set.
             while !stop.load(Ordering::Relaxed) {
                 a.set_port(ports[1]);
+                std::thread::yield_now();
                 a.set_port(ports[0]);
+                std::thread::yield_now();
             }
         })
     };

@@ -96,15 +96,24 @@ pub struct Watcher {
 /// They hand over the inodes a directory-entry syscall changes; without them
 /// no path-taking event can be resolved from kernel objects.
 pub fn missing_hooks() -> Vec<&'static str> {
-    CTIME_HOOKS.iter().map(|(_, tp)| *tp).filter(|tp| !has_btf_tracepoint(tp)).collect()
+    // Looked up in the kernel's BTF quietly: libbpf_find_vmlinux_btf_id would
+    // print a libbpf warning for each missing name before our one-line error.
+    let btf = unsafe { libbpf_sys::btf__load_vmlinux_btf() };
+    if btf.is_null() {
+        return CTIME_HOOKS.iter().map(|(_, tp)| *tp).collect();
+    }
+    let missing = CTIME_HOOKS.iter().map(|(_, tp)| *tp).filter(|tp| !has_btf_tracepoint(btf, tp)).collect();
+    unsafe { libbpf_sys::btf__free(btf) };
+    missing
 }
 
 /// The first mainline release with the timestamp tracepoints.
 pub const HOOKS_SINCE: &str = "6.13";
 
-fn has_btf_tracepoint(name: &str) -> bool {
-    let c = std::ffi::CString::new(name).unwrap();
-    unsafe { libbpf_sys::libbpf_find_vmlinux_btf_id(c.as_ptr(), libbpf_sys::BPF_TRACE_RAW_TP) >= 0 }
+/// A tp_btf target exists when the kernel's BTF has its `btf_trace_<name>` typedef.
+fn has_btf_tracepoint(btf: *mut libbpf_sys::btf, name: &str) -> bool {
+    let c = std::ffi::CString::new(format!("btf_trace_{name}")).unwrap();
+    unsafe { libbpf_sys::btf__find_by_name_kind(btf, c.as_ptr(), libbpf_sys::BTF_KIND_TYPEDEF) >= 0 }
 }
 
 fn privileges(e: libbpf_rs::Error) -> anyhow::Error {
@@ -147,13 +156,11 @@ impl Watcher {
         rodata.aring_mask = cfg.buffer_size as u64 - 1;
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
 
-        let mut missing_hooks = Vec::new();
+        let missing_hooks: Vec<String> = missing_hooks().iter().map(|tp| tp.to_string()).collect();
         let mut wanted: Vec<&str> = ALWAYS.to_vec();
         for (prog, tp) in CTIME_HOOKS {
-            if has_btf_tracepoint(tp) {
+            if !missing_hooks.iter().any(|m| m == tp) {
                 wanted.push(prog);
-            } else {
-                missing_hooks.push(tp.to_string());
             }
         }
         for mut p in open.open_object_mut().progs_mut() {
