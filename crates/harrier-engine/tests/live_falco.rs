@@ -294,7 +294,6 @@ fn with_cmd<'a>(alerts: &'a [Alert], rule: &str, s: &str) -> Vec<&'a Alert> {
 }
 
 #[test]
-#[ignore = "WIP"]
 fn searching_for_private_keys_alerts() {
     if !bpf_available() {
         return;
@@ -302,11 +301,12 @@ fn searching_for_private_keys_alerts() {
     let dir = harrier_actions::kit::Scratch::new("keys").unwrap();
     let d = dir.path().to_str().unwrap();
     std::fs::write(dir.path().join("id_rsa"), "-----BEGIN RSA PRIVATE KEY-----\nnot a key\n").unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "-----BEGIN CERTIFICATE-----\n").unwrap();
     let Some(alerts) = alerts_during(|_| {
         ok("grep", &["-rl", "BEGIN RSA PRIVATE", d]);
         ok("find", &[d, "-name", "id_rsa"]);
         // Neither a key's header nor a key's name: not this rule's business.
-        ok("grep", &["-rlc", "BEGIN CERTIFICATE", d]);
+        ok("grep", &["-rl", "BEGIN CERTIFICATE", d]);
         ok("find", &[d, "-name", "notes.txt"]);
     }) else {
         return;
@@ -367,7 +367,7 @@ fn shredding_a_file_alerts() {
 }
 
 #[test]
-#[ignore = "WIP"]
+#[ignore = "WIP: no alert yet"]
 fn a_system_user_running_login_alerts() {
     if !bpf_available() {
         return;
@@ -387,7 +387,12 @@ fn a_system_user_running_login_alerts() {
     };
     const RULE: &str = "System user interactive";
     let hits = with_cmd(&alerts, RULE, dir.path().to_str().unwrap());
-    assert_eq!(hits.len(), 1, "login as daemon only: {hits:#?}");
+    assert_eq!(
+        hits.len(),
+        1,
+        "login as daemon only: {hits:#?} {:#?}",
+        alerts.iter().filter(|a| field(a, "proc.name") == "login").collect::<Vec<_>>()
+    );
     let a = hits[0];
     assert_eq!(a.priority, "Informational");
     assert!(
@@ -413,7 +418,6 @@ fn applet_container(tag: &str, script: &str, applets: &[&str]) -> Runc {
 }
 
 #[test]
-#[ignore = "WIP"]
 fn netcat_running_a_program_over_a_connection_in_a_container_alerts() {
     if !bpf_available() {
         return;
@@ -425,7 +429,7 @@ fn netcat_running_a_program_over_a_connection_in_a_container_alerts() {
     let pid = std::process::id();
     let script = format!(
         "/bin/busybox ip link set lo up; /bin/nc -l -p 4444 -e /bin/true & \
-         until /bin/nc -e /bin/true 127.0.0.1 4444; do :; done; wait; \
+         until /bin/nc 127.0.0.1 4444 -e /bin/true; do :; done; wait; \
          /bin/debugfs -V; /bin/busybox echo ready-{pid}; /bin/busybox head -n 1"
     );
     let mut ct = applet_container("nc", &script, &["nc", "true", "debugfs"]).cap("CAP_NET_ADMIN");
@@ -444,7 +448,7 @@ fn netcat_running_a_program_over_a_connection_in_a_container_alerts() {
         hits.iter().filter(|a| field(a, "proc.cmdline") == "nc -l -p 4444 -e /bin/true").collect();
     assert_eq!(listen.len(), 1, "{hits:#?}");
     assert!(
-        hits.iter().any(|a| field(a, "proc.cmdline") == "nc -e /bin/true 127.0.0.1 4444"),
+        hits.iter().any(|a| field(a, "proc.cmdline") == "nc 127.0.0.1 4444 -e /bin/true"),
         "the client: {hits:#?}"
     );
     for a in &hits {
@@ -470,8 +474,11 @@ fn netcat_running_a_program_over_a_connection_in_a_container_alerts() {
             a.output
         );
         assert!(matches!(field(a, "evt.type"), "dup2" | "dup3" | "dup"), "{:?}", a.output_fields);
-        assert_eq!((field(a, "fd.type"), field(a, "fd.l4proto")), ("ipv4", "tcp"), "{:?}", a.output_fields);
-        assert!(field(a, "fd.name").contains("127.0.0.1:4444"), "{:?}", a.output_fields);
+        // The listener's socket is dual-stack (::ffff:127.0.0.1), the client's IPv4.
+        assert!(matches!(field(a, "fd.type"), "ipv4" | "ipv6"), "{:?}", a.output_fields);
+        assert_eq!(field(a, "fd.l4proto"), "tcp", "{:?}", a.output_fields);
+        let name = field(a, "fd.name");
+        assert!(name.contains("127.0.0.1") && name.contains(":4444"), "{:?}", a.output_fields);
     }
     // Both ends: the client's connection goes to port 4444, the listener's comes from it.
     let rports: Vec<_> = dups.iter().filter_map(|a| a.output_fields["fd.rport"].as_u64()).collect();
@@ -484,8 +491,11 @@ fn netcat_running_a_program_over_a_connection_in_a_container_alerts() {
     );
 }
 
-/// Every capability this kernel knows (docker's --privileged grants them all).
-const ALL_CAPS: [&str; 41] = [
+/// Every capability this kernel knows (docker's --privileged grants them all)
+/// but CAP_SYS_RESOURCE, which this machine's root lacks (runc could not give it):
+/// 40 still makes the container privileged as Harrier reads it (at least 38 with
+/// CAP_SYS_ADMIN).
+const ALL_CAPS: [&str; 40] = [
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
     "CAP_DAC_READ_SEARCH",
@@ -510,7 +520,6 @@ const ALL_CAPS: [&str; 41] = [
     "CAP_SYS_ADMIN",
     "CAP_SYS_BOOT",
     "CAP_SYS_NICE",
-    "CAP_SYS_RESOURCE",
     "CAP_SYS_TIME",
     "CAP_SYS_TTY_CONFIG",
     "CAP_MKNOD",
@@ -530,7 +539,6 @@ const ALL_CAPS: [&str; 41] = [
 ];
 
 #[test]
-#[ignore = "WIP"]
 fn debugfs_in_a_privileged_container_alerts() {
     if !bpf_available() {
         return;
