@@ -280,3 +280,369 @@ fn a_terminal_shell_as_a_containers_entrypoint_alerts() {
         a.output
     );
 }
+
+/// Runs `prog args`, which must succeed (the behaviour has to have happened).
+fn ok(prog: &str, args: &[&str]) {
+    let out = Command::new(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e}"));
+    assert!(out.status.success(), "{prog} {args:?}: {} {}", out.status, String::from_utf8_lossy(&out.stderr));
+}
+
+/// The alerts of `rule` whose command line contains `s` (the scratch path
+/// names this test's processes among the machine's).
+fn with_cmd<'a>(alerts: &'a [Alert], rule: &str, s: &str) -> Vec<&'a Alert> {
+    alerts.iter().filter(|a| a.rule == rule && field(a, "proc.cmdline").contains(s)).collect()
+}
+
+#[test]
+fn searching_for_private_keys_alerts() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = harrier_actions::kit::Scratch::new("keys").unwrap();
+    let d = dir.path().to_str().unwrap();
+    std::fs::write(dir.path().join("id_rsa"), "-----BEGIN RSA PRIVATE KEY-----\nnot a key\n").unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "-----BEGIN CERTIFICATE-----\n").unwrap();
+    let Some(alerts) = alerts_during(|_| {
+        ok("grep", &["-rl", "BEGIN RSA PRIVATE", d]);
+        ok("find", &[d, "-name", "id_rsa"]);
+        // Neither a key's header nor a key's name: not this rule's business.
+        ok("grep", &["-rl", "BEGIN CERTIFICATE", d]);
+        ok("find", &[d, "-name", "notes.txt"]);
+    }) else {
+        return;
+    };
+    const RULE: &str = "Search Private Keys or Passwords";
+    let hits = with_cmd(&alerts, RULE, d);
+    assert_eq!(hits.len(), 2, "the grep and the find for keys only: {hits:#?}");
+    let names: Vec<_> = hits.iter().map(|a| field(a, "proc.name")).collect();
+    assert!(names.contains(&"grep") && names.contains(&"find"), "{names:?}");
+    for a in hits {
+        assert_eq!(a.priority, "Warning");
+        assert!(
+            a.output.starts_with("Grep private keys or passwords activities found | evt_type="),
+            "{}",
+            a.output
+        );
+        assert_eq!((field(a, "evt.type"), field(a, "user.name")), ("execve", "root"));
+        let cmd = field(a, "proc.cmdline");
+        assert!(
+            cmd == format!("grep -rl BEGIN RSA PRIVATE {d}") || cmd == format!("find {d} -name id_rsa"),
+            "{cmd}"
+        );
+        assert!(
+            field(a, "proc.exepath").ends_with(&format!("/{}", field(a, "proc.name"))),
+            "{:?}",
+            a.output_fields
+        );
+    }
+}
+
+#[test]
+fn shredding_a_file_alerts() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = harrier_actions::kit::Scratch::new("shred").unwrap();
+    let f = dir.path().join("data.bin");
+    std::fs::write(&f, [0x5au8; 4096]).unwrap();
+    let g = dir.path().join("other.bin");
+    std::fs::write(&g, [0x5au8; 16]).unwrap();
+    let (fs, gs) = (f.to_str().unwrap(), g.to_str().unwrap());
+    let Some(alerts) = alerts_during(|_| {
+        ok("shred", &["-n", "1", "-u", fs]);
+        ok("rm", &["-f", gs]); // removing a file is not wiping data
+    }) else {
+        return;
+    };
+    assert!(!f.exists() && !g.exists(), "both files are gone");
+    const RULE: &str = "Remove Bulk Data from Disk";
+    let hits = with_cmd(&alerts, RULE, dir.path().to_str().unwrap());
+    assert_eq!(hits.len(), 1, "shred only: {hits:#?}");
+    let a = hits[0];
+    assert_eq!(a.priority, "Warning");
+    assert!(a.output.starts_with("Bulk data has been removed from disk | file="), "{}", a.output);
+    assert_eq!((field(a, "proc.name"), field(a, "proc.exepath")), ("shred", "/usr/bin/shred"));
+    assert_eq!(field(a, "proc.cmdline"), format!("shred -n 1 -u {fs}"));
+    assert_eq!((field(a, "evt.type"), field(a, "user.name")), ("execve", "root"));
+}
+
+#[test]
+#[ignore = "WIP: no alert yet"]
+fn a_system_user_running_login_alerts() {
+    if !bpf_available() {
+        return;
+    }
+    // A renamed /bin/true: the rule knows `login` by its process name.
+    let dir = harrier_actions::kit::Scratch::new("login").unwrap();
+    let login = dir.tool("/bin/true", "login").unwrap();
+    let other = dir.tool("/bin/true", "hr-notlogin").unwrap();
+    let (l, o) = (login.to_str().unwrap(), other.to_str().unwrap());
+    let as_daemon = ["--reuid=daemon", "--regid=daemon", "--clear-groups"];
+    let Some(alerts) = alerts_during(|_| {
+        ok("setpriv", &[&as_daemon[..], &[l]].concat());
+        ok(l, &[]); // root is not a system user
+        ok("setpriv", &[&as_daemon[..], &[o]].concat()); // not an interactive program
+    }) else {
+        return;
+    };
+    const RULE: &str = "System user interactive";
+    let hits = with_cmd(&alerts, RULE, dir.path().to_str().unwrap());
+    assert_eq!(
+        hits.len(),
+        1,
+        "login as daemon only: {hits:#?} {:#?}",
+        alerts.iter().filter(|a| field(a, "proc.name") == "login").collect::<Vec<_>>()
+    );
+    let a = hits[0];
+    assert_eq!(a.priority, "Informational");
+    assert!(
+        a.output.starts_with("System user ran an interactive command | evt_type=execve user=daemon"),
+        "{}",
+        a.output
+    );
+    assert_eq!((field(a, "proc.name"), field(a, "proc.exepath")), ("login", l));
+    assert_eq!(a.output_fields["user.uid"].as_u64(), Some(1), "{:?}", a.output_fields);
+    assert_eq!(field(a, "proc.pname"), "setpriv");
+}
+
+/// A plain runc container (cgroup /<name>) whose rootfs also holds busybox
+/// as each of `applets` (so that the process is named after the applet, as
+/// the rules expect).
+fn applet_container(tag: &str, script: &str, applets: &[&str]) -> Runc {
+    let name = format!("harrier-{tag}-{}", std::process::id());
+    let ct = Runc::new(&name, &format!("/{name}"), script, json!({})).unwrap();
+    for a in applets {
+        harrier_actions::kit::copy_executable("/bin/busybox", &ct.bundle.join("rootfs/bin").join(a)).unwrap();
+    }
+    ct
+}
+
+#[test]
+fn netcat_running_a_program_over_a_connection_in_a_container_alerts() {
+    if !bpf_available() {
+        return;
+    }
+    // A listener and a client on the container's loopback, each running
+    // /bin/true on the connection (busybox nc moves the socket onto fd 0 and
+    // 1 for it). The client retries until the listener listens. debugfs in
+    // this unprivileged container is a negative for the privileged rule.
+    let pid = std::process::id();
+    let script = format!(
+        "/bin/busybox ip link set lo up; /bin/nc -l -p 4444 -e /bin/true & \
+         until /bin/nc 127.0.0.1 4444 -e /bin/true; do :; done; wait; \
+         /bin/debugfs -V; /bin/busybox echo ready-{pid}; /bin/busybox head -n 1"
+    );
+    let mut ct = applet_container("nc", &script, &["nc", "true", "debugfs"]).cap("CAP_NET_ADMIN");
+    let Some(alerts) = alerts_during(|drain| {
+        ct.start().unwrap();
+        ct.wait_for("ready").unwrap();
+        drain();
+        ct.finish().unwrap();
+    }) else {
+        return;
+    };
+    const NC: &str = "Netcat Remote Code Execution in Container";
+    let hits: Vec<_> =
+        alerts.iter().filter(|a| a.rule == NC && field(a, "proc.cmdline").contains("4444")).collect();
+    let listen: Vec<_> =
+        hits.iter().filter(|a| field(a, "proc.cmdline") == "nc -l -p 4444 -e /bin/true").collect();
+    assert_eq!(listen.len(), 1, "{hits:#?}");
+    assert!(
+        hits.iter().any(|a| field(a, "proc.cmdline") == "nc 127.0.0.1 4444 -e /bin/true"),
+        "the client: {hits:#?}"
+    );
+    for a in &hits {
+        assert_eq!(a.priority, "Warning");
+        assert!(
+            a.output.starts_with(
+                "Netcat runs inside container that allows remote code execution | evt_type=execve"
+            ),
+            "{}",
+            a.output
+        );
+        assert_eq!((field(a, "proc.name"), field(a, "proc.exepath")), ("nc", "/bin/nc"));
+        assert_eq!(field(a, "user.name"), "root");
+    }
+    const DUP: &str = "Redirect STDOUT/STDIN to Network Connection in Container";
+    let dups: Vec<_> = alerts.iter().filter(|a| a.rule == DUP && field(a, "proc.name") == "nc").collect();
+    assert!(!dups.is_empty(), "nc's dup2 of its socket onto stdin");
+    for a in &dups {
+        assert_eq!(a.priority, "Notice");
+        assert!(
+            a.output.starts_with("Redirect stdout/stdin to network connection | gparent="),
+            "{}",
+            a.output
+        );
+        assert!(matches!(field(a, "evt.type"), "dup2" | "dup3" | "dup"), "{:?}", a.output_fields);
+        // The listener's socket is dual-stack (::ffff:127.0.0.1), the client's IPv4.
+        assert!(matches!(field(a, "fd.type"), "ipv4" | "ipv6"), "{:?}", a.output_fields);
+        assert_eq!(field(a, "fd.l4proto"), "tcp", "{:?}", a.output_fields);
+        let name = field(a, "fd.name");
+        assert!(name.contains("127.0.0.1") && name.contains(":4444"), "{:?}", a.output_fields);
+    }
+    // Both ends: the client's connection goes to port 4444, the listener's comes from it.
+    let rports: Vec<_> = dups.iter().filter_map(|a| a.output_fields["fd.rport"].as_u64()).collect();
+    let lports: Vec<_> = dups.iter().filter_map(|a| a.output_fields["fd.lport"].as_u64()).collect();
+    assert!(rports.contains(&4444) && lports.contains(&4444), "{rports:?} {lports:?}");
+    assert!(
+        !alerts.iter().any(|a| a.rule == "Debugfs Launched in Privileged Container"
+            && field(a, "proc.cmdline") == "debugfs -V"),
+        "this container is not privileged"
+    );
+}
+
+/// Every capability this kernel knows (docker's --privileged grants them all)
+/// but CAP_SYS_RESOURCE, which this machine's root lacks (runc could not give it):
+/// 40 still makes the container privileged as Harrier reads it (at least 38 with
+/// CAP_SYS_ADMIN).
+const ALL_CAPS: [&str; 40] = [
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_DAC_READ_SEARCH",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_LINUX_IMMUTABLE",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST",
+    "CAP_NET_ADMIN",
+    "CAP_NET_RAW",
+    "CAP_IPC_LOCK",
+    "CAP_IPC_OWNER",
+    "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO",
+    "CAP_SYS_CHROOT",
+    "CAP_SYS_PTRACE",
+    "CAP_SYS_PACCT",
+    "CAP_SYS_ADMIN",
+    "CAP_SYS_BOOT",
+    "CAP_SYS_NICE",
+    "CAP_SYS_TIME",
+    "CAP_SYS_TTY_CONFIG",
+    "CAP_MKNOD",
+    "CAP_LEASE",
+    "CAP_AUDIT_WRITE",
+    "CAP_AUDIT_CONTROL",
+    "CAP_SETFCAP",
+    "CAP_MAC_OVERRIDE",
+    "CAP_MAC_ADMIN",
+    "CAP_SYSLOG",
+    "CAP_WAKE_ALARM",
+    "CAP_BLOCK_SUSPEND",
+    "CAP_AUDIT_READ",
+    "CAP_PERFMON",
+    "CAP_BPF",
+    "CAP_CHECKPOINT_RESTORE",
+];
+
+#[test]
+fn debugfs_in_a_privileged_container_alerts() {
+    if !bpf_available() {
+        return;
+    }
+    // busybox named debugfs (it has no such applet and says so): the rule is
+    // about the program's name, not what it did.
+    let script = format!(
+        "/bin/debugfs -R stats; /bin/busybox echo ready-{}; /bin/busybox head -n 1",
+        std::process::id()
+    );
+    let mut ct = applet_container("dbgfs", &script, &["debugfs"]);
+    for c in ALL_CAPS {
+        ct = ct.cap(c);
+    }
+    let Some(alerts) = alerts_during(|drain| {
+        ct.start().unwrap();
+        ct.wait_for("ready").unwrap();
+        drain();
+        ct.finish().unwrap();
+    }) else {
+        return;
+    };
+    const RULE: &str = "Debugfs Launched in Privileged Container";
+    let hits: Vec<_> =
+        alerts.iter().filter(|a| a.rule == RULE && field(a, "proc.cmdline") == "debugfs -R stats").collect();
+    assert_eq!(hits.len(), 1, "{hits:#?}");
+    let a = hits[0];
+    assert_eq!(a.priority, "Warning");
+    assert!(
+        a.output.starts_with("Debugfs launched started in a privileged container | evt_type=execve"),
+        "{}",
+        a.output
+    );
+    assert_eq!((field(a, "proc.name"), field(a, "proc.exepath")), ("debugfs", "/bin/debugfs"));
+    assert_eq!((field(a, "proc.pname"), field(a, "user.name")), ("sh", "root"));
+}
+
+/// An overlay mounted on a bundle's rootfs, as container runtimes mount an
+/// image (lower) under the container's own writes (upper); unmounted on drop,
+/// before the bundle is removed (declare it after the [`Runc`]).
+struct Overlay(PathBuf);
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_binary_written_in_a_container_and_run_alerts() {
+    if !bpf_available() {
+        return;
+    }
+    // The image's layer holds busybox and sh; the container's upper layer a
+    // busybox it "downloaded", hrdrop. Both run; only hrdrop is new.
+    let script = format!(
+        "/bin/busybox true; /bin/hrdrop true; /bin/busybox echo ready-{}; /bin/busybox head -n 1",
+        std::process::id()
+    );
+    let mut ct = applet_container("drop", &script, &[]);
+    let b = ct.bundle.clone();
+    let (lower, upper, work, root) =
+        (b.join("lower/bin"), b.join("upper/bin"), b.join("work"), b.join("rootfs"));
+    for d in [&lower, &upper, &work] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    for a in ["busybox", "sh"] {
+        harrier_actions::kit::copy_executable("/bin/busybox", &lower.join(a)).unwrap();
+    }
+    harrier_actions::kit::copy_executable("/bin/busybox", &upper.join("hrdrop")).unwrap();
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        b.join("lower").display(),
+        b.join("upper").display(),
+        work.display()
+    );
+    ok("mount", &["-t", "overlay", "overlay", "-o", &opts, root.to_str().unwrap()]);
+    let _mounted = Overlay(root);
+    let Some(alerts) = alerts_during(|drain| {
+        ct.start().unwrap();
+        ct.wait_for("ready").unwrap();
+        drain();
+        ct.finish().unwrap();
+    }) else {
+        return;
+    };
+    const RULE: &str = "Drop and execute new binary in container";
+    let hits: Vec<_> =
+        alerts.iter().filter(|a| a.rule == RULE && field(a, "proc.cmdline") == "hrdrop true").collect();
+    assert_eq!(hits.len(), 1, "{hits:#?}");
+    let a = hits[0];
+    assert_eq!(a.priority, "Critical");
+    assert!(
+        a.output.starts_with("Executing binary not part of base image | proc_exe=/bin/hrdrop"),
+        "{}",
+        a.output
+    );
+    assert_eq!((field(a, "proc.name"), field(a, "proc.exepath")), ("hrdrop", "/bin/hrdrop"));
+    assert_eq!((field(a, "evt.type"), field(a, "proc.pname")), ("execve", "sh"));
+    let base: Vec<_> = alerts
+        .iter()
+        .filter(|a| {
+            a.rule == RULE && field(a, "proc.cmdline") == "busybox true" && field(a, "proc.pname") == "sh"
+        })
+        .filter(|a| field(a, "proc.exepath") == "/bin/busybox")
+        .collect();
+    assert!(base.is_empty(), "busybox is the image's: {base:#?}");
+}
