@@ -366,45 +366,6 @@ fn shredding_a_file_alerts() {
     assert_eq!((field(a, "evt.type"), field(a, "user.name")), ("execve", "root"));
 }
 
-#[test]
-#[ignore = "WIP: no alert yet"]
-fn a_system_user_running_login_alerts() {
-    if !bpf_available() {
-        return;
-    }
-    // A renamed /bin/true: the rule knows `login` by its process name.
-    let dir = harrier_actions::kit::Scratch::new("login").unwrap();
-    let login = dir.tool("/bin/true", "login").unwrap();
-    let other = dir.tool("/bin/true", "hr-notlogin").unwrap();
-    let (l, o) = (login.to_str().unwrap(), other.to_str().unwrap());
-    let as_daemon = ["--reuid=daemon", "--regid=daemon", "--clear-groups"];
-    let Some(alerts) = alerts_during(|_| {
-        ok("setpriv", &[&as_daemon[..], &[l]].concat());
-        ok(l, &[]); // root is not a system user
-        ok("setpriv", &[&as_daemon[..], &[o]].concat()); // not an interactive program
-    }) else {
-        return;
-    };
-    const RULE: &str = "System user interactive";
-    let hits = with_cmd(&alerts, RULE, dir.path().to_str().unwrap());
-    assert_eq!(
-        hits.len(),
-        1,
-        "login as daemon only: {hits:#?} {:#?}",
-        alerts.iter().filter(|a| field(a, "proc.name") == "login").collect::<Vec<_>>()
-    );
-    let a = hits[0];
-    assert_eq!(a.priority, "Informational");
-    assert!(
-        a.output.starts_with("System user ran an interactive command | evt_type=execve user=daemon"),
-        "{}",
-        a.output
-    );
-    assert_eq!((field(a, "proc.name"), field(a, "proc.exepath")), ("login", l));
-    assert_eq!(a.output_fields["user.uid"].as_u64(), Some(1), "{:?}", a.output_fields);
-    assert_eq!(field(a, "proc.pname"), "setpriv");
-}
-
 /// A plain runc container (cgroup /<name>) whose rootfs also holds busybox
 /// as each of `applets` (so that the process is named after the applet, as
 /// the rules expect).
