@@ -108,6 +108,12 @@ while IFS=$'\t' read -r exe dir name; do
 	# guest runs them per-syscall, plus the DISPATCHER_IN_GUEST ones below.
 	skip=()
 	case $name in harrier-capture:*) skip=(--skip _dispatcher) ;; esac
+	# Reads capture files with sysdig and harrier only: no BPF, nothing of the
+	# kernel's, and 3-4 minutes under emulation. Said, not skipped silently.
+	case $name in harrier-cli:filter_parity_cli)
+		printf 'guest %s: not run %s (kernel-independent: capture files only)\n' "$KREL" "$name"
+		continue ;;
+	esac
 	# cargo runs each test binary from its package directory.
 	echo "harrier-guest: start $name" >/dev/kmsg
 	run_bounded $LIMIT "$dir" "$out" "$exe" --test-threads=2 "${skip[@]}"
