@@ -4,103 +4,33 @@
 //! bundle and the cgroup directories runc created are removed even when the
 //! test fails.
 
+use harrier_actions::runc::Runc;
 use harrier_capture::testing::bpf_available;
 use harrier_capture::{parse_syscalls, Config, Session};
 use harrier_schema::decode::decode;
 use harrier_state::State;
 use serde_json::json;
 use std::cell::RefCell;
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::rc::Rc;
 
 const IMAGE: &str = "docker.io/library/busybox:1.35";
 
-/// One `runc run` and everything it leaves behind, undone on drop.
-struct Container {
-    name: String,
-    bundle: PathBuf,
-    child: Option<Child>,
-    /// cgroup directories (per hierarchy) that did not exist before.
-    new_dirs: Vec<PathBuf>,
-}
+/// The shell forks and execs `true` (the process to find), says so, then
+/// waits for stdin to close: the test reads the container's state while it
+/// still runs.
+const SCRIPT: &str = "/bin/busybox true harrier-in-container; echo ready; /bin/busybox head -n 1";
 
-impl Drop for Container {
-    fn drop(&mut self) {
-        let _ = Command::new("runc").args(["kill", &self.name, "KILL"]).stderr(Stdio::null()).status();
-        if let Some(mut c) = self.child.take() {
-            drop(c.stdin.take());
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = Command::new("runc").args(["delete", "--force", &self.name]).stderr(Stdio::null()).status();
-        // Deepest first: runc removes the container's own, not the parents it made.
-        for d in self.new_dirs.iter().rev() {
-            let _ = std::fs::remove_dir(d);
-        }
-        let _ = std::fs::remove_dir_all(&self.bundle);
-    }
-}
-
-/// Directories a cgroup path would create under each hierarchy, that are not there yet.
-fn missing_cgroup_dirs(cgroup: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let hierarchies = std::fs::read_dir("/sys/fs/cgroup")
-        .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
-        .unwrap_or_default();
-    for h in hierarchies.iter().chain(std::iter::once(&PathBuf::from("/sys/fs/cgroup"))) {
-        let mut p = h.clone();
-        for comp in cgroup.split('/').filter(|c| !c.is_empty()) {
-            p = p.join(comp);
-            if !p.exists() {
-                out.push(p.clone());
-            }
-        }
-    }
-    out
-}
-
-fn bundle(dir: &Path, cgroup: &str) {
-    let rootfs = dir.join("rootfs");
-    std::fs::create_dir_all(rootfs.join("bin")).unwrap();
-    std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).expect("busybox-static (scripts/deps.sh)");
-    let st = Command::new("runc").arg("spec").current_dir(dir).status().expect("runc (scripts/deps.sh)");
-    assert!(st.success(), "runc spec");
-    let path = dir.join("config.json");
-    let mut spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    // The shell forks and execs `true` (the process to find), says so, then waits for stdin to close: the test
-    // reads the container's state while it still runs.
-    spec["process"]["terminal"] = json!(false);
-    spec["process"]["args"] = json!([
-        "/bin/busybox",
-        "sh",
-        "-c",
-        "/bin/busybox true harrier-in-container; echo ready; /bin/busybox head -n 1"
-    ]);
-    // Rlimits fail on these machines (FINDINGS.md).
-    spec["process"].as_object_mut().unwrap().remove("rlimits");
-    spec["linux"]["cgroupsPath"] = json!(cgroup);
+/// Runs a container in `cgroup` under the sensor, then `check`s the state
+/// built from the sensor's events while the container still exists.
+fn run_in(name: &str, cgroup: &str, check: impl FnOnce(&State)) {
     // containerd's CRI annotations name the pod (k8s.ns.name, k8s.pod.*).
-    spec["annotations"] = json!({
+    let annotations = json!({
         "org.opencontainers.image.ref.name": IMAGE,
         "io.kubernetes.cri.sandbox-name": "web-0",
         "io.kubernetes.cri.sandbox-namespace": "harrier-ns",
         "io.kubernetes.cri.sandbox-uid": "9d1c2b3a-0000-4000-8000-000000000001",
     });
-    std::fs::write(&path, serde_json::to_vec_pretty(&spec).unwrap()).unwrap();
-}
-
-/// Runs a container in `cgroup` under the sensor; returns the state and the container's name.
-fn run_in(name: &str, cgroup: &str, check: impl FnOnce(&State)) {
-    let dir = std::env::temp_dir().join(format!("harrier-ct-{name}-{}", std::process::id()));
-    let mut ct = Container {
-        name: name.into(),
-        bundle: dir.clone(),
-        child: None,
-        new_dirs: missing_cgroup_dirs(cgroup),
-    };
-    bundle(&dir, cgroup);
+    let mut ct = Runc::new(name, cgroup, SCRIPT, annotations).expect("a runc bundle (scripts/deps.sh)");
     let events = Rc::new(RefCell::new(Vec::<Vec<u8>>::new()));
     let sink = events.clone();
     let cfg = Config::new(parse_syscalls("execve,execveat").unwrap());
@@ -108,34 +38,14 @@ fn run_in(name: &str, cgroup: &str, check: impl FnOnce(&State)) {
         .expect("the sensor starts");
     let mut state = State::new();
     state.scan_proc(None);
-    let child = Command::new("runc")
-        .args(["run", "--bundle", dir.to_str().unwrap(), name])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("runc run");
-    let child = ct.child.insert(child);
-    // Bounded: a runc that hangs (seen once under emulation) fails the test
-    // with a message instead of stalling the suite; the drop kills it.
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(std::time::Duration::from_secs(300))
-        .unwrap_or_else(|_| panic!("runc run {name}: no \"ready\" from the container within 300 s"));
-    assert_eq!(line.trim(), "ready", "the container ran its command");
+    ct.start().expect("runc run");
+    ct.wait_for("ready").expect("the container ran its command");
     s.drain().unwrap();
     for b in events.borrow().iter() {
         state.apply(&decode(b).expect("sensor events decode"));
     }
     check(&state);
-    writeln!(child.stdin.as_mut().unwrap(), "done").ok();
-    drop(child.stdin.take());
-    assert!(child.wait().unwrap().success(), "the container exits cleanly");
+    ct.finish().expect("the container exits cleanly");
     s.stop().expect("the sensor stops");
 }
 
