@@ -245,15 +245,7 @@ impl Session {
             tp_btf.push(DISPATCHER);
         }
         for name in tp_btf {
-            let prog = find(name)?;
-            // One fresh-clone CI run (2026-11-23) saw hr_rename's attach fail once with
-            // EINVAL while another test's session attached the same tracepoints; the cause
-            // is not found yet, so a second try comes before the error.
-            let link = prog.attach().or_else(|_| {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                prog.attach()
-            });
-            self.links.push(link.with_context(|| format!("attaching {name}"))?);
+            self.links.push(find(name)?.attach().with_context(|| format!("attaching {name}"))?);
         }
         for a in plan {
             // Entry copies first: an exit that finds none is flagged.
