@@ -85,6 +85,19 @@ impl Runc {
         self
     }
 
+    /// Bind-mounts a host path into the container (a volume, as
+    /// container.mount* see it), read-only if `ro`.
+    pub fn bind(mut self, source: &str, dest: &str, ro: bool) -> Runc {
+        let mut options = vec!["rbind", "rprivate"];
+        if ro {
+            options.push("ro");
+        }
+        if let Some(m) = self.spec["mounts"].as_array_mut() {
+            m.push(json!({"destination": dest, "type": "bind", "source": source, "options": options}));
+        }
+        self
+    }
+
     /// Starts the container in the background. With a terminal, runc runs
     /// under util-linux's `script`, so that it has one to proxy.
     pub fn start(&mut self) -> Result<()> {

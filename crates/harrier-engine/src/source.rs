@@ -159,6 +159,13 @@ pub fn supported(f: Field) -> bool {
             | K8sPodUid
             | K8sPodSandboxId
             | K8sPodFullSandboxId
+            | ContainerMounts
+            | ContainerMount
+            | ContainerMountSource
+            | ContainerMountDest
+            | ContainerMountMode
+            | ContainerMountRdwr
+            | ContainerMountPropagation
     )
 }
 
@@ -388,6 +395,23 @@ fn cmdline<'x>(p: &ProcInfo<'x>, s: &mut String) {
     for a in p.args.split(|&c| c == 0).filter(|a| !a.is_empty()) {
         s.push(' ');
         s.push_str(&String::from_utf8_lossy(a));
+    }
+}
+
+/// A container mount by index, or the first whose source (`by_dest`: whose
+/// destination) matches the key as a glob, as Falco's container.mount* fields.
+fn mount_by<'m>(
+    mounts: &'m [harrier_state::Mount],
+    arg: &FieldArg,
+    by_dest: bool,
+) -> Option<&'m harrier_state::Mount> {
+    match arg {
+        FieldArg::Index(i) => mounts.get(*i as usize),
+        FieldArg::Key(k) => mounts.iter().find(|m| {
+            let path = if by_dest { &m.dest } else { &m.source };
+            harrier_rules::matchers::glob(k.as_bytes(), path.as_bytes(), false)
+        }),
+        FieldArg::None => None,
     }
 }
 
@@ -621,6 +645,33 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 };
                 // Outside Kubernetes these have no value: comparisons on them are false.
                 one(out, Some(Value::str(v)).filter(|_| !v.is_empty()))
+            }
+            ContainerMounts => {
+                let Some(c) = self.state.container(self.tid) else { return };
+                self.with_scratch(out, |s| {
+                    for (i, m) in c.mounts.iter().enumerate() {
+                        let _ = write!(s, "{}{m}", if i > 0 { "," } else { "" });
+                    }
+                })
+            }
+            ContainerMount
+            | ContainerMountSource
+            | ContainerMountDest
+            | ContainerMountMode
+            | ContainerMountRdwr
+            | ContainerMountPropagation => {
+                let Some(c) = self.state.container(self.tid) else { return };
+                let Some(m) = mount_by(c.mounts, arg, field == ContainerMountSource) else { return };
+                match field {
+                    ContainerMount => self.with_scratch(out, |s| {
+                        let _ = write!(s, "{m}");
+                    }),
+                    ContainerMountSource => one(out, Some(Value::str(&m.source))),
+                    ContainerMountDest => one(out, Some(Value::str(&m.dest))),
+                    ContainerMountMode => one(out, Some(Value::str(&m.mode))),
+                    ContainerMountRdwr => one(out, Some(Value::str(if m.rdwr { "true" } else { "false" }))),
+                    _ => one(out, Some(Value::str(&m.propagation))),
+                }
             }
             FdNameChanged => one(out, self.fd().map(|_| Value::Bool(self.state.fd_name_changed()))),
             FdNum => {

@@ -174,6 +174,7 @@ impl StateView for EngineState {
             pod_namespace: &c.pod.namespace,
             pod_uid: &c.pod.uid,
             pod_sandbox_id: &c.pod.sandbox_id,
+            mounts: &c.mounts,
         })
     }
 

@@ -82,6 +82,7 @@ pub struct ContainerInfo<'a> {
     pub pod_uid: &'a str,
     /// The pod sandbox's full container id.
     pub pod_sandbox_id: &'a str,
+    pub mounts: &'a [harrier_state::Mount],
 }
 
 /// The state tables, as extraction needs them. Lookups are cheap borrows.

@@ -25,6 +25,76 @@ pub struct Container {
     /// The Kubernetes pod the container belongs to, from the runtime's own
     /// metadata (empty fields outside Kubernetes).
     pub pod: Pod,
+    /// Volumes mounted into it, in the runtime's order (container.mount*).
+    pub mounts: Vec<Mount>,
+}
+
+/// A volume the runtime mounted into a container: docker's MountPoints, or
+/// the bind mounts of the OCI config (its proc, sysfs and tmpfs mounts are
+/// the runtime's own, not volumes, as in Falco's view of a container).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mount {
+    pub source: Arc<str>,
+    pub dest: Arc<str>,
+    /// Docker's mode string ("z", "ro,Z"); empty from an OCI config.
+    pub mode: Arc<str>,
+    pub rdwr: bool,
+    /// "rprivate", "shared"...; empty when the runtime did not say.
+    pub propagation: Arc<str>,
+}
+
+impl std::fmt::Display for Mount {
+    /// Falco's form: source:dest:mode:rdwr:propagation.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}:{}:{}", self.source, self.dest, self.mode, self.rdwr, self.propagation)
+    }
+}
+
+const PROPAGATIONS: &[&str] = &["rprivate", "private", "rshared", "shared", "rslave", "slave"];
+
+/// Docker's MountPoints (config.v2.json), ordered by destination.
+fn docker_mounts(points: &Value) -> Vec<Mount> {
+    let Some(points) = points.as_object() else { return Vec::new() };
+    let mut out: Vec<Mount> = points
+        .values()
+        .map(|m| {
+            let s = |k: &str| Arc::from(m[k].as_str().unwrap_or(""));
+            let mode = m["Mode"].as_str().or(m["Relabel"].as_str()).unwrap_or("");
+            Mount {
+                source: s("Source"),
+                dest: s("Destination"),
+                mode: Arc::from(mode),
+                rdwr: m["RW"].as_bool().unwrap_or(false),
+                propagation: s("Propagation"),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.dest.cmp(&b.dest));
+    out
+}
+
+/// The bind mounts of an OCI runtime spec.
+fn oci_mounts(mounts: &Value) -> Vec<Mount> {
+    let Some(mounts) = mounts.as_array() else { return Vec::new() };
+    mounts
+        .iter()
+        .filter_map(|m| {
+            let options: Vec<&str> = m["options"]
+                .as_array()
+                .map(|o| o.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let bind = m["type"] == "bind" || options.iter().any(|o| *o == "bind" || *o == "rbind");
+            bind.then(|| Mount {
+                source: Arc::from(m["source"].as_str().unwrap_or("")),
+                dest: Arc::from(m["destination"].as_str().unwrap_or("")),
+                mode: Arc::from(""),
+                rdwr: !options.contains(&"ro"),
+                propagation: Arc::from(
+                    options.iter().copied().find(|o| PROPAGATIONS.contains(o)).unwrap_or(""),
+                ),
+            })
+        })
+        .collect()
 }
 
 /// What a container runtime records about a container's Kubernetes pod: the
@@ -195,6 +265,7 @@ impl Containers {
             created: Arc::from(""),
             runtime,
             pod: Pod::default(),
+            mounts: Vec::new(),
         };
         // Docker's own files name the image and the privileged flag.
         let docker = self.docker_dir.join("containers").join(full);
@@ -205,6 +276,7 @@ impl Containers {
             set(&mut c.image, cfg["Config"]["Image"].as_str());
             set(&mut c.created, cfg["Created"].as_str());
             c.pod.fill(&cfg["Config"]["Labels"]);
+            c.mounts = docker_mounts(&cfg["MountPoints"]);
         }
         if let Some(host) = read_json(&docker.join("hostconfig.json")) {
             c.privileged = host["Privileged"].as_bool().unwrap_or(false);
@@ -236,6 +308,9 @@ impl Containers {
             found = true;
             let ann = &spec["annotations"];
             c.pod.fill(ann);
+            if c.mounts.is_empty() {
+                c.mounts = oci_mounts(&spec["mounts"]);
+            }
             let first = |keys: &[&str]| keys.iter().find_map(|k| ann[*k].as_str().filter(|s| !s.is_empty()));
             set(
                 &mut c.name,
@@ -340,6 +415,12 @@ mod tests {
             "io.kubernetes.cri.sandbox-uid": "0b1c2d3e-aaaa-bbbb-cccc-111122223333",
             "io.kubernetes.cri.sandbox-id": ID,
         }});
+        let mut spec = spec;
+        spec["mounts"] = serde_json::json!([
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/host/etc", "type": "bind", "source": "/etc", "options": ["rbind", "ro", "rslave"]},
+            {"destination": "/data", "source": "/srv/data", "options": ["bind"]},
+        ]);
         std::fs::write(bundle.join("config.json"), spec.to_string()).unwrap();
         let mut cs =
             Containers { run_dir: dir.join("run"), docker_dir: dir.join("docker"), ..Default::default() };
@@ -352,6 +433,8 @@ mod tests {
         let pod = &c.pod;
         assert_eq!((&*pod.name, &*pod.namespace), ("web-7d4b9c", "shop"), "containerd's CRI annotations");
         assert_eq!((&*pod.uid, &*pod.sandbox_id), ("0b1c2d3e-aaaa-bbbb-cccc-111122223333", ID));
+        let mounts: Vec<String> = c.mounts.iter().map(|m| m.to_string()).collect();
+        assert_eq!(mounts, ["/etc:/host/etc::false:rslave", "/srv/data:/data::true:"], "bind mounts only");
         assert!(cs.lookup("/not-a-container").is_none());
     }
 
@@ -365,11 +448,19 @@ mod tests {
         assert_eq!((&*early.id, &*early.name), (&ID[..12], ""), "nothing written yet");
         let cfg = dir.join("docker/containers").join(ID);
         std::fs::create_dir_all(&cfg).unwrap();
-        let v2 = serde_json::json!({"Name": "/web", "Config": {"Image": "nginx:1", "Labels": {"io.kubernetes.pod.namespace": "prod"}}});
+        let v2 = serde_json::json!({"Name": "/web", "Config": {"Image": "nginx:1", "Labels": {"io.kubernetes.pod.namespace": "prod"}},
+            "MountPoints": {"/var/run/docker.sock": {"Source": "/var/run/docker.sock", "Destination": "/var/run/docker.sock",
+                "RW": true, "Relabel": "z", "Propagation": "rprivate"}}});
         std::fs::write(cfg.join("config.v2.json"), v2.to_string()).unwrap();
         let later = cs.lookup(&cg).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!((&*later.name, &*later.image, &*later.pod.namespace), ("web", "nginx:1", "prod"));
+        let sock = "/var/run/docker.sock:/var/run/docker.sock:z:true:rprivate";
+        assert_eq!(
+            later.mounts.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
+            [sock],
+            "docker's MountPoints"
+        );
         assert!(Arc::ptr_eq(&later, &cs.lookup(&cg).unwrap()), "then cached");
     }
 

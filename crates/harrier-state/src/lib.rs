@@ -33,7 +33,7 @@ pub mod testing;
 mod threads;
 pub mod users;
 
-pub use container::{Container, Containers};
+pub use container::{Container, Containers, Mount};
 pub use fd::{Fd, FdTable, FdType, Tuple, L4};
 pub use process::{Comm, Process};
 pub use snapshot::Snapshot;

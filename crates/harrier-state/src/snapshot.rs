@@ -238,8 +238,9 @@ impl State {
                 privileged: c.privileged,
                 created: c.created.as_str().into(),
                 runtime,
-                // Capture files do not record pods (their snapshot layout is versioned).
+                // Capture files do not record pods or mounts (their snapshot layout is versioned).
                 pod: Default::default(),
+                mounts: Vec::new(),
             };
             self.containers.by_id.insert(c.full_id.clone(), Arc::new(c));
         }

@@ -30,7 +30,11 @@ fn run_in(name: &str, cgroup: &str, check: impl FnOnce(&State)) {
         "io.kubernetes.cri.sandbox-namespace": "harrier-ns",
         "io.kubernetes.cri.sandbox-uid": "9d1c2b3a-0000-4000-8000-000000000001",
     });
-    let mut ct = Runc::new(name, cgroup, SCRIPT, annotations).expect("a runc bundle (scripts/deps.sh)");
+    let mut ct = Runc::new(name, cgroup, SCRIPT, annotations).expect("a runc bundle (scripts/deps.sh)").bind(
+        "/etc",
+        "/host/etc",
+        true,
+    );
     let events = Rc::new(RefCell::new(Vec::<Vec<u8>>::new()));
     let sink = events.clone();
     let cfg = Config::new(parse_syscalls("execve,execveat").unwrap());
@@ -89,6 +93,8 @@ fn runc_containers_get_their_id_and_image() {
             "the pod from the CRI annotations"
         );
         assert_eq!(&*c.pod.uid, "9d1c2b3a-0000-4000-8000-000000000001");
+        let mounts: Vec<String> = c.mounts.iter().map(|m| m.to_string()).collect();
+        assert_eq!(mounts, ["/etc:/host/etc::false:rprivate"], "the bind mount from the OCI config");
     });
     // Plain runc with a name: cgroup /<name>, state in /run/runc/<name>.
     let name = format!("harrier-ct-{}", std::process::id());
