@@ -245,7 +245,8 @@ fn state_file_clause(rules: &RuleSet) -> Option<Clause> {
                     Use::When(c) => (mentions_fd(e, t), c.paths),
                 },
             };
-            if !cond_reads && !(output_reads_fds && has_fd_arg) {
+            let reads_fd = cond_reads || (output_reads_fds && has_fd_arg);
+            if !reads_fd {
                 continue;
             }
             // The output is rendered only when the condition held, so the
