@@ -56,6 +56,8 @@ pub enum Kind {
     Exe,
     Cwd,
     Args,
+    /// The new image's environment block (NUL-separated VAR=value), at most 4 KiB.
+    Env,
 }
 
 /// How a parameter travels on the wire.
@@ -95,6 +97,7 @@ pub const TASK_FIELDS: &[(&str, Wire)] = &[
     ("exe_ctime", Wire::U64),
     ("exe_mtime", Wire::U64),
     ("exe_flags", Wire::U32),
+    ("env_size", Wire::U32),
 ];
 
 impl Kind {
@@ -114,7 +117,7 @@ impl Kind {
         match self {
             Kind::Path(_) | Kind::Exe | Kind::Cwd | Kind::FdPathRet => "Path",
             Kind::Sockaddr(..) | Kind::MsgAddr(..) | Kind::SockPeer(_) | Kind::SockAddrOf(..) => "Sockaddr",
-            Kind::Argv(_) | Kind::Args => "Argv",
+            Kind::Argv(_) | Kind::Args | Kind::Env => "Argv",
             Kind::Fd(_) => "Fd",
             _ if self.wire() == Wire::Bytes => "Data",
             _ => "Int",
@@ -232,6 +235,7 @@ fn parse_kind(kind: &str, args: &[&str]) -> Option<Kind> {
         ("exe", 0) => Kind::Exe,
         ("cwd", 0) => Kind::Cwd,
         ("args", 0) => Kind::Args,
+        ("env", 0) => Kind::Env,
         _ => return None,
     })
 }
