@@ -112,6 +112,19 @@ impl Kind {
         }
     }
 
+    /// The value that means "not known" for this field: ids and sizes that a
+    /// record of an older schema (or a converted legacy capture) did not
+    /// carry are written as u32::MAX, which no real uid, gid, pid, session,
+    /// tty or environment size takes. Decoders read it as absent.
+    pub fn unknown_value(&self) -> Option<u64> {
+        match self {
+            Kind::Task("uid" | "gid" | "euid" | "egid" | "sid" | "vpid" | "vpgid" | "tty" | "env_size") => {
+                Some(u32::MAX as u64)
+            }
+            _ => None,
+        }
+    }
+
     /// How the Rust side should present the bytes.
     pub fn text_kind(&self) -> &'static str {
         match self {
