@@ -31,7 +31,7 @@ const RULE: &str = r#"
 - rule: Env marker test open
   desc: an open of a file named for this test
   condition: evt.type in (open, openat) and fd.name endswith "/harrier-env-marker-target"
-  output: marker open (env=%proc.env mark=%proc.env[HARRIER_TEST_MARK])
+  output: marker open (env=%proc.env mark=%proc.env[HARRIER_TEST_MARK] file=%fd.name)
   priority: NOTICE
 "#;
 
@@ -80,6 +80,13 @@ fn field<'a>(a: &'a Alert, f: &str) -> &'a str {
     a.output_fields.get(f).and_then(|v| v.as_str()).unwrap_or("")
 }
 
+/// The test rule's alerts for this test's file (the tests run side by side,
+/// and each sensor sees the machine).
+fn marker_alerts<'a>(alerts: &'a [Alert], target: &std::path::Path) -> Vec<&'a Alert> {
+    let t = target.to_str().unwrap();
+    alerts.iter().filter(|a| a.rule == "Env marker test open" && field(a, "fd.name") == t).collect()
+}
+
 #[test]
 fn an_alert_carries_the_environment_of_the_process_that_triggered_it() {
     if !bpf_available() {
@@ -112,7 +119,7 @@ fn an_alert_carries_the_environment_of_the_process_that_triggered_it() {
         .collect();
     assert_eq!(shadow.len(), 1, "{alerts:#?}");
     assert_eq!(field(shadow[0], "proc.env"), "HARRIER_TEST_MARK=xyz PATH=/usr/bin:/bin", "appended proc.env");
-    let own: Vec<&Alert> = alerts.iter().filter(|a| a.rule == "Env marker test open").collect();
+    let own = marker_alerts(&alerts, &target);
     assert_eq!(own.len(), 1, "{alerts:#?}");
     assert!(
         own[0].output.contains("env=HARRIER_TEST_MARK=xyz PATH=/usr/bin:/bin mark=xyz"),
@@ -147,7 +154,7 @@ fn a_process_started_before_the_sensor_read_its_environment_from_proc() {
         stdin.take().unwrap().write_all(b"go\n").unwrap();
         assert!(c.wait().unwrap().success());
     });
-    let own: Vec<&Alert> = alerts.iter().filter(|a| a.rule == "Env marker test open").collect();
+    let own = marker_alerts(&alerts, &target);
     assert_eq!(own.len(), 1, "{alerts:#?}");
     assert_eq!(field(own[0], "proc.env[HARRIER_TEST_MARK]"), "seeded", "{:?}", own[0].output_fields);
     assert!(field(own[0], "proc.env").contains("HARRIER_TEST_MARK=seeded"));
