@@ -257,4 +257,36 @@ static __always_inline void hr_put_cgroup(struct hr_em *em)
 	hr_var_end(em, w.slot, w.off & 4095);
 }
 
+/*
+ * The new image's environment block (mm->env_start..env_end, NUL-separated
+ * VAR=value), as exec laid it out on the new stack. Only after a successful
+ * exec: a failed one still runs the old image, whose block says nothing about
+ * the exec. At most HR_ENV_MAX bytes are copied; env_size carries the full
+ * size, so a reader knows a cut block from a whole one, and the truncated
+ * counter counts the cut.
+ */
+#define HR_ENV_MAX 4096
+
+static __always_inline __u32 hr_task_env_size(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+	__u64 start, end;
+
+	if (em->ret != 0)
+		return 0;
+	start = BPF_CORE_READ(t, mm, env_start);
+	end = BPF_CORE_READ(t, mm, env_end);
+	return end > start && end - start < 0xffffffffULL ? end - start : 0;
+}
+
+static __always_inline void hr_put_env(struct hr_em *em)
+{
+	struct task_struct *t = em->task;
+	__u64 size = hr_task_env_size(em);
+
+	if (size > HR_ENV_MAX)
+		em->cpu->stats.truncated++;
+	hr_put_user(em, size ? BPF_CORE_READ(t, mm, env_start) : 0, size, HR_ENV_MAX);
+}
+
 #endif

@@ -17,6 +17,10 @@
 //!   setpgid soon after, without a version bump): the old generic record
 //!   (6 raw arguments) becomes the typed one, with the parameters that are
 //!   plain arguments and the rest left out.
+//! - v3 -> v4: execve/execveat gained the fixed `env_size` (after the task
+//!   fields) and the trailing byte field `env`: `env_size` is inserted as
+//!   unknown (u32::MAX) and `env` is left out, so an old exec has no
+//!   environment (absent, not empty).
 
 use harrier_schema::encode::{encode, Arg};
 use harrier_schema::wire::{Header, PARAMS_BASE};
@@ -64,7 +68,15 @@ const EXEC_TASK_FIELDS: [&str; 13] = [
     "exe_flags",
 ];
 
-/// The value an inserted task field gets: ids the invalid id, the rest 0.
+/// The fixed field execve/execveat gained in v4 (their `env` bytes are trailing).
+const EXEC_FIELDS_V4: [&str; 1] = ["env_size"];
+
+/// Whether `name` is a fixed execve/execveat field that a record of `schema` lacks.
+fn exec_field_added_after(schema: u16, name: &str) -> bool {
+    (schema < 3 && EXEC_TASK_FIELDS.contains(&name)) || (schema < 4 && EXEC_FIELDS_V4.contains(&name))
+}
+
+/// The value an inserted task field gets: ids (and sizes) the invalid id, the rest 0.
 fn unknown(name: &str) -> u64 {
     match name {
         "cap_effective" | "exe_ctime" | "exe_mtime" | "exe_flags" => 0,
@@ -99,22 +111,22 @@ pub fn upgrade(schema: u16, rec: &[u8], out: &mut Vec<u8>) -> bool {
         }
         return encode(out, h.ts, h.tid, sc, h.args_at_exit, ret, &args[..n]).is_ok();
     }
-    if schema < 3 && matches!(sc.name, "execve" | "execveat") {
-        return exec_v2(sc, &h, ret, rec, out);
+    if schema < 4 && matches!(sc.name, "execve" | "execveat") {
+        return exec_old(schema, sc, &h, ret, rec, out);
     }
     false
 }
 
-/// A v2 execve/execveat: its parameters in order, the task fields inserted
-/// after the fixed ones it had.
-fn exec_v2(sc: &'static SyscallInfo, h: &Header, ret: i64, rec: &[u8], out: &mut Vec<u8>) -> bool {
+/// An older execve/execveat: its parameters in order, the fixed fields its
+/// schema lacked inserted after the fixed ones it had.
+fn exec_old(schema: u16, sc: &'static SyscallInfo, h: &Header, ret: i64, rec: &[u8], out: &mut Vec<u8>) -> bool {
     let Some(descs) = sc.params else { return false };
     let mut at = PARAMS_BASE;
     // No allocation per record: execveat, the longest, has 21 parameters.
     let mut buf = [Arg::Int(0); 32];
     let mut n = 0;
     for d in descs.iter().take(buf.len()) {
-        if EXEC_TASK_FIELDS.contains(&d.name) {
+        if exec_field_added_after(schema, d.name) {
             buf[n] = Arg::Int(unknown(d.name) as i64);
             n += 1;
             continue;
@@ -144,7 +156,7 @@ fn exec_v2(sc: &'static SyscallInfo, h: &Header, ret: i64, rec: &[u8], out: &mut
         }
     }
     // Task fields past the last old parameter are left out, not invented.
-    while n > 0 && EXEC_TASK_FIELDS.contains(&descs[n - 1].name) {
+    while n > 0 && exec_field_added_after(schema, descs[n - 1].name) {
         n -= 1;
     }
     encode(out, h.ts, h.tid, sc, h.args_at_exit, ret, &buf[..n]).is_ok()

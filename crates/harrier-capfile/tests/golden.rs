@@ -38,6 +38,8 @@ fn current() -> Vec<u8> {
                 ("filename", P::B(b"/bin/cat")),
                 ("argv", P::B(b"cat\0/etc/shadow\0")),
                 ("uid", P::I(1000)),
+                ("env_size", P::I(24)),
+                ("env", P::B(b"HOME=/root\0LANG=C.UTF-8\0")),
             ],
         ),
         syscall(
@@ -112,6 +114,26 @@ fn render(bytes: &[u8]) -> String {
     }
     assert_eq!(r.stop(), Some(&Stop::Complete));
     out
+}
+
+/// The current schema's golden keeps an exec's environment.
+#[test]
+fn the_current_golden_keeps_the_exec_environment() {
+    let b = std::fs::read(dir().join(format!("schema-v{}.hrcap", harrier_capfile::SCHEMA_VERSION))).unwrap();
+    let mut r = Reader::new(Cursor::new(&b[..])).unwrap();
+    let mut found = false;
+    while let Some(item) = r.next().unwrap() {
+        if let Item::Event(rec) = item {
+            if let Ok(Event::Syscall(e)) = decode(rec) {
+                if e.syscall.name == "execve" {
+                    let env = e.param("env").and_then(|v| v.as_bytes());
+                    assert_eq!(env, Some(&b"HOME=/root\0LANG=C.UTF-8\0"[..]));
+                    found = true;
+                }
+            }
+        }
+    }
+    assert!(found, "no execve in the golden file");
 }
 
 #[test]

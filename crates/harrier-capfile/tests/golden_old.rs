@@ -189,6 +189,21 @@ fn old_schema_golden_files_are_committed_and_unchanged() {
     }
 }
 
+/// The v3 golden (written by the v3 writer itself): its execve gains an
+/// absent environment, everything it had reads as before.
+#[test]
+fn schema_v3_exec_reads_with_an_absent_environment() {
+    let bytes = std::fs::read(dir().join("schema-v3.hrcap")).unwrap();
+    let (v, evs) = events(&bytes);
+    assert_eq!(v, 3);
+    let e = syscall(&evs, "execve");
+    assert_eq!(e.param("env"), Some(&Value::Missing), "env of a v3 exec");
+    assert_eq!(e.param("env_size"), Some(&Value::Missing), "env_size of a v3 exec");
+    assert_eq!(e.param("uid"), Some(&Value::UInt(1000)), "uid kept");
+    assert_eq!(e.param("exe_flags"), Some(&Value::UInt(0)), "exe_flags kept");
+    assert_eq!(e.param("argv").unwrap(), &Value::Bytes(b"cat\0/etc/shadow\0"), "argv kept");
+}
+
 /// What the translation must give, field by field (the .txt goldens beside
 /// them, checked by golden.rs, hold the whole decoded text).
 #[test]
@@ -205,7 +220,10 @@ fn old_schema_records_read_in_the_current_layout() {
         assert_eq!(e.param("filename").unwrap().as_str().unwrap(), "/bin/cat", "{}", case("filename"));
         assert_eq!(e.param("exe").unwrap().as_str().unwrap(), "/usr/bin/cat", "{}", case("exe"));
         assert_eq!(e.param("cwd").unwrap().as_str().unwrap(), "/root", "{}", case("cwd"));
-        assert_eq!(e.param("uid"), Some(&Value::UInt(u32::MAX as u64)), "{}", case("uid unknown"));
+        // Ids the old schema did not carry are absent, not u32::MAX.
+        for f in ["uid", "gid", "euid", "egid", "sid", "vpid", "vpgid", "tty", "env_size", "env"] {
+            assert_eq!(e.param(f), Some(&Value::Missing), "{}", case(&format!("{f} absent")));
+        }
         assert_eq!(e.param("exe_flags"), Some(&Value::UInt(0)), "{}", case("exe_flags none"));
 
         // Newly typed: pipe2 keeps its flags; its fds were never captured.

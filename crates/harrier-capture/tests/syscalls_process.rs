@@ -143,7 +143,8 @@ fn execve_success(mode: AttachMode) {
     }
     let path = cstr("/usr/bin/true");
     let args = [cstr("true"), cstr("arg one")];
-    let (av, env) = (argv(&args), [std::ptr::null::<libc::c_char>()]);
+    let envs = [cstr("HARRIER_TEST_MARK=xyz"), cstr("B=two words")];
+    let (av, env) = (argv(&args), argv(&envs));
     // Both selected: a successful execve exits on the same tracepoint as a
     // successful execveat, and must be reported once, as itself.
     let (c, pid, cwd) = exec_in_child("execve,execveat", || {
@@ -154,7 +155,36 @@ fn execve_success(mode: AttachMode) {
     expect(&e[0], 0, &[("tgid", pid as i64)]);
     assert_eq!(text(&e[0], "filename"), "/usr/bin/true", "taken at entry, before exec resets the registers");
     exec_image(&e[0], b"true\0arg one\0", &cwd);
+    let block: &[u8] = b"HARRIER_TEST_MARK=xyz\0B=two words\0";
+    assert_eq!(bytes(&e[0], "env"), block, "the new image's environment block");
+    expect(&e[0], 0, &[("env_size", block.len() as i64)]);
     assert!(!e[0].header.args_at_exit, "the exit found its entry copy");
+}
+
+/// An environment larger than the 4 KiB kept: cut at 4096 bytes, env_size
+/// says how large it was, and the truncated counter counts it.
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn execve_large_env_is_cut_and_flagged(mode: AttachMode) {
+    common::use_mode(mode);
+    if !bpf_available() {
+        return;
+    }
+    let path = cstr("/usr/bin/true");
+    let args = [cstr("true")];
+    let big = format!("BIG={}", "v".repeat(6000));
+    let envs = [cstr("FIRST=1"), cstr(&big)];
+    let (av, env) = (argv(&args), argv(&envs));
+    let (c, pid, _) = exec_in_child("execve", || {
+        sys(libc::SYS_execve, &[ptr(path.as_ptr()), ptr(av.as_ptr()), ptr(env.as_ptr())]);
+    });
+    let e = of(&c, pid, "execve", 1);
+    let full = 8 + big.len() + 1;
+    expect(&e[0], 0, &[("env_size", full as i64)]);
+    let got = bytes(&e[0], "env");
+    assert_eq!(got.len(), 4096, "cut at 4 KiB");
+    assert!(got.starts_with(b"FIRST=1\0BIG=vvv"), "{:?}", &got[..20]);
+    assert!(c.stats.kernel_total().truncated >= 1, "the cut is counted");
 }
 
 #[test_case(PerSyscall ; "per_syscall")]
@@ -207,14 +237,15 @@ fn execve_execveat_failure(mode: AttachMode) {
     assert_eq!(text(&e, "filename"), "/no/such/harrier-bin");
     assert_eq!(bytes(&e, "argv"), joined);
     // No new image: the image fields stay empty.
-    for f in ["exe", "args", "cwd"] {
+    for f in ["exe", "args", "cwd", "env"] {
         assert_eq!(bytes(&e, f), b"", "{f} of a failed execve");
     }
+    expect(&e, -ENOENT as i64, &[("env_size", 0)]);
     let e = only(&c, "execveat");
     expect(&e, -ENOENT as i64, &[("tgid", me), ("dirfd", dfd), ("flags", 0)]);
     assert_eq!(text(&e, "filename"), "no-such-harrier-bin");
     assert_eq!(bytes(&e, "argv"), joined);
-    for f in ["exe", "args", "cwd"] {
+    for f in ["exe", "args", "cwd", "env"] {
         assert_eq!(bytes(&e, f), b"", "{f} of a failed execveat");
     }
 }

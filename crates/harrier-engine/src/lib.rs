@@ -64,6 +64,12 @@ fn tsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
+/// Whether an active rule's condition, output or appended output fields read
+/// proc.env: only then do the state tables keep each process's environment.
+pub fn needs_env(rules: &RuleSet) -> bool {
+    rules.fields_used().contains(&harrier_rules::Field::ProcEnv)
+}
+
 /// CLOCK_REALTIME - CLOCK_MONOTONIC, for wall-clock event times.
 pub fn epoch_offset() -> u64 {
     let now = |clock| {
@@ -75,7 +81,8 @@ pub fn epoch_offset() -> u64 {
 }
 
 impl Engine {
-    pub fn new(rules: RuleSet, state: EngineState, outputs: Outputs, matching: RuleMatching) -> Engine {
+    pub fn new(rules: RuleSet, mut state: EngineState, outputs: Outputs, matching: RuleMatching) -> Engine {
+        state.tables.keep_env = needs_env(&rules);
         let offset = epoch_offset();
         let per_rule = vec![RuleCounter::default(); rules.rules().len()];
         let procexit = PSEUDO_EVENTS.iter().position(|e| *e == "procexit").unwrap_or(0);
@@ -117,6 +124,9 @@ impl Engine {
     /// New rules (SIGHUP), same state tables; per-rule counters start over.
     pub fn replace_rules(&mut self, rules: RuleSet) {
         self.counters.per_rule = vec![RuleCounter::default(); rules.rules().len()];
+        // Processes seen before keep what they had: an environment starts
+        // being kept from their next exec (or /proc read) on.
+        self.state.tables.keep_env = needs_env(&rules);
         self.rules = rules;
     }
 

@@ -98,7 +98,7 @@ fn info(p: &Process) -> ProcInfo<'_> {
         exepath: p.exepath.as_bytes(),
         args: p.args.as_bytes(),
         cwd: p.cwd.as_bytes(),
-        env: b"",
+        env: &p.env,
         uid: Some(p.uid),
         gid: Some(p.gid),
         euid: Some(p.euid),

@@ -72,6 +72,7 @@ fn var_stmt(p: &Param) -> String {
         Kind::Exe => "hr_put_exe(&em)".into(),
         Kind::Cwd => "hr_put_cwd(&em)".into(),
         Kind::Args => "hr_put_args(&em)".into(),
+        Kind::Env => "hr_put_env(&em)".into(),
         k => unreachable!("{k:?} is fixed-size"),
     };
     format!("\t{call}; /* {} */\n", p.name)

@@ -24,9 +24,13 @@ pub fn generate(t: &Tables) -> String {
                 Some(r) => format!("Some({r:?})"),
                 None => "None".into(),
             };
+            let unknown = match p.kind.unknown_value() {
+                Some(v) => format!("Some({v:#x})"),
+                None => "None".into(),
+            };
             let _ = writeln!(
                 out,
-                "    ParamDesc {{ name: {:?}, wire: Wire::{}, text: TextKind::{}, renderer: {renderer}, at_enter: {} }},",
+                "    ParamDesc {{ name: {:?}, wire: Wire::{}, text: TextKind::{}, renderer: {renderer}, at_enter: {}, unknown: {unknown} }},",
                 p.name,
                 wire_name(p.kind.wire()),
                 p.kind.text_kind(),

@@ -56,6 +56,8 @@ pub enum Kind {
     Exe,
     Cwd,
     Args,
+    /// The new image's environment block (NUL-separated VAR=value), at most 4 KiB.
+    Env,
 }
 
 /// How a parameter travels on the wire.
@@ -95,6 +97,7 @@ pub const TASK_FIELDS: &[(&str, Wire)] = &[
     ("exe_ctime", Wire::U64),
     ("exe_mtime", Wire::U64),
     ("exe_flags", Wire::U32),
+    ("env_size", Wire::U32),
 ];
 
 impl Kind {
@@ -109,12 +112,25 @@ impl Kind {
         }
     }
 
+    /// The value that means "not known" for this field: ids and sizes that a
+    /// record of an older schema (or a converted legacy capture) did not
+    /// carry are written as u32::MAX, which no real uid, gid, pid, session,
+    /// tty or environment size takes. Decoders read it as absent.
+    pub fn unknown_value(&self) -> Option<u64> {
+        match self {
+            Kind::Task("uid" | "gid" | "euid" | "egid" | "sid" | "vpid" | "vpgid" | "tty" | "env_size") => {
+                Some(u32::MAX as u64)
+            }
+            _ => None,
+        }
+    }
+
     /// How the Rust side should present the bytes.
     pub fn text_kind(&self) -> &'static str {
         match self {
             Kind::Path(_) | Kind::Exe | Kind::Cwd | Kind::FdPathRet => "Path",
             Kind::Sockaddr(..) | Kind::MsgAddr(..) | Kind::SockPeer(_) | Kind::SockAddrOf(..) => "Sockaddr",
-            Kind::Argv(_) | Kind::Args => "Argv",
+            Kind::Argv(_) | Kind::Args | Kind::Env => "Argv",
             Kind::Fd(_) => "Fd",
             _ if self.wire() == Wire::Bytes => "Data",
             _ => "Int",
@@ -232,6 +248,7 @@ fn parse_kind(kind: &str, args: &[&str]) -> Option<Kind> {
         ("exe", 0) => Kind::Exe,
         ("cwd", 0) => Kind::Cwd,
         ("args", 0) => Kind::Args,
+        ("env", 0) => Kind::Env,
         _ => return None,
     })
 }

@@ -184,7 +184,13 @@ pub fn decode(b: &[u8]) -> Result<Event<'_>, DecodeError> {
     let syscall = syscall_by_nr(header.kind as u32).ok_or(DecodeError::UnknownType(header.kind))?;
     let ret = i64::from_le_bytes(b.get(16..24).ok_or(DecodeError::Short)?.try_into().unwrap());
     let params = match syscall.params {
-        Some(descs) => descs.iter().map(|d| (d.name, r.value(d.wire))).collect(),
+        Some(descs) => descs
+            .iter()
+            .map(|d| match r.value(d.wire) {
+                Value::UInt(u) if d.unknown == Some(u) => (d.name, Value::Missing),
+                v => (d.name, v),
+            })
+            .collect(),
         None => GENERIC_ARGS.iter().map(|&n| (n, r.value(Wire::U64))).collect(),
     };
     Ok(Event::Syscall(SyscallEvent { header, syscall, ret, params }))

@@ -32,6 +32,9 @@ pub struct ParamDesc {
     pub renderer: Option<&'static str>,
     /// Read at syscall entry and merged at exit (TOCTOU-safe).
     pub at_enter: bool,
+    /// A value that stands for "not known" (an upgraded or converted record
+    /// that had no such field): decoded as [`decode::Value::Missing`].
+    pub unknown: Option<u64>,
 }
 
 #[derive(Debug)]

@@ -130,11 +130,13 @@ impl<'a> SyscallView<'a> {
         let Some(&off) = self.offs.get(i).filter(|&&o| o != u16::MAX) else { return Value::Missing };
         let at = off as usize;
         let b = self.bytes;
-        let wire = self.syscall.params.and_then(|p| p.get(i)).map_or(Wire::U64, |d| d.wire);
+        let desc = self.syscall.params.and_then(|p| p.get(i));
+        let wire = desc.map_or(Wire::U64, |d| d.wire);
         let u32_at = |a: usize| u32::from_le_bytes(b[a..a + 4].try_into().unwrap());
         let u64_at = |a: usize| u64::from_le_bytes(b[a..a + 8].try_into().unwrap());
         match wire {
             Wire::I32 => Value::Int(u32_at(at) as i32 as i64),
+            Wire::U32 if desc.and_then(|d| d.unknown) == Some(u32_at(at) as u64) => Value::Missing,
             Wire::U32 => Value::UInt(u32_at(at) as u64),
             Wire::I64 => Value::Int(u64_at(at) as i64),
             Wire::U64 => Value::UInt(u64_at(at)),

@@ -42,6 +42,10 @@ impl std::fmt::Debug for Comm {
 /// Text shared between a parent and its forked children until one execs.
 pub type Shared = Arc<str>;
 
+/// Bytes of environment kept per process: what the kernel side copies at
+/// exec (bpf/include/task.h HR_ENV_MAX), and what is read from /proc.
+pub const ENV_MAX: usize = 4096;
+
 #[derive(Debug, Clone)]
 pub struct Process {
     pub pid: u32,
@@ -58,6 +62,10 @@ pub struct Process {
     /// The argument block after argv[0]: NUL-separated arguments.
     pub args: Shared,
     pub cwd: Shared,
+    /// The environment block (NUL-separated VAR=value), only when the state
+    /// keeps it ([`crate::State::keep_env`]); empty otherwise. Shared with
+    /// forked children until they exec.
+    pub env: Arc<[u8]>,
     pub uid: u32,
     pub gid: u32,
     pub euid: u32,
@@ -95,6 +103,7 @@ impl Process {
             exepath: empty.clone(),
             args: empty.clone(),
             cwd: empty,
+            env: Arc::from(&b""[..]),
             uid: 0,
             gid: 0,
             euid: 0,
@@ -157,6 +166,29 @@ impl Process {
         self.container.as_ref().map_or("host", |c| &c.id)
     }
 
+    /// The environment variables, NAME=value each.
+    pub fn env(&self) -> impl Iterator<Item = &[u8]> {
+        self.env.split(|&c| c == 0).filter(|a| !a.is_empty())
+    }
+
+    /// Sets the environment from a block; `cut`: the block was cut short, so
+    /// its last variable, unless NUL-terminated, is partial and left out
+    /// (a half value would be a wrong one).
+    pub fn set_env(&mut self, block: &[u8], cut: bool) {
+        let mut b = block;
+        if cut && !b.ends_with(b"\0") {
+            b = b.iter().rposition(|&c| c == 0).map_or(&b""[..], |i| &b[..=i]);
+        }
+        self.env = Arc::from(b);
+    }
+
+    /// Forgets the environment (allocates only if there was one).
+    pub(crate) fn clear_env(&mut self) {
+        if !self.env.is_empty() {
+            self.env = Arc::from(&b""[..]);
+        }
+    }
+
     /// Sets exe/args from an argument block (NUL-separated, argv[0] first).
     pub(crate) fn set_argv(&mut self, block: &[u8]) {
         let text = String::from_utf8_lossy(block);
@@ -175,6 +207,19 @@ mod tests {
     fn comm_is_cut_at_15_bytes_on_a_char_boundary() {
         assert_eq!(Comm::new("0123456789abcdefgh").as_str(), "0123456789abcde");
         assert_eq!(Comm::new("aaaaaaaaaaaaaaé").as_str(), "aaaaaaaaaaaaaa");
+    }
+
+    #[test]
+    fn a_cut_environment_loses_its_partial_last_variable() {
+        let mut p = Process::new(1);
+        p.set_env(b"A=1\0B=2\0C=par", true);
+        assert_eq!(p.env().collect::<Vec<_>>(), [&b"A=1"[..], b"B=2"]);
+        p.set_env(b"A=1\0B=2\0C=par", false);
+        assert_eq!(p.env().count(), 3, "a whole block keeps every variable");
+        p.set_env(b"A=1\0", true);
+        assert_eq!(p.env().count(), 1, "cut right after a NUL: nothing partial");
+        p.set_env(b"LONG=xxxx", true);
+        assert_eq!(p.env().count(), 0);
     }
 
     #[test]

@@ -21,6 +21,18 @@ fn link(p: &str) -> Option<String> {
     std::fs::read_link(p).ok().map(|l| l.to_string_lossy().into_owned())
 }
 
+/// /proc/PID/environ, at most [`crate::process::ENV_MAX`] bytes as the kernel
+/// side keeps; true when there was more.
+fn read_env(pid: u32) -> std::io::Result<(Vec<u8>, bool)> {
+    use std::io::Read;
+    let max = crate::process::ENV_MAX;
+    let mut buf = Vec::with_capacity(max + 1);
+    std::fs::File::open(format!("/proc/{pid}/environ"))?.take(max as u64 + 1).read_to_end(&mut buf)?;
+    let cut = buf.len() > max;
+    buf.truncate(max);
+    Ok((buf, cut))
+}
+
 /// Sockets of one network namespace: inode → descriptor template.
 type Sockets = HashMap<u64, Fd>;
 
@@ -28,7 +40,7 @@ pub(crate) fn scan(state: &mut State, only: Option<u32>) {
     let pids = only.map_or_else(|| numbered("/proc"), |p| vec![p]);
     let mut netns: HashMap<String, Sockets> = HashMap::new();
     for pid in pids {
-        let Some((mut p, tids)) = read_process(pid, &mut state.containers) else { continue };
+        let Some((mut p, tids)) = read_process(pid, &mut state.containers, state.keep_env) else { continue };
         // Sockets are listed per network namespace: read each one once.
         let ns = link(&format!("/proc/{pid}/ns/net")).unwrap_or_default();
         let socks = netns.entry(ns).or_insert_with(|| read_sockets(pid));
@@ -38,10 +50,10 @@ pub(crate) fn scan(state: &mut State, only: Option<u32>) {
 }
 
 /// The process that thread `tid` belongs to, with its threads, if still alive.
-pub(crate) fn read_process_of(tid: u32, containers: &mut Containers) -> Option<(Process, Vec<u32>)> {
+pub(crate) fn read_process_of(tid: u32, containers: &mut Containers, env: bool) -> Option<(Process, Vec<u32>)> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     let tgid = field(&status, "Tgid:")?.parse().ok()?;
-    let (mut p, tids) = read_process(tgid, containers)?;
+    let (mut p, tids) = read_process(tgid, containers, env)?;
     read_fds(&mut p, &read_sockets(tgid));
     Some((p, tids))
 }
@@ -50,8 +62,9 @@ fn field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
     status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim)
 }
 
-/// Everything but the descriptors.
-fn read_process(pid: u32, containers: &mut Containers) -> Option<(Process, Vec<u32>)> {
+/// Everything but the descriptors; the environment only when `env` (it is
+/// kept only when a rule or output reads proc.env).
+fn read_process(pid: u32, containers: &mut Containers, env: bool) -> Option<(Process, Vec<u32>)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The comm in stat may hold spaces and parentheses: fields follow the last ')'.
@@ -98,6 +111,11 @@ fn read_process(pid: u32, containers: &mut Containers) -> Option<(Process, Vec<u
     }
     if let Some(cwd) = link(&format!("/proc/{pid}/cwd")) {
         p.cwd = Arc::from(cwd.as_str());
+    }
+    if env {
+        if let Ok(block) = read_env(pid) {
+            p.set_env(&block.0, block.1);
+        }
     }
     if let Ok(cg) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
         p.container = containers.lookup(cgroup_of(&cg));

@@ -35,6 +35,10 @@ pub struct SnapProcess {
     /// NUL-separated arguments after argv[0].
     pub args: String,
     pub cwd: String,
+    /// NUL-separated NAME=value environment, when the state kept it (left
+    /// out of the JSON when empty: older readers and files are unaffected).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub env: String,
     pub uid: u32,
     pub gid: u32,
     pub euid: u32,
@@ -288,6 +292,7 @@ fn snap_process(p: &Process, tids: Vec<u32>) -> SnapProcess {
         exepath: p.exepath.to_string(),
         args: p.args.to_string(),
         cwd: p.cwd.to_string(),
+        env: String::from_utf8_lossy(&p.env).into_owned(),
         uid: p.uid,
         gid: p.gid,
         euid: p.euid,
@@ -316,6 +321,7 @@ fn process_of(sp: &SnapProcess, container: impl Fn(&str) -> Option<Arc<Container
     p.exepath = sp.exepath.as_str().into();
     p.args = sp.args.as_str().into();
     p.cwd = sp.cwd.as_str().into();
+    p.env = Arc::from(sp.env.as_bytes());
     p.uid = sp.uid;
     p.gid = sp.gid;
     p.euid = sp.euid;

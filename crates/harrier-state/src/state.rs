@@ -57,6 +57,10 @@ pub struct State {
     /// Falco's fd.name_changed: the last syscall applied renamed the fd it
     /// names (a connect, a bind, a datagram sent to a new destination).
     pub fd_name_changed: bool,
+    /// Keep each process's environment (from exec events and /proc): set it
+    /// before seeding when a rule or output reads proc.env. Off, no
+    /// environment is stored (up to 4 KiB per process otherwise).
+    pub keep_env: bool,
 }
 
 /// The syscalls whose events change the tables.
@@ -129,6 +133,7 @@ impl State {
             read_proc: true,
             not_in_proc: IdMap::default(),
             fd_name_changed: false,
+            keep_env: false,
         }
     }
 
@@ -222,7 +227,7 @@ impl State {
     fn proc_mut(&mut self, tid: u32) -> Option<&mut Process> {
         if !self.threads.contains_key(&tid) {
             let look = self.read_proc && !self.not_in_proc.contains_key(&tid);
-            let found = if look { crate::procfs::read_process_of(tid, &mut self.containers) } else { None };
+            let found = if look { crate::procfs::read_process_of(tid, &mut self.containers, self.keep_env) } else { None };
             match found {
                 Some((p, tids)) if !self.procs.contains_key(&p.pid) => self.insert_process(p, &tids),
                 Some((p, _)) => {
@@ -311,9 +316,10 @@ impl State {
         if !relevant || (ret < 0 && !(name == "connect" && ret == -EINPROGRESS)) {
             return;
         }
+        let keep_env = self.keep_env;
         let Some(p) = self.proc_mut(tid) else { return };
         let mut renamed = false;
-        if apply_to(p, e, &mut renamed) {
+        if apply_to(p, e, keep_env, &mut renamed) {
             self.stats.unknown_fds += 1;
         }
         self.fd_name_changed = renamed;
@@ -366,7 +372,7 @@ impl Default for State {
 /// Applies a state-changing syscall to its process; true if it named a
 /// descriptor the table did not hold.
 /// `renamed` is set when the event changed the name of the fd it names.
-fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, renamed: &mut bool) -> bool {
+fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, renamed: &mut bool) -> bool {
     let ret = e.ret();
     let name = e.syscall().name;
     let mut unknown_fd = false;
@@ -390,6 +396,14 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, renamed: &mut bool)
             }
             if let Some(c) = b("cwd") {
                 p.cwd = arc_str(c);
+            }
+            // The new image's environment; absent (an older schema's record) is unknown.
+            match e.bytes("env") {
+                Some(env) if keep_env => {
+                    let size = u("env_size").unwrap_or(0) as usize;
+                    p.set_env(env, size > env.len());
+                }
+                _ => p.clear_env(),
             }
             let set = |f: &mut u32, n: &str| {
                 if let Some(v) = u(n) {
@@ -531,6 +545,14 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, renamed: &mut bool)
         "chdir" | "fchdir" => {
             if let Some(c) = b("cwd") {
                 p.cwd = arc_str(c);
+            }
+            // The new image's environment; absent (an older schema's record) is unknown.
+            match e.bytes("env") {
+                Some(env) if keep_env => {
+                    let size = u("env_size").unwrap_or(0) as usize;
+                    p.set_env(env, size > env.len());
+                }
+                _ => p.clear_env(),
             }
         }
         "setuid" | "setreuid" | "setresuid" | "setgid" | "setregid" | "setresgid" | "capset" => {
