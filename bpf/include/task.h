@@ -118,14 +118,19 @@ static __always_inline __u32 hr_task_vpgid(struct hr_em *em)
 	return hr_pid_nr(BPF_CORE_READ(t, signal, pids[PIDTYPE_PGID]), own ? BPF_CORE_READ(own, level) : 0);
 }
 
-static __always_inline __u64 hr_task_cap_effective(struct hr_em *em)
-{
-	struct task_struct *t = em->task;
-	__u64 caps = 0;
-
-	bpf_core_read(&caps, sizeof(caps), &t->cred->cap_effective);
-	return caps;
+/* kernel_cap_t is one u64 since 6.3 and two u32s before: read 8 bytes either way. */
+#define HR_TASK_CAPS(set)						\
+static __always_inline __u64 hr_task_##set(struct hr_em *em)		\
+{									\
+	struct task_struct *t = em->task;				\
+	__u64 caps = 0;							\
+									\
+	bpf_core_read(&caps, sizeof(caps), &t->cred->set);		\
+	return caps;							\
 }
+HR_TASK_CAPS(cap_effective)
+HR_TASK_CAPS(cap_permitted)
+HR_TASK_CAPS(cap_inheritable)
 
 static __always_inline struct inode *hr_exe_inode(struct hr_em *em)
 {

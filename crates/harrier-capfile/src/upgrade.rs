@@ -17,10 +17,12 @@
 //!   setpgid soon after, without a version bump): the old generic record
 //!   (6 raw arguments) becomes the typed one, with the parameters that are
 //!   plain arguments and the rest left out.
-//! - v3 -> v4: execve/execveat gained the fixed `env_size` (after the task
-//!   fields) and the trailing byte field `env`: `env_size` is inserted as
-//!   unknown (u32::MAX) and `env` is left out, so an old exec has no
-//!   environment (absent, not empty).
+//! - v3 -> v4: execve/execveat gained the fixed `env_size`, `cap_permitted`
+//!   and `cap_inheritable` (after the task fields) and the trailing byte field
+//!   `env`: `env_size` is inserted as unknown (u32::MAX), the caps as 0, and
+//!   `env` is left out, so an old exec has no environment (absent, not
+//!   empty). set*uid and capset gained trailing `cur_cap_permitted` and
+//!   `cur_cap_inheritable`: left out, read as missing.
 
 use harrier_schema::encode::{encode, Arg};
 use harrier_schema::wire::{Header, PARAMS_BASE};
@@ -68,8 +70,8 @@ const EXEC_TASK_FIELDS: [&str; 13] = [
     "exe_flags",
 ];
 
-/// The fixed field execve/execveat gained in v4 (their `env` bytes are trailing).
-const EXEC_FIELDS_V4: [&str; 1] = ["env_size"];
+/// The fixed fields execve/execveat gained in v4 (their `env` bytes are trailing).
+const EXEC_FIELDS_V4: [&str; 3] = ["env_size", "cap_permitted", "cap_inheritable"];
 
 /// Whether `name` is a fixed execve/execveat field that a record of `schema` lacks.
 fn exec_field_added_after(schema: u16, name: &str) -> bool {
@@ -79,7 +81,7 @@ fn exec_field_added_after(schema: u16, name: &str) -> bool {
 /// The value an inserted task field gets: ids (and sizes) the invalid id, the rest 0.
 fn unknown(name: &str) -> u64 {
     match name {
-        "cap_effective" | "exe_ctime" | "exe_mtime" | "exe_flags" => 0,
+        "cap_effective" | "cap_permitted" | "cap_inheritable" | "exe_ctime" | "exe_mtime" | "exe_flags" => 0,
         _ => u32::MAX as u64,
     }
 }

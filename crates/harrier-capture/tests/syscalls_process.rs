@@ -158,7 +158,18 @@ fn execve_success(mode: AttachMode) {
     let block: &[u8] = b"HARRIER_TEST_MARK=xyz\0B=two words\0";
     assert_eq!(bytes(&e[0], "env"), block, "the new image's environment block");
     expect(&e[0], 0, &[("env_size", block.len() as i64)]);
+    // Root execs with every capability the bounding set allows; the
+    // inheritable set passes through unchanged.
+    let (bounding, inheritable) = (own_caps("CapBnd:"), own_caps("CapInh:"));
+    expect(&e[0], 0, &[("cap_permitted", bounding), ("cap_inheritable", inheritable)]);
     assert!(!e[0].header.args_at_exit, "the exit found its entry copy");
+}
+
+/// One capability set of this process, from /proc/self/status.
+fn own_caps(key: &str) -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let hex = status.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("{key} in status"));
+    u64::from_str_radix(hex.trim(), 16).unwrap() as i64
 }
 
 /// An environment larger than the 4 KiB kept: cut at 4096 bytes, env_size
@@ -460,8 +471,11 @@ fn capset_in_a_child(mode: AttachMode) {
     exited(status, 0);
     let e = of(&c, pid, "capset", 2);
     expect(&e[0], 0, &[("effective", 0x81), ("permitted", 0xa1), ("inheritable", 0x1)]);
+    let now = [("cur_cap_effective", 0x81), ("cur_cap_permitted", 0xa1), ("cur_cap_inheritable", 0x1)];
+    expect(&e[0], 0, &now);
     let all = u32::MAX as i64;
     expect(&e[1], -EPERM as i64, &[("effective", all), ("permitted", all), ("inheritable", 0)]);
+    expect(&e[1], -EPERM as i64, &now);
 }
 
 #[test_case(PerSyscall ; "per_syscall")]

@@ -82,6 +82,8 @@ fn add_thread(procs: &mut BTreeMap<u32, SnapProcess>, t: &ProcessSnapshot) {
         loginuid: t.loginuid,
         tty: t.tty,
         cap_effective: t.cap_effective,
+        cap_permitted: t.cap_permitted,
+        cap_inheritable: t.cap_inheritable,
         exe_ctime: t.exe_ino_ctime,
         exe_mtime: t.exe_ino_mtime,
         container: t.container_id.clone(),

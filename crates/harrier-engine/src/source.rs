@@ -102,6 +102,8 @@ pub fn supported(f: Field) -> bool {
             | ThreadTid
             | ThreadIsmain
             | ThreadCapEffective
+            | ThreadCapPermitted
+            | ThreadCapInheritable
             | FdNum
             | FdType
             | FdTypechar
@@ -576,10 +578,14 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             FdConnected | FdIsConnected => one(out, self.fd().map(|f| Value::Bool(f.tuple.is_some()))),
             ThreadTid => one(out, Some(Value::U64(self.tid as u64))),
             ThreadIsmain => one(out, self.proc().map(|p| Value::Bool(p.pid == self.tid))),
-            ThreadCapEffective => one(
+            ThreadCapEffective | ThreadCapPermitted | ThreadCapInheritable => one(
                 out,
                 self.proc()
-                    .and_then(|p| p.cap_effective)
+                    .and_then(|p| match field {
+                        ThreadCapEffective => p.cap_effective,
+                        ThreadCapPermitted => p.cap_permitted,
+                        _ => p.cap_inheritable,
+                    })
                     .map(|c| Value::Flags { bits: c, renderer: "capabilities" }),
             ),
             UserUid => one(out, self.proc().and_then(|p| opt_u64(p.uid))),

@@ -108,6 +108,8 @@ fn info(p: &Process) -> ProcInfo<'_> {
         vpid: Some(p.vpid),
         vpgid: Some(p.vpgid),
         cap_effective: Some(p.cap_effective),
+        cap_permitted: Some(p.cap_permitted),
+        cap_inheritable: Some(p.cap_inheritable),
         exe_upper_layer: Some(p.is_exe_upper_layer()),
         exe_from_memfd: Some(p.is_exe_from_memfd()),
         start_ns: (p.start_ts != 0).then_some(p.start_ts),

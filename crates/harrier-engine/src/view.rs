@@ -27,6 +27,8 @@ pub struct ProcInfo<'a> {
     pub vpid: Option<u32>,
     pub vpgid: Option<u32>,
     pub cap_effective: Option<u64>,
+    pub cap_permitted: Option<u64>,
+    pub cap_inheritable: Option<u64>,
     pub exe_upper_layer: Option<bool>,
     pub exe_from_memfd: Option<bool>,
     pub start_ns: Option<u64>,

@@ -98,6 +98,8 @@ pub const TASK_FIELDS: &[(&str, Wire)] = &[
     ("exe_mtime", Wire::U64),
     ("exe_flags", Wire::U32),
     ("env_size", Wire::U32),
+    ("cap_permitted", Wire::U64),
+    ("cap_inheritable", Wire::U64),
 ];
 
 impl Kind {

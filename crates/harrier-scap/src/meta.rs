@@ -153,7 +153,8 @@ pub fn proclist(b: &Block, version: u32) -> Result<Vec<ProcessSnapshot>> {
                 c.skip(1, "exe_writable")?;
             }
             if room(&c, 16) {
-                c.skip(16, "cap_inheritable, cap_permitted")?;
+                p.cap_inheritable = c.u64("cap_inheritable")?;
+                p.cap_permitted = c.u64("cap_permitted")?;
             }
             if room(&c, 8) {
                 p.cap_effective = c.u64("cap_effective")?;

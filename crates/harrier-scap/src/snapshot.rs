@@ -45,6 +45,8 @@ pub struct ProcessSnapshot {
     pub fdlimit: u64,
     pub flags: u32,
     pub cap_effective: u64,
+    pub cap_permitted: u64,
+    pub cap_inheritable: u64,
     /// cgroups as "subsystem=path" strings.
     pub cgroups: Vec<String>,
     pub root: String,

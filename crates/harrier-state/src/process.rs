@@ -75,6 +75,8 @@ pub struct Process {
     /// Controlling terminal device number, 0 for none.
     pub tty: u32,
     pub cap_effective: u64,
+    pub cap_permitted: u64,
+    pub cap_inheritable: u64,
     /// CLOCK_MONOTONIC ns of the fork (from /proc: derived from the boot-relative start).
     pub start_ts: u64,
     pub exe_ctime: u64,
@@ -111,6 +113,8 @@ impl Process {
             loginuid: u32::MAX,
             tty: 0,
             cap_effective: 0,
+            cap_permitted: 0,
+            cap_inheritable: 0,
             start_ts: 0,
             exe_ctime: 0,
             exe_mtime: 0,

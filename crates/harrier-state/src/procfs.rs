@@ -90,7 +90,10 @@ fn read_process(pid: u32, containers: &mut Containers, env: bool) -> Option<(Pro
     p.gid = ids("Gid:", 0);
     p.egid = ids("Gid:", 1);
     p.vpid = last("NSpid:").unwrap_or(pid);
-    p.cap_effective = field(&status, "CapEff:").and_then(|v| u64::from_str_radix(v, 16).ok()).unwrap_or(0);
+    let caps = |key| field(&status, key).and_then(|v| u64::from_str_radix(v, 16).ok()).unwrap_or(0);
+    p.cap_effective = caps("CapEff:");
+    p.cap_permitted = caps("CapPrm:");
+    p.cap_inheritable = caps("CapInh:");
     p.loginuid = std::fs::read_to_string(format!("/proc/{pid}/loginuid"))
         .ok()
         .and_then(|v| v.trim().parse().ok())

@@ -46,6 +46,11 @@ pub struct SnapProcess {
     pub loginuid: u32,
     pub tty: u32,
     pub cap_effective: u64,
+    /// Left out when 0 (and so in files written before the fields existed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cap_permitted: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cap_inheritable: u64,
     pub start_ts: u64,
     pub exe_ctime: u64,
     pub exe_mtime: u64,
@@ -56,6 +61,10 @@ pub struct SnapProcess {
     /// Every known thread id of the process (the pid among them).
     pub tids: Vec<u32>,
     pub fds: Vec<SnapFd>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -300,6 +309,8 @@ fn snap_process(p: &Process, tids: Vec<u32>) -> SnapProcess {
         loginuid: p.loginuid,
         tty: p.tty,
         cap_effective: p.cap_effective,
+        cap_permitted: p.cap_permitted,
+        cap_inheritable: p.cap_inheritable,
         start_ts: p.start_ts,
         exe_ctime: p.exe_ctime,
         exe_mtime: p.exe_mtime,
@@ -329,6 +340,8 @@ fn process_of(sp: &SnapProcess, container: impl Fn(&str) -> Option<Arc<Container
     p.loginuid = sp.loginuid;
     p.tty = sp.tty;
     p.cap_effective = sp.cap_effective;
+    p.cap_permitted = sp.cap_permitted;
+    p.cap_inheritable = sp.cap_inheritable;
     p.start_ts = sp.start_ts;
     p.exe_ctime = sp.exe_ctime;
     p.exe_mtime = sp.exe_mtime;

@@ -421,6 +421,8 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
             set(&mut p.vpgid, "vpgid");
             set(&mut p.exe_flags, "exe_flags");
             p.cap_effective = u("cap_effective").unwrap_or(p.cap_effective);
+            p.cap_permitted = u("cap_permitted").unwrap_or(p.cap_permitted);
+            p.cap_inheritable = u("cap_inheritable").unwrap_or(p.cap_inheritable);
             p.exe_ctime = u("exe_ctime").unwrap_or(p.exe_ctime);
             p.exe_mtime = u("exe_mtime").unwrap_or(p.exe_mtime);
         }
@@ -566,6 +568,8 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
             set(&mut p.gid, "cur_gid");
             set(&mut p.egid, "cur_egid");
             p.cap_effective = u("cur_cap_effective").unwrap_or(p.cap_effective);
+            p.cap_permitted = u("cur_cap_permitted").unwrap_or(p.cap_permitted);
+            p.cap_inheritable = u("cur_cap_inheritable").unwrap_or(p.cap_inheritable);
         }
         _ => {}
     }

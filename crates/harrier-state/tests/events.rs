@@ -40,6 +40,8 @@ fn with_child() -> (State, u32) {
             ("loginuid", P::I(1000)),
             ("exe_flags", P::I(2)),
             ("cap_effective", P::I(0x20)),
+            ("cap_permitted", P::I(0x220)),
+            ("cap_inheritable", P::I(0x200)),
         ],
     );
     apply(&mut s, &ev);
@@ -54,6 +56,7 @@ fn fork_then_exec_fills_the_child() {
     assert_eq!((&*p.exe, &*p.exepath, &*p.cwd), ("/bin/ls", "/usr/bin/ls", "/srv"));
     assert_eq!(p.args().collect::<Vec<_>>(), ["-l", "/tmp"]);
     assert_eq!((p.uid, p.euid, p.loginuid, p.cap_effective), (1000, 1000, 1000, 0x20));
+    assert_eq!((p.cap_permitted, p.cap_inheritable), (0x220, 0x200));
     assert!(p.is_exe_from_memfd() && !p.is_exe_upper_layer());
     assert_eq!(p.container_id(), &ID[..12]);
     assert_eq!(p.container.as_ref().unwrap().runtime, "docker");
@@ -144,11 +147,16 @@ fn a_forked_child_gets_a_copy_of_the_fds_and_setuid_updates_creds() {
             CHILD + 10,
             "setresuid",
             0,
-            &[("cur_uid", P::I(0)), ("cur_euid", P::I(0)), ("cur_cap_effective", P::I(-1))],
+            &[
+                ("cur_uid", P::I(0)),
+                ("cur_euid", P::I(0)),
+                ("cur_cap_effective", P::I(-1)),
+                ("cur_cap_permitted", P::I(-1)),
+            ],
         ),
     );
     let c = s.process(CHILD + 10).unwrap();
-    assert_eq!((c.uid, c.euid, c.cap_effective), (0, 0, u64::MAX));
+    assert_eq!((c.uid, c.euid, c.cap_effective, c.cap_permitted), (0, 0, u64::MAX, u64::MAX));
     apply(
         &mut s,
         &syscall(
