@@ -79,6 +79,9 @@ impl Engine {
         let offset = epoch_offset();
         let per_rule = vec![RuleCounter::default(); rules.rules().len()];
         let procexit = PSEUDO_EVENTS.iter().position(|e| *e == "procexit").unwrap_or(0);
+        // Names in conditions (fd.sip.name = x) resolve on a thread of their own,
+        // now and periodically; until then their comparisons are false.
+        rules.dns().spawn_refresher(harrier_rules::dns::REFRESH_PERIOD);
         Engine {
             rules,
             state,
@@ -117,6 +120,8 @@ impl Engine {
     /// New rules (SIGHUP), same state tables; per-rule counters start over.
     pub fn replace_rules(&mut self, rules: RuleSet) {
         self.counters.per_rule = vec![RuleCounter::default(); rules.rules().len()];
+        // The old rules' resolver thread ends with them.
+        rules.dns().spawn_refresher(harrier_rules::dns::REFRESH_PERIOD);
         self.rules = rules;
     }
 

@@ -122,6 +122,8 @@ pub fn supported(f: Field) -> bool {
             | FdIsConnected
             | FdSipName
             | FdCipName
+            | FdLipName
+            | FdRipName
             | ProcDuration
             | FdNet
             | FdCnet
@@ -547,8 +549,9 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 out,
                 self.proc().and_then(|p| p.start_ns).map(|s| Value::U64(self.wall_ns.saturating_sub(s))),
             ),
-            // No DNS resolution here: these names never have a value.
-            FdSipName | FdCipName => {}
+            // Conditions on these compile to address lookups (harrier_rules::dns);
+            // as output fields they have no value (no reverse lookups on the hot path).
+            FdSipName | FdCipName | FdLipName | FdRipName => {}
             FdConnected | FdIsConnected => one(out, self.fd().map(|f| Value::Bool(f.tuple.is_some()))),
             ThreadTid => one(out, Some(Value::U64(self.tid as u64))),
             ThreadIsmain => one(out, self.proc().map(|p| Value::Bool(p.pid == self.tid))),
