@@ -81,7 +81,8 @@ impl Resolver {
                 uniq.push(Arc::from(*n));
             }
         }
-        let set = Arc::new(NameSet { names: uniq.into(), addrs: RwLock::new(Box::new([])), ready: false.into() });
+        let set =
+            Arc::new(NameSet { names: uniq.into(), addrs: RwLock::new(Box::new([])), ready: false.into() });
         self.sets.lock().unwrap_or_else(|e| e.into_inner()).push(set.clone());
         set
     }
@@ -134,7 +135,8 @@ impl Resolver {
         }
         let known = self.known.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for s in self.sets.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let mut all: Vec<IpAddr> = s.names.iter().filter_map(|n| known.get(n)).flatten().copied().collect();
+            let mut all: Vec<IpAddr> =
+                s.names.iter().filter_map(|n| known.get(n)).flatten().copied().collect();
             all.sort();
             all.dedup();
             *s.addrs.write().unwrap_or_else(|e| e.into_inner()) = all.into();
