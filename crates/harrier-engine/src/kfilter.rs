@@ -245,7 +245,7 @@ fn state_file_clause(rules: &RuleSet) -> Option<Clause> {
                     Use::When(c) => (mentions_fd(e, t), c.paths),
                 },
             };
-            if !cond_reads && !(output_reads_fds && has_fd_arg) {
+            if !(cond_reads || output_reads_fds && has_fd_arg) {
                 continue;
             }
             // The output is rendered only when the condition held, so the
