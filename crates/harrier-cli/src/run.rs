@@ -378,6 +378,11 @@ fn replay(
     active: usize,
 ) -> Result<()> {
     let mut engine = Engine::new(rules, EngineState::new(), outputs(c)?, c.rule_matching);
+    // A file replays faster than names resolve: the first round first.
+    let dns = engine.rules().dns().clone();
+    if !dns.is_empty() && !dns.wait_rounds(1, Duration::from_secs(60)) {
+        say!("harrier: warning: names in conditions not resolved after 60 s; their comparisons stay false until they are");
+    }
     say!("harrier: {total} rules loaded, {active} evaluated; replaying {path}");
     let (events, foreign) = crate::replay::replay(path, &mut engine)?;
     let counters = engine.counters.clone();

@@ -184,6 +184,7 @@ impl Engine {
             state: &self.state,
             scratch: &self.scratch,
             cache: Default::default(),
+            dns: Some(self.rules.dns()),
         };
         // One clock read per rule, not two: each rule's time ends where the next one's begins.
         let mut t0 = tsc();

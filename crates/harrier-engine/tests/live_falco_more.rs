@@ -274,7 +274,10 @@ fn a_container_connecting_to_the_api_servers_name_alerts() {
     }
     // The API server is `localhost` here (resolved by the system's resolver, from
     // /etc/hosts: 127.0.0.1), in place of kubernetes.default.svc.cluster.local.
-    let extra = "- macro: k8s_api_server\n  condition: (fd.sip.name = \"localhost\")\n  override:\n    condition: replace\n";
+    // The second rule shows the name as Falco prints fd.sip.name: the rules' name
+    // the address belongs to.
+    let extra = "- macro: k8s_api_server\n  condition: (fd.sip.name = \"localhost\")\n  override:\n    condition: replace\n\
+                 - rule: harrier test api server name\n  desc: d\n  condition: evt.type = connect and k8s_api_server and container\n  output: to %fd.sip.name\n  priority: DEBUG\n";
     // In the container's own network namespace: a server on 6443 and a client
     // to 127.0.0.1 (the name's address), then one to 127.0.0.2 (not its
     // address: no alert). Each client retries until its server listens.
@@ -321,6 +324,9 @@ fn a_container_connecting_to_the_api_servers_name_alerts() {
         (field(a, "evt.type"), field(a, "proc.name"), field(a, "user.name")),
         ("connect", "nc", "root")
     );
+    let named: Vec<_> = alerts.iter().filter(|a| a.rule == "harrier test api server name").collect();
+    assert_eq!(named.len(), 1, "{named:#?}");
+    assert_eq!(named[0].output, "to localhost");
 }
 
 /// A kernel module of the running kernel that nothing uses and that is not

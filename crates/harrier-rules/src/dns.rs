@@ -105,6 +105,18 @@ impl Resolver {
         out
     }
 
+    /// The first name (in first-use order) whose last addresses include `ip`: what
+    /// Falco prints for fd.sip.name. No lookup: only the rules' names are known.
+    pub fn name_of(&self, ip: IpAddr) -> Option<Arc<str>> {
+        let ip = ip.to_canonical();
+        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
+        sets.iter()
+            .flat_map(|s| s.names.iter())
+            .find(|n| known.get(*n).is_some_and(|a| a.contains(&ip)))
+            .cloned()
+    }
+
     pub fn stats(&self) -> DnsStats {
         DnsStats {
             rounds: self.rounds.load(Ordering::Relaxed),
@@ -212,6 +224,8 @@ mod tests {
         assert!(s.contains("::ffff:192.0.2.7".parse().unwrap()), "a mapped address is the IPv4 one");
         assert!(!s.contains("127.0.0.2".parse().unwrap()));
         assert_eq!(r.stats(), DnsStats { rounds: 1, lookups: 2, failures: 0 });
+        assert_eq!(r.name_of("127.0.0.1".parse().unwrap()).as_deref(), Some("localhost"));
+        assert_eq!(r.name_of("192.0.2.8".parse().unwrap()), None);
     }
 
     #[test]
