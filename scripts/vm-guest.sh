@@ -19,6 +19,15 @@ mountpoint -q /dev/shm || { mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmp
 # The guest's cgroup2 root leaves the cpu controller off for children; the
 # rules benchmark's quota group needs it (the host has cgroup v1's cpu).
 [ -e /sys/fs/cgroup/cgroup.subtree_control ] && { echo +cpu >/sys/fs/cgroup/cgroup.subtree_control; } 2>/dev/null
+# virtme-ng mounts files of its own over some of /etc (shadow): useradd, which
+# the rules tests use for temporary users, replaces them by rename(2), which a
+# mount point refuses (EBUSY). Their contents go into the writable /etc instead.
+for f in /etc/passwd /etc/shadow /etc/group /etc/gshadow; do
+	if mountpoint -q "$f" 2>/dev/null; then
+		cp -p "$f" /tmp/.harrier-etc && umount "$f" && cat /tmp/.harrier-etc >"$f"
+		rm -f /tmp/.harrier-etc
+	fi
+done
 export TMPDIR=/tmp
 export CI=true
 # Emulated CPUs run BPF 10-1000x slower: looping tests divide their counts.

@@ -49,7 +49,11 @@ impl Filter {
             ..Default::default()
         };
         match RuleSet::load(&[("--filter", yaml.as_str())], &opts) {
-            Ok(rules) => Ok(Filter { rules, scratch: RefCell::new(String::with_capacity(256)) }),
+            Ok(rules) => {
+                // Offline: names (fd.sip.name = x) are resolved once, before any event.
+                rules.dns().refresh();
+                Ok(Filter { rules, scratch: RefCell::new(String::with_capacity(256)) })
+            }
             Err(diags) => {
                 let d = diags.iter().find(|d| d.is_error()).or(diags.first());
                 match d {
@@ -81,6 +85,7 @@ impl Filter {
             state,
             scratch: &self.scratch,
             cache: Default::default(),
+            dns: Some(self.rules.dns()),
         };
         self.rules.rule_matches(0, &src)
     }
@@ -103,6 +108,7 @@ impl Filter {
             state,
             scratch: &self.scratch,
             cache: Default::default(),
+            dns: Some(self.rules.dns()),
         };
         let res = f.param("res").and_then(|r| r.trim().parse().ok());
         self.rules.rule_matches(0, &ForeignSource { inner, f, res })

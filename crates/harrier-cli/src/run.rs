@@ -326,6 +326,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         (path, f.finish())
     });
     let counters = engine.counters.clone();
+    let dns = engine.rules().dns().clone();
     let out_stats = engine.into_outputs().close(Duration::from_secs(2));
     if let Some(f) = stats_file.as_mut() {
         let k = stats.kernel_total();
@@ -339,6 +340,16 @@ pub fn run(a: RunArgs) -> Result<()> {
         counters.alerts,
         counters.events_without_rules
     );
+    if !dns.is_empty() {
+        let d = dns.stats();
+        let last = dns.last_error().map(|e| format!(" (last: {e})")).unwrap_or_default();
+        say!(
+            "harrier: dns: {} names in conditions, {} lookups, {} failed{last}",
+            dns.names().len(),
+            d.lookups,
+            d.failures
+        );
+    }
     for o in out_stats {
         say!(
             "harrier: output {}: {} sent, {} lost (queue full {}, failed {})",
@@ -367,6 +378,11 @@ fn replay(
     active: usize,
 ) -> Result<()> {
     let mut engine = Engine::new(rules, EngineState::new(), outputs(c)?, c.rule_matching);
+    // A file replays faster than names resolve: the first round first.
+    let dns = engine.rules().dns().clone();
+    if !dns.is_empty() && !dns.wait_rounds(1, Duration::from_secs(60)) {
+        say!("harrier: warning: names in conditions not resolved after 60 s; their comparisons stay false until they are");
+    }
     say!("harrier: {total} rules loaded, {active} evaluated; replaying {path}");
     let (events, foreign) = crate::replay::replay(path, &mut engine)?;
     let counters = engine.counters.clone();

@@ -86,6 +86,9 @@ impl Engine {
         let offset = epoch_offset();
         let per_rule = vec![RuleCounter::default(); rules.rules().len()];
         let procexit = PSEUDO_EVENTS.iter().position(|e| *e == "procexit").unwrap_or(0);
+        // Names in conditions (fd.sip.name = x) resolve on a thread of their own,
+        // now and periodically; until then their comparisons are false.
+        rules.dns().spawn_refresher(harrier_rules::dns::REFRESH_PERIOD);
         Engine {
             rules,
             state,
@@ -127,6 +130,8 @@ impl Engine {
         // Processes seen before keep what they had: an environment starts
         // being kept from their next exec (or /proc read) on.
         self.state.tables.keep_env = needs_env(&rules);
+        // The old rules' resolver thread ends with them.
+        rules.dns().spawn_refresher(harrier_rules::dns::REFRESH_PERIOD);
         self.rules = rules;
     }
 
@@ -189,6 +194,7 @@ impl Engine {
             state: &self.state,
             scratch: &self.scratch,
             cache: Default::default(),
+            dns: Some(self.rules.dns()),
         };
         // One clock read per rule, not two: each rule's time ends where the next one's begins.
         let mut t0 = tsc();
@@ -251,17 +257,17 @@ pub fn monotonic_now() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// TSC cycles per ns, measured over `window` (for per-rule times).
+pub fn tsc_per_ns(window: std::time::Duration) -> f64 {
+    let (c0, t0) = (tsc(), std::time::Instant::now());
+    std::thread::sleep(window);
+    (tsc() - c0) as f64 / t0.elapsed().as_nanos().max(1) as f64
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn close_is_syscall_3() {
         assert_eq!(harrier_schema::syscall_by_name("close").unwrap().nr, super::CLOSE_NR);
     }
-}
-
-/// TSC cycles per ns, measured over `window` (for per-rule times).
-pub fn tsc_per_ns(window: std::time::Duration) -> f64 {
-    let (c0, t0) = (tsc(), std::time::Instant::now());
-    std::thread::sleep(window);
-    (tsc() - c0) as f64 / t0.elapsed().as_nanos().max(1) as f64
 }

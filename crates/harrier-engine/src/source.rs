@@ -28,6 +28,8 @@ pub struct Source<'a, S: StateView + ?Sized> {
     pub scratch: &'a RefCell<String>,
     /// Lookups many fields of one event repeat (each rule tested on it asks again).
     pub cache: LookupCache<'a>,
+    /// The rules' names and their addresses (fd.sip.name in outputs).
+    pub dns: Option<&'a harrier_rules::dns::Resolver>,
 }
 
 /// The event's process and fd, looked up once per event, not once per field.
@@ -124,6 +126,8 @@ pub fn supported(f: Field) -> bool {
             | FdIsConnected
             | FdSipName
             | FdCipName
+            | FdLipName
+            | FdRipName
             | ProcDuration
             | FdNet
             | FdCnet
@@ -573,8 +577,33 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 out,
                 self.proc().and_then(|p| p.start_ns).map(|s| Value::U64(self.wall_ns.saturating_sub(s))),
             ),
-            // No DNS resolution here: these names never have a value.
-            FdSipName | FdCipName => {}
+            // Conditions on these compile to address lookups (harrier_rules::dns). As
+            // output fields, as in Falco: the rules' name the address belongs to, if any
+            // (no DNS query here).
+            FdSipName | FdCipName | FdLipName | FdRipName => {
+                let (Some(dns), Some(t)) = (self.dns, self.fd().and_then(|f| f.tuple)) else { return };
+                let ip = match field {
+                    FdSipName => t.sip,
+                    FdCipName => t.cip,
+                    FdLipName => {
+                        if t.is_server {
+                            t.sip
+                        } else {
+                            t.cip
+                        }
+                    }
+                    _ => {
+                        if t.is_server {
+                            t.cip
+                        } else {
+                            t.sip
+                        }
+                    }
+                };
+                if let Some(name) = dns.name_of(ip) {
+                    out(Value::str(&name));
+                }
+            }
             FdConnected | FdIsConnected => one(out, self.fd().map(|f| Value::Bool(f.tuple.is_some()))),
             ThreadTid => one(out, Some(Value::U64(self.tid as u64))),
             ThreadIsmain => one(out, self.proc().map(|p| Value::Bool(p.pid == self.tid))),

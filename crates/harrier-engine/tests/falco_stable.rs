@@ -204,3 +204,42 @@ fn k8s_fields_come_from_the_cri_annotations() {
     assert_eq!(f["k8s.pod.sandbox_id"], &sandbox[..12]);
     assert_eq!(f["k8s.pod.full_sandbox_id"], sandbox);
 }
+
+/// The stable rule 'Linux Kernel Module Injection Detected' (live only where the
+/// kernel loads modules, see tests/live_falco_more.rs): thread.cap_effective
+/// renders as Falco's capability names, so `icontains sys_module` holds for a
+/// containerized insmod with CAP_SYS_MODULE, not without it nor on the host.
+#[test]
+fn module_injection_needs_a_container_and_cap_sys_module() {
+    let Some(rs) = stable() else { return };
+    let (mut e, got) = engine(rs);
+    let docker = format!("/docker/{:064x}", 0x6b6d_6f64u64);
+    let cases = [
+        (4_400_001, docker.as_str(), 1u64 << 16 | 1 << 5),
+        (4_400_002, docker.as_str(), 1 << 5),
+        (4_400_003, "/user.slice", 1 << 16),
+    ];
+    for (tid, cgroup, caps) in cases {
+        e.on_event(&fork(1, 1, tid, tid, "init"));
+        e.on_event(&exec(2, tid, tid, "insmod", cgroup));
+        e.on_event(&syscall(
+            3,
+            tid,
+            "execve",
+            0,
+            &[
+                ("exe", P::B(b"/sbin/insmod")),
+                ("args", P::B(b"insmod\0/hr.ko\0")),
+                ("cap_effective", P::I(caps as i64)),
+            ],
+        ));
+        e.on_event(&syscall(4, tid, "finit_module", 0, &[]));
+    }
+    let a = alerts(e, &got);
+    let hits: Vec<_> = a.iter().filter(|a| a.rule == "Linux Kernel Module Injection Detected").collect();
+    assert_eq!(hits.len(), 1, "the container with CAP_SYS_MODULE only: {a:#?}");
+    let f = &hits[0].output_fields;
+    assert_eq!((f["proc.name"].as_str(), f["proc.args"].as_str()), (Some("insmod"), Some("/hr.ko")));
+    assert_eq!((f["evt.type"].as_str(), f["evt.res"].as_str()), (Some("finit_module"), Some("SUCCESS")));
+    assert_eq!(hits[0].priority, "Warning");
+}

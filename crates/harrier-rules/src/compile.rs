@@ -29,6 +29,8 @@ pub struct Compiler<'a> {
     lists: HashMap<&'a str, &'a ListItem>,
     macros: HashMap<&'a str, (&'a MacroItem, Result<Ast, ParseError>)>,
     supported: &'a dyn Fn(Field) -> bool,
+    /// The domain names comparisons on fd.*ip.name use, resolved off the hot path.
+    pub dns: std::sync::Arc<crate::dns::Resolver>,
 }
 
 /// Where the AST being compiled came from, for error positions.
@@ -49,7 +51,7 @@ impl<'a> Compiler<'a> {
         let lists = items.lists.iter().map(|l| (l.name.as_str(), l)).collect();
         let macros =
             items.macros.iter().map(|m| (m.name.as_str(), (m, parser::parse(&m.cond.text)))).collect();
-        Compiler { files, warnings: Default::default(), lists, macros, supported }
+        Compiler { files, warnings: Default::default(), lists, macros, supported, dns: Default::default() }
     }
 
     /// Syntax errors of macros, reported whether or not a rule uses them (as Falco does).
@@ -259,6 +261,9 @@ impl<'a> Compiler<'a> {
                 ));
             }
         }
+        if let Some(ip) = address_of_name(sel.field) {
+            return self.name_check(lhs, op, ip, &values, site);
+        }
         // evt.type: a bit test on the event's type.
         if sel.field == Field::EvtType && sel.tfs.is_empty() && matches!(op, Op::Eq | Op::Ne | Op::In) {
             let mut set = EventSet::empty();
@@ -321,6 +326,30 @@ impl<'a> Compiler<'a> {
             _ => CRhs::One(Lit::new(&values[0].0)),
         };
         Ok(Expr::Check(Box::new(Check { sel, op, rhs: crhs })))
+    }
+
+    /// `fd.sip.name = x` and friends, as Falco evaluates them: x is resolved (off the
+    /// hot path) and the fd's address is looked up among x's addresses.
+    fn name_check(
+        &self,
+        lhs: &FieldRef,
+        op: Op,
+        ip: Field,
+        values: &[(String, Span)],
+        site: &Site<'_>,
+    ) -> R<Expr> {
+        if !matches!(op, Op::Eq | Op::Ne | Op::In) || !lhs.transformers.is_empty() {
+            let msg = format!(
+                "'{}' compares addresses with a name's resolved addresses: use =, != or in, without transformers (not '{}')",
+                lhs.name,
+                op.as_str()
+            );
+            return Err(self.error(site, &lhs.span, msg, None));
+        }
+        let names: Vec<&str> = values.iter().map(|(v, _)| v.as_str()).collect();
+        let set = self.dns.register(&names);
+        let sel = FieldSel { field: ip, arg: crate::fields::FieldArg::None, tfs: Box::new([]) };
+        Ok(Expr::Check(Box::new(Check { sel, op, rhs: CRhs::Names(set) })))
     }
 
     /// One exception → `(f1 c1 v1 and f2 c2 v2) or ...`, or None without values.
@@ -404,6 +433,17 @@ impl<'a> Compiler<'a> {
         }
         Ok(Some(Expr::Or(rows.into())))
     }
+}
+
+/// The address field a name field is compared through.
+fn address_of_name(f: Field) -> Option<Field> {
+    Some(match f {
+        Field::FdSipName => Field::FdSip,
+        Field::FdCipName => Field::FdCip,
+        Field::FdLipName => Field::FdLip,
+        Field::FdRipName => Field::FdRip,
+        _ => return None,
+    })
 }
 
 fn strip_quotes(s: &str) -> &str {

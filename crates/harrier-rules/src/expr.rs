@@ -109,6 +109,8 @@ pub enum CRhs {
     /// Any of these literals with the check's operator: `a or b or c` on the same string
     /// field and operator, merged by the optimizer so the field is extracted once.
     Many(Box<[Lit]>),
+    /// `fd.sip.name = x` (and `in`, `!=`): the addresses x resolved to.
+    Names(std::sync::Arc<crate::dns::NameSet>),
 }
 
 #[derive(Debug)]
@@ -377,6 +379,7 @@ fn cmp_value<S: EventSource + ?Sized>(cx: &Ctx<'_, S>, op: Op, v: Value<'_>, rhs
                 }
             },
             CRhs::Set { lits, .. } => lits.iter().any(|l| l.net.is_some_and(|n| n.contains(ip))),
+            CRhs::Names(set) => set.matches(ip, op == Op::Ne),
             _ => false,
         },
         Value::Flags { bits, renderer } => {
@@ -404,7 +407,7 @@ fn cmp_str(op: Op, s: &[u8], rhs: &CRhs) -> bool {
         CRhs::Set { strs, .. } => strs.contains(s),
         CRhs::Prefixes(ps) => ps.iter().any(|p| matchers::path_prefix(p, s)),
         CRhs::Regex(re) => re.is_match(s),
-        CRhs::None | CRhs::Field(_) => false,
+        CRhs::None | CRhs::Field(_) | CRhs::Names(_) => false,
     }
 }
 

@@ -90,6 +90,7 @@
 pub mod ast;
 pub mod compile;
 pub mod diag;
+pub mod dns;
 pub mod docs;
 pub mod events;
 pub mod expr;

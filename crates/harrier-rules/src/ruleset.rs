@@ -159,6 +159,9 @@ pub struct RuleSet {
     warnings: Vec<Diagnostic>,
     flags: FlagCache,
     matching: RuleMatching,
+    /// Names the conditions compare addresses with (fd.sip.name...): resolve them with
+    /// `dns().spawn_refresher(..)` (or `refresh()`) before relying on those comparisons.
+    dns: Arc<crate::dns::Resolver>,
 }
 
 impl fmt::Debug for RuleSet {
@@ -331,7 +334,13 @@ impl RuleSet {
             warnings: diags,
             flags: FlagCache::default(),
             matching: opts.rule_matching,
+            dns: compiler.dns.clone(),
         })
+    }
+
+    /// The domain names of fd.sip.name/fd.cip.name/fd.lip.name/fd.rip.name comparisons.
+    pub fn dns(&self) -> &Arc<crate::dns::Resolver> {
+        &self.dns
     }
 
     pub fn rules(&self) -> &[Rule] {

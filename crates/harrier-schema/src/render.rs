@@ -14,7 +14,7 @@ pub const RENDERERS: &[&str] = &[
     "open_flags", "mode", "at_flags", "resolve_flags", "rename_flags", "fcntl_cmd",
     "mount_flags", "umount_flags", "clone_flags", "prctl_option", "ptrace_request", "signal",
     "socket_family", "socket_type", "msg_flags", "shutdown_how", "sockopt_level", "clockid",
-    "epoll_op", "epoll_events",
+    "epoll_op", "epoll_events", "capabilities",
 ];
 
 /// Renders `value` with the named decoder; None if the renderer name is unknown.
@@ -40,6 +40,7 @@ pub fn render(renderer: &str, value: u64) -> Option<String> {
         "clockid" => clockid(value),
         "epoll_op" => enumeration(value, EPOLL_CTL),
         "epoll_events" => flags(value, EPOLL),
+        "capabilities" => capabilities(value),
         _ => return None,
     })
 }
@@ -74,6 +75,22 @@ fn join(mut names: Vec<String>, rest: u64) -> String {
 fn flags(value: u64, table: Table) -> String {
     let (names, rest) = split(value, table);
     join(names, rest)
+}
+
+/// A capability set as Falco writes thread.cap_effective: names joined with
+/// spaces ("CAP_CHOWN CAP_SYS_MODULE"), unknown bits in hex, an empty set empty.
+fn capabilities(value: u64) -> String {
+    let mut names = Vec::new();
+    for (bit, name) in CAPS.iter().enumerate() {
+        if value & (1 << bit) != 0 {
+            names.push(name.to_string());
+        }
+    }
+    let rest = value & !((1u64 << CAPS.len()) - 1);
+    if rest != 0 {
+        names.push(format!("{rest:#x}"));
+    }
+    names.join(" ")
 }
 
 /// One name for a known value, else the decimal number.
@@ -161,6 +178,19 @@ fn clockid(value: u64) -> String {
 #[rustfmt::skip]
 mod tables {
     use super::Table;
+
+    /// Capability names by bit number (linux/capability.h).
+    pub(super) const CAPS: [&str; 41] = [
+        "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
+        "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE",
+        "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW",
+        "CAP_IPC_LOCK", "CAP_IPC_OWNER", "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT",
+        "CAP_SYS_PTRACE", "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE",
+        "CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE",
+        "CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL", "CAP_SETFCAP", "CAP_MAC_OVERRIDE",
+        "CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM", "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ",
+        "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
+    ];
 
     pub(super) const OPEN: Table = &[
         (0o100, "O_CREAT"), (0o200, "O_EXCL"), (0o400, "O_NOCTTY"), (0o1000, "O_TRUNC"),
@@ -430,6 +460,17 @@ mod tests {
         assert_eq!(r("mount_flags", 0xc0ed_0001), "MS_MGC_VAL|MS_RDONLY");
         assert_eq!(r("umount_flags", 2), "MNT_DETACH");
         assert_eq!(r("resolve_flags", 0x18), "RESOLVE_BENEATH|RESOLVE_IN_ROOT");
+    }
+
+    #[test]
+    fn capabilities_as_falco_writes_them() {
+        // A runc container's default set plus CAP_SYS_MODULE (seen in the 6.1 guest).
+        assert_eq!(
+            r("capabilities", 536_937_504),
+            "CAP_KILL CAP_NET_BIND_SERVICE CAP_SYS_MODULE CAP_AUDIT_WRITE"
+        );
+        assert_eq!(r("capabilities", 0), "");
+        assert_eq!(r("capabilities", 1 << 40 | 1 << 41), "CAP_CHECKPOINT_RESTORE 0x20000000000");
     }
 
     #[test]
