@@ -122,8 +122,8 @@ fn one(label: &str, records: &[u8], n: u64, compression: Option<i32>, path: &Pat
 }
 
 /// Captures redis-server under `redis-benchmark -n requests` (every typed
-/// syscall, dispatcher attach, pid filter): the sensor's wire records, as a
-/// capture file would hold them.
+/// syscall, dispatcher attach, pid filter, snaplen 80 as the libs'): the
+/// sensor's wire records, as a capture file would hold them.
 fn capture_redis(requests: u32) -> Result<Vec<u8>> {
     use harrier_capture::{AttachMode, Config, Session};
     use std::sync::{Arc, Mutex};
@@ -134,6 +134,8 @@ fn capture_redis(requests: u32) -> Result<Vec<u8>> {
     cfg.attach = AttachMode::Dispatcher;
     cfg.pid = Some(redis.pid());
     cfg.buffer_size = 64 << 20;
+    // The legacy side's default snaplen, so data buffers are cut alike.
+    cfg.snaplen = 80;
     let records = Arc::new(Mutex::new(Vec::<u8>::with_capacity(256 << 20)));
     let sink = records.clone();
     let mut session = Session::start(&cfg, Box::new(move |b| sink.lock().unwrap().extend_from_slice(b)))?;
@@ -174,7 +176,7 @@ fn legacy_table(requests: u32, scap_dir: &Path) -> Result<String> {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "\nBytes per syscall, redis-server under redis-benchmark -n {requests} (tests {}), every typed syscall captured; legacy = sysdig/Falco enter+exit events for the same calls (integer widths learned from {} (event, parameter) pairs of {}, {} guessed 8 bytes; data cut at snaplen 80)\n",
+        "\nBytes per syscall, redis-server under redis-benchmark -n {requests} (tests {}), every typed syscall captured at snaplen 80; legacy = sysdig/Falco enter+exit events for the same calls (integer widths learned from {} (event, parameter) pairs of {}, {} guessed 8 bytes; data cut at snaplen 80)\n",
         crate::capture::REDIS_TESTS,
         legacy.learned(),
         scap_dir.display(),

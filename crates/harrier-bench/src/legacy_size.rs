@@ -7,12 +7,14 @@
 //! nparams u32), one length per parameter (u16, u32 for "large" events),
 //! then the parameters. Integers are as wide as the libs write them: learned
 //! from the real captures in shared/data/scap (each (event, parameter)'s
-//! stored length), 8 bytes where no capture had the event. Strings count
+//! stored length; else the same parameter of another version of the event;
+//! else a parameter of that name elsewhere), 8 bytes where none was seen
+//! (counted as guessed). Strings count
 //! their NUL, byte buffers are cut at the libs' default snaplen (80), socket
 //! addresses and tuples take the libs' packed sizes.
 
+use harrier_scap::table::{event_info, PKind};
 use harrier_schema::decode::{Event, SyscallEvent, Value};
-use harrier_scap::table::{event_info, EventInfo, PKind};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -24,6 +26,10 @@ const SNAPLEN: u64 = 80;
 pub struct Legacy {
     /// (event number, parameter index) → stored integer width.
     widths: HashMap<(u16, usize), u64>,
+    /// (syscall, parameter name) → width, from any version of the event;
+    /// then parameter name alone (fd, res, size... keep their width across events).
+    by_name: HashMap<(&'static str, &'static str), u64>,
+    by_param: HashMap<&'static str, u64>,
     /// syscall name → (enter, exit) event numbers (the newest pair).
     pairs: HashMap<&'static str, (u16, u16)>,
     /// Integer parameters whose width no capture showed (assumed 8).
@@ -34,6 +40,8 @@ impl Legacy {
     /// Widths learned from every .scap file in `dir` (unreadable ones are skipped).
     pub fn learn(dir: &Path) -> Legacy {
         let mut widths = HashMap::new();
+        let mut by_name = HashMap::new();
+        let mut by_param = HashMap::new();
         let mut files: Vec<_> = std::fs::read_dir(dir)
             .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
             .unwrap_or_default();
@@ -51,7 +59,10 @@ impl Legacy {
                     let int = matches!(info.params.get(i), Some((_, PKind::Int | PKind::UInt)));
                     if let (true, Some(raw)) = (int, ev.raw(i)) {
                         if !raw.is_empty() {
-                            widths.insert((ev.kind, i), raw.len() as u64);
+                            let (w, name) = (raw.len() as u64, info.params[i].0);
+                            widths.insert((ev.kind, i), w);
+                            by_name.insert((info.syscall, name), w);
+                            by_param.insert(name, w);
                         }
                     }
                 }
@@ -64,7 +75,7 @@ impl Legacy {
                 pairs.insert(exit.syscall, (nr - 1, nr)); // later numbers replace older versions
             }
         }
-        Legacy { widths, pairs, guessed: 0 }
+        Legacy { widths, by_name, by_param, pairs, guessed: 0 }
     }
 
     /// How many (event, parameter) integer widths the captures showed.
@@ -84,12 +95,12 @@ impl Legacy {
         let len_size = if info.large { 4 } else { 2 };
         let mut total = HEADER;
         for (i, &(name, kind)) in info.params.iter().enumerate() {
-            total += len_size + self.param_bytes(nr, i, info, name, kind, e);
+            total += len_size + self.param_bytes(nr, i, name, kind, e);
         }
         total
     }
 
-    fn param_bytes(&mut self, nr: u16, i: usize, _info: &EventInfo, name: &str, kind: PKind, e: &SyscallEvent) -> u64 {
+    fn param_bytes(&mut self, nr: u16, i: usize, name: &'static str, kind: PKind, e: &SyscallEvent) -> u64 {
         let bytes = |names: &[&str]| {
             names.iter().find_map(|n| match e.param(n) {
                 Some(Value::Bytes(b)) => Some(*b),
@@ -97,13 +108,17 @@ impl Legacy {
             })
         };
         match kind {
-            PKind::Int | PKind::UInt => match self.widths.get(&(nr, i)) {
-                Some(&w) => w,
-                None => {
-                    self.guessed += 1;
-                    8
+            PKind::Int | PKind::UInt => {
+                let syscall = event_info(nr).map_or("", |e| e.syscall);
+                let w = self.widths.get(&(nr, i)).or_else(|| self.by_name.get(&(syscall, name)));
+                match w.or_else(|| self.by_param.get(name)) {
+                    Some(&w) => w,
+                    None => {
+                        self.guessed += 1;
+                        8
+                    }
                 }
-            },
+            }
             PKind::Str => {
                 let b = bytes(&[name, "path", "fullpath", "filename", "pathname"]).unwrap_or(b"");
                 b.len() as u64 + 1
@@ -183,7 +198,8 @@ mod tests {
     #[test]
     fn a_read_pair_counts_both_headers_lengths_and_the_cut_data() {
         let mut l = Legacy::learn(Path::new("/nonexistent"));
-        let rec = syscall(1, 2, "read", 100, &[("fd", P::I(3)), ("size", P::I(4096)), ("data", P::B(&[7; 100]))]);
+        let rec =
+            syscall(1, 2, "read", 100, &[("fd", P::I(3)), ("size", P::I(4096)), ("data", P::B(&[7; 100]))]);
         let Ok(Event::Syscall(e)) = harrier_schema::decode::decode(&rec) else { panic!() };
         // enter: fd, size; exit: res, data, fd, size (libs' newest read_x): all
         // integers guessed 8 wide, data cut at 80.

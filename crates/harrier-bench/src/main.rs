@@ -4,10 +4,10 @@ mod capture;
 mod convert;
 mod costs;
 mod files;
-mod legacy_size;
 mod fs;
 mod fs_watch;
 mod fs_work;
+mod legacy_size;
 mod report;
 mod rules;
 mod rules_load;
@@ -280,11 +280,19 @@ fn main() -> ExitCode {
     let r = match Cli::parse().command {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
         Cmd::Capture { rounds, quick, out, no_stop } => bench_capture(rounds, quick, out, !no_stop),
-        Cmd::RulesCost { rounds, stable_rules, events } => rules_cost(rounds, &stable_rules, events.as_deref()),
+        Cmd::RulesCost { rounds, stable_rules, events } => {
+            rules_cost(rounds, &stable_rules, events.as_deref())
+        }
         Cmd::Convert { dir, rounds } => convert::run(&dir, rounds),
         Cmd::RulesLoad(args) => rules_load::run_cli(args),
         Cmd::Files { events, rounds, out, redis_requests, scap_dir } => files::run(events, rounds, &out)
-            .and_then(|()| if redis_requests > 0 { files::run_legacy(redis_requests, &scap_dir, &out) } else { Ok(()) }),
+            .and_then(|()| {
+                if redis_requests > 0 {
+                    files::run_legacy(redis_requests, &scap_dir, &out)
+                } else {
+                    Ok(())
+                }
+            }),
         Cmd::Fs(args) => fs::run(args),
         Cmd::FsWatch { kind, path, pid, bpf_stats } => fs_watch::run(&kind, &path, pid, bpf_stats),
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),

@@ -737,7 +737,10 @@ fn absent_int(name: &str) -> i64 {
         || name.ends_with("gid")
         || name.ends_with("pid")
         || name.ends_with("fd")
-        || matches!(name, "sid" | "cur_sid" | "tgid" | "tid" | "tty" | "pgid" | "fd0" | "fd1" | "vpgid" | "env_size");
+        || matches!(
+            name,
+            "sid" | "cur_sid" | "tgid" | "tid" | "tty" | "pgid" | "fd0" | "fd1" | "vpgid" | "env_size"
+        );
     if id {
         -1
     } else {
