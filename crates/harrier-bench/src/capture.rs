@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const REDIS_PORT: u16 = 16379;
-const REDIS_TESTS: &str = "ping_inline,ping_mbulk,set,get,incr,lpush,rpush,lpop,rpop,sadd,hset";
+pub const REDIS_TESTS: &str = "ping_inline,ping_mbulk,set,get,incr,lpush,rpush,lpop,rpop,sadd,hset";
 const SMALL_SET: &str = "sendto,recvfrom";
 pub const BIG_SET: &str = "read,write,close,fcntl,gettimeofday,epoll_ctl,epoll_wait,clock_gettime,\
 clock_nanosleep,socket,connect,sendto,recvfrom,setsockopt,accept4";
@@ -183,6 +183,12 @@ impl Redis {
             std::thread::sleep(Duration::from_millis(50));
         }
         bail!("redis-server did not answer on port {REDIS_PORT}")
+    }
+}
+
+impl Redis {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
     }
 }
 

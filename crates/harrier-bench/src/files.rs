@@ -121,6 +121,109 @@ fn one(label: &str, records: &[u8], n: u64, compression: Option<i32>, path: &Pat
     Ok(Row { label: label.into(), events: n, write_cpu, write_wall, read_cpu, read_wall, bytes })
 }
 
+/// Captures redis-server under `redis-benchmark -n requests` (every typed
+/// syscall, dispatcher attach, pid filter, snaplen 80 as the libs'): the
+/// sensor's wire records, as a capture file would hold them.
+fn capture_redis(requests: u32) -> Result<Vec<u8>> {
+    use harrier_capture::{AttachMode, Config, Session};
+    use std::sync::{Arc, Mutex};
+    let redis = crate::capture::Redis::start()?;
+    let typed: Vec<_> = harrier_schema::SYSCALLS.iter().filter(|s| s.params.is_some()).collect();
+    let mut cfg = Config::new(typed);
+    cfg.skip_missing = true;
+    cfg.attach = AttachMode::Dispatcher;
+    cfg.pid = Some(redis.pid());
+    cfg.buffer_size = 64 << 20;
+    // The legacy side's default snaplen, so data buffers are cut alike.
+    cfg.snaplen = 80;
+    let records = Arc::new(Mutex::new(Vec::<u8>::with_capacity(256 << 20)));
+    let sink = records.clone();
+    let mut session = Session::start(&cfg, Box::new(move |b| sink.lock().unwrap().extend_from_slice(b)))?;
+    let port = crate::capture::REDIS_PORT.to_string();
+    let n = requests.to_string();
+    let mut child = std::process::Command::new("redis-benchmark")
+        .args(["-p", &port, "-t", crate::capture::REDIS_TESTS, "-q", "-n", &n])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .context("running redis-benchmark (make deps installs it)")?;
+    // Drained as `harrier capture` paces it, so the rings never fill.
+    let status = loop {
+        session.drain()?;
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    anyhow::ensure!(status.success(), "redis-benchmark failed");
+    session.drain()?;
+    let stats = session.stop()?;
+    anyhow::ensure!(stats.total_drops() == 0, "the capture dropped {} events", stats.total_drops());
+    drop(redis);
+    let v = std::mem::take(&mut *records.lock().unwrap());
+    Ok(v)
+}
+
+/// Per syscall type of a redis capture: legacy bytes per enter+exit pair
+/// against Harrier's bytes per event; then whole files, compressed or not.
+fn legacy_table(requests: u32, scap_dir: &Path) -> Result<String> {
+    let records = capture_redis(requests)?;
+    let mut legacy = crate::legacy_size::Legacy::learn(scap_dir);
+    let (per, untyped) = crate::legacy_size::tally(&mut legacy, &records);
+    let mut rows: Vec<_> = per.into_iter().collect();
+    rows.sort_by(|a, b| b.1.events.cmp(&a.1.events).then(a.0.cmp(b.0)));
+    let (events, harrier, leg) =
+        rows.iter().fold((0, 0, 0), |(e, h, l), (_, r)| (e + r.events, h + r.harrier, l + r.legacy));
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "\nBytes per syscall, redis-server under redis-benchmark -n {requests} (tests {}), every typed syscall captured at snaplen 80; legacy = sysdig/Falco enter+exit events for the same calls (integer widths learned from {} (event, parameter) pairs of {}, {} guessed 8 bytes; data cut at snaplen 80)\n",
+        crate::capture::REDIS_TESTS,
+        legacy.learned(),
+        scap_dir.display(),
+        legacy.guessed
+    );
+    let _ = writeln!(t, "| syscall | events | legacy B/pair | Harrier B/event | Harrier / legacy |");
+    let _ = writeln!(t, "|---|---|---|---|---|");
+    for (name, r) in &rows {
+        let (l, h) = (r.legacy as f64 / r.events as f64, r.harrier as f64 / r.events as f64);
+        let _ = writeln!(t, "| {name} | {} | {l:.1} | {h:.1} | {:.0}% |", r.events, 100.0 * h / l);
+    }
+    let per_ev = |b: u64| b as f64 / events.max(1) as f64;
+    let _ = writeln!(
+        t,
+        "| **all** | {events} | {:.1} | {:.1} | {:.0}% |",
+        per_ev(leg),
+        per_ev(harrier),
+        100.0 * harrier as f64 / leg.max(1) as f64
+    );
+    // Whole files: the same records written zstd 3 and uncompressed.
+    let path = std::env::temp_dir().join(format!("harrier-bench-redis-{}.hrcap", std::process::id()));
+    let total: u64 = {
+        let mut n = 0u64;
+        let mut i = 0;
+        while i + 16 <= records.len() {
+            i += u16::from_le_bytes([records[i + 14], records[i + 15]]) as usize;
+            n += 1;
+        }
+        n
+    };
+    for (label, comp) in [("zstd 3", Some(3)), ("none", None)] {
+        let r = one(label, &records, total, comp, &path)?;
+        let b = r.bytes as f64 / total as f64;
+        let _ = writeln!(
+            t,
+            "| file, {label} | {total} | {:.1} | {b:.1} | {:.0}% |",
+            per_ev(leg),
+            100.0 * b / per_ev(leg)
+        );
+    }
+    if untyped > 0 {
+        let _ = writeln!(t, "\n({untyped} events of syscalls the legacy table has no typed pair for are left out of the rows.)");
+    }
+    let _ = writeln!(t, "\nTarget: at most 40% of the legacy bytes (issue #10). The file rows compare a whole Harrier file (header, snapshot, blocks, index) with the legacy events' raw bytes.");
+    Ok(t)
+}
+
 pub fn run(events: usize, rounds: usize, out_dir: &Path) -> Result<()> {
     let records = stream(events);
     let mut n = 0u64;
@@ -172,5 +275,17 @@ pub fn run(events: usize, rounds: usize, out_dir: &Path) -> Result<()> {
     print!("{t}");
     std::fs::create_dir_all(out_dir)?;
     std::fs::write(out_dir.join("files.md"), &t)?;
+    Ok(())
+}
+
+/// The bytes-per-syscall table against the legacy format (appended to files.md).
+pub fn run_legacy(requests: u32, scap_dir: &Path, out_dir: &Path) -> Result<()> {
+    let t = legacy_table(requests, scap_dir)?;
+    print!("{t}");
+    std::fs::create_dir_all(out_dir)?;
+    let p = out_dir.join("files.md");
+    let mut md = std::fs::read_to_string(&p).unwrap_or_default();
+    md.push_str(&t);
+    std::fs::write(p, md)?;
     Ok(())
 }

@@ -7,6 +7,7 @@ mod files;
 mod fs;
 mod fs_watch;
 mod fs_work;
+mod legacy_size;
 mod report;
 mod rules;
 mod rules_load;
@@ -77,6 +78,12 @@ enum Cmd {
         rounds: usize,
         #[arg(long, default_value = "bench-results")]
         out: PathBuf,
+        /// Requests of the redis capture for the bytes-per-syscall table (0: no table).
+        #[arg(long, default_value_t = 20_000)]
+        redis_requests: u32,
+        /// Legacy captures whose integer widths the legacy sizes use.
+        #[arg(long, default_value = "../shared/data/scap")]
+        scap_dir: PathBuf,
     },
     /// File-system watchers (make bench-fs): fswatch, inotify, fanotify, none; table + PNG.
     Fs(fs::Args),
@@ -273,10 +280,19 @@ fn main() -> ExitCode {
     let r = match Cli::parse().command {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
         Cmd::Capture { rounds, quick, out, no_stop } => bench_capture(rounds, quick, out, !no_stop),
-        Cmd::RulesCost { rounds, stable_rules, events } => rules_cost(rounds, &stable_rules, events.as_deref()),
+        Cmd::RulesCost { rounds, stable_rules, events } => {
+            rules_cost(rounds, &stable_rules, events.as_deref())
+        }
         Cmd::Convert { dir, rounds } => convert::run(&dir, rounds),
         Cmd::RulesLoad(args) => rules_load::run_cli(args),
-        Cmd::Files { events, rounds, out } => files::run(events, rounds, &out),
+        Cmd::Files { events, rounds, out, redis_requests, scap_dir } => files::run(events, rounds, &out)
+            .and_then(|()| {
+                if redis_requests > 0 {
+                    files::run_legacy(redis_requests, &scap_dir, &out)
+                } else {
+                    Ok(())
+                }
+            }),
         Cmd::Fs(args) => fs::run(args),
         Cmd::FsWatch { kind, path, pid, bpf_stats } => fs_watch::run(&kind, &path, pid, bpf_stats),
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),

@@ -121,7 +121,14 @@ pub fn upgrade(schema: u16, rec: &[u8], out: &mut Vec<u8>) -> bool {
 
 /// An older execve/execveat: its parameters in order, the fixed fields its
 /// schema lacked inserted after the fixed ones it had.
-fn exec_old(schema: u16, sc: &'static SyscallInfo, h: &Header, ret: i64, rec: &[u8], out: &mut Vec<u8>) -> bool {
+fn exec_old(
+    schema: u16,
+    sc: &'static SyscallInfo,
+    h: &Header,
+    ret: i64,
+    rec: &[u8],
+    out: &mut Vec<u8>,
+) -> bool {
     let Some(descs) = sc.params else { return false };
     let mut at = PARAMS_BASE;
     // No allocation per record: execveat, the longest, has 21 parameters.

@@ -75,7 +75,6 @@ fn alerts_during(work: impl FnOnce()) -> Vec<Alert> {
     v
 }
 
-
 fn field<'a>(a: &'a Alert, f: &str) -> &'a str {
     a.output_fields.get(f).and_then(|v| v.as_str()).unwrap_or("")
 }
@@ -96,23 +95,21 @@ fn an_alert_carries_the_environment_of_the_process_that_triggered_it() {
     let cat = dir.tool("/bin/cat", "hrcat-env").unwrap();
     let target = dir.path().join("harrier-env-marker-target");
     std::fs::write(&target, "x").unwrap();
-    let alerts = alerts_during(
-        || {
-            // A rule action (an untrusted read of /etc/shadow) and an open of
-            // the test's own file, by processes exec'd with the marker.
-            for file in [std::path::Path::new("/etc/shadow"), &target] {
-                let st = Command::new(&cat)
-                    .arg(file)
-                    .env_clear()
-                    .env("HARRIER_TEST_MARK", "xyz")
-                    .env("PATH", "/usr/bin:/bin")
-                    .stdout(Stdio::null())
-                    .status()
-                    .unwrap();
-                assert!(st.success(), "cat {}", file.display());
-            }
-        },
-    );
+    let alerts = alerts_during(|| {
+        // A rule action (an untrusted read of /etc/shadow) and an open of
+        // the test's own file, by processes exec'd with the marker.
+        for file in [std::path::Path::new("/etc/shadow"), &target] {
+            let st = Command::new(&cat)
+                .arg(file)
+                .env_clear()
+                .env("HARRIER_TEST_MARK", "xyz")
+                .env("PATH", "/usr/bin:/bin")
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(st.success(), "cat {}", file.display());
+        }
+    });
     let shadow: Vec<&Alert> = alerts
         .iter()
         .filter(|a| a.rule == "Read sensitive file untrusted" && field(a, "proc.name") == "hrcat-env")

@@ -137,6 +137,9 @@ struct State {
     meta: Vec<u8>,
     /// Threads of the process list (the start snapshot).
     known: std::collections::HashSet<u64>,
+    /// tid → pid (thread group), from the process list and the fork records:
+    /// what a procexit's exit record names.
+    pids: HashMap<u64, u64>,
 }
 
 type Sink<'s> = dyn FnMut(Converted<'_>) -> Result<(), SinkError> + 's;
@@ -305,6 +308,7 @@ impl State {
         self.stats.entry("processes").snapshot += self.held.len() as u64;
         self.held_index.clear();
         self.known.extend(self.held.iter().map(|p| p.tid));
+        self.pids.extend(self.held.iter().map(|p| (p.tid, p.pid)));
         for p in std::mem::take(&mut self.held) {
             deliver(sink, Converted::Snapshot(Snapshot::Process(Box::new(p))))?;
         }
@@ -385,6 +389,16 @@ impl State {
                     };
                     self.stats.entry(info.name).snapshot += 1;
                     return deliver(sink, Converted::Snapshot(snap));
+                }
+                // procexit: a thread ended. The sensor reports that as a
+                // life-cycle exit, which frees the thread in the state.
+                16 | 186 => {
+                    let pid = self.pids.remove(&ev.tid).map_or(0, |p| p as u32);
+                    let tid = self.tid32(ev.tid);
+                    crate::lifecycle::exit(&mut self.meta, ev.ts, tid, pid);
+                    self.stats.lifecycle += 1;
+                    self.stats.entry(info.name).snapshot += 1;
+                    return deliver(sink, Converted::Event(&self.meta));
                 }
                 _ => {}
             }
@@ -469,6 +483,7 @@ impl State {
                 if !self.forked.insert(child) {
                     return Ok(());
                 }
+                self.pids.insert(child, crate::lifecycle::fork_pid(&self.meta) as u64);
                 self.stats.lifecycle += 1;
                 deliver(sink, Converted::Event(&self.meta))
             }
@@ -478,6 +493,7 @@ impl State {
                     && self.forked.insert(ev.tid)
                     && crate::lifecycle::fork_before_exec(&mut self.meta, ev, |t| t as u32)
                 {
+                    self.pids.insert(ev.tid, crate::lifecycle::fork_pid(&self.meta) as u64);
                     self.stats.lifecycle += 1;
                     deliver(sink, Converted::Event(&self.meta))?;
                 }
@@ -737,7 +753,10 @@ fn absent_int(name: &str) -> i64 {
         || name.ends_with("gid")
         || name.ends_with("pid")
         || name.ends_with("fd")
-        || matches!(name, "sid" | "cur_sid" | "tgid" | "tid" | "tty" | "pgid" | "fd0" | "fd1");
+        || matches!(
+            name,
+            "sid" | "cur_sid" | "tgid" | "tid" | "tty" | "pgid" | "fd0" | "fd1" | "vpgid" | "env_size"
+        );
     if id {
         -1
     } else {

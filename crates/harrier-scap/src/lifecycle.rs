@@ -2,12 +2,12 @@
 //! exits, so that a converted capture's state follows its processes as a
 //! live one does (the sensor gets them from the sched tracepoints): a thread
 //! born during the capture gets its process, comm and fd table from its
-//! parent, an exec renames it. Laid out as harrier_schema::wire's META_FORK
-//! and META_EXEC records.
+//! parent, an exec renames it, a procexit frees it. Laid out as
+//! harrier_schema::wire's META_FORK, META_EXEC and META_EXIT records.
 
 use crate::error::trim_nul;
 use crate::event::LegacyEvent;
-use harrier_schema::wire::{FORK_SHARES_FILES, META_EXEC, META_FORK, PARAMS_BASE};
+use harrier_schema::wire::{FORK_SHARES_FILES, META_EXEC, META_EXIT, META_FORK, PARAMS_BASE};
 
 const CLONE_FILES: u64 = 0x400;
 const CLONE_THREAD: u64 = 0x10000;
@@ -110,4 +110,17 @@ pub fn fork_before_exec(out: &mut Vec<u8>, ev: &LegacyEvent, tid32: impl Fn(u64)
     out.extend_from_slice(&0u32.to_le_bytes());
     finish(out);
     true
+}
+
+/// The child's pid in a fork record this module built.
+pub fn fork_pid(rec: &[u8]) -> u32 {
+    rec.get(PARAMS_BASE + 4..PARAMS_BASE + 8).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap()))
+}
+
+/// An exit record for a legacy procexit of thread `tid` of process `pid`
+/// (0 when the capture never said which process the thread was in).
+pub fn exit(out: &mut Vec<u8>, ts: u64, tid: u32, pid: u32) {
+    header(out, ts, tid, META_EXIT);
+    out.extend_from_slice(&pid.to_le_bytes());
+    finish(out);
 }

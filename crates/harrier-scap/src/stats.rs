@@ -14,7 +14,7 @@ pub struct TypeStats {
     pub generic: u64,
     /// Kept as foreign events (not syscalls, or no x86_64 syscall of that name).
     pub foreign: u64,
-    /// Turned into snapshot records.
+    /// Turned into state records: snapshot entries, or (procexit) life-cycle exits.
     pub snapshot: u64,
     /// Parameters Harrier's event has that the legacy events did not carry
     /// (or carried in a form with no faithful translation), written as 0/empty.
@@ -48,7 +48,8 @@ pub struct Stats {
     pub unknown_blocks: u64,
     /// Thread ids above u32::MAX, cut to 32 bits.
     pub tids_truncated: u64,
-    /// Fork/exec life-cycle records synthesised from clone and execve exits.
+    /// Fork/exec/exit life-cycle records synthesised from clone and execve
+    /// exits and procexit events (procexit is counted as `snapshot`: a state record).
     pub lifecycle: u64,
 }
 

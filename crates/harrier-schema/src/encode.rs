@@ -189,7 +189,8 @@ mod tests {
                         assert_eq!(*v, want, "{}.{name}", sc.name)
                     }
                     // The value that stands for "unknown" reads as absent.
-                    (Value::Missing, Arg::Int(x)) if descs.get(i).and_then(|d| d.unknown) == Some(*x as u32 as u64) => {}
+                    (Value::Missing, Arg::Int(x))
+                        if descs.get(i).and_then(|d| d.unknown) == Some(*x as u32 as u64) => {}
                     other => panic!("{}.{name}: {other:?}", sc.name),
                 }
             }

@@ -50,7 +50,11 @@ pub(crate) fn scan(state: &mut State, only: Option<u32>) {
 }
 
 /// The process that thread `tid` belongs to, with its threads, if still alive.
-pub(crate) fn read_process_of(tid: u32, containers: &mut Containers, env: bool) -> Option<(Process, Vec<u32>)> {
+pub(crate) fn read_process_of(
+    tid: u32,
+    containers: &mut Containers,
+    env: bool,
+) -> Option<(Process, Vec<u32>)> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     let tgid = field(&status, "Tgid:")?.parse().ok()?;
     let (mut p, tids) = read_process(tgid, containers, env)?;

@@ -6,8 +6,8 @@ use crate::fd::{Fd, FdType, Tuple, L4};
 use crate::process::{Comm, Process};
 use crate::users::Users;
 use crate::IdMap;
-use harrier_schema::decode::{Event, Meta};
 use harrier_schema::decode::Value;
+use harrier_schema::decode::{Event, Meta};
 use harrier_schema::view::{Known, SyscallParams, SyscallView};
 use std::sync::Arc;
 
@@ -227,7 +227,11 @@ impl State {
     fn proc_mut(&mut self, tid: u32) -> Option<&mut Process> {
         if !self.threads.contains_key(&tid) {
             let look = self.read_proc && !self.not_in_proc.contains_key(&tid);
-            let found = if look { crate::procfs::read_process_of(tid, &mut self.containers, self.keep_env) } else { None };
+            let found = if look {
+                crate::procfs::read_process_of(tid, &mut self.containers, self.keep_env)
+            } else {
+                None
+            };
             match found {
                 Some((p, tids)) if !self.procs.contains_key(&p.pid) => self.insert_process(p, &tids),
                 Some((p, _)) => {
