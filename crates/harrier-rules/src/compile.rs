@@ -7,6 +7,7 @@ use crate::expr::{CRhs, Check, Expr, FieldSel, Lit};
 use crate::fields::{self, Field, FieldError, FieldType};
 use crate::loader::{CondText, ExcValue, Exception, Items, ListItem, MacroItem};
 use crate::matchers::{self, FxSet};
+use crate::memo::NO_SLOT;
 use crate::parser::{self, ParseError};
 use std::collections::HashMap;
 
@@ -238,7 +239,7 @@ impl<'a> Compiler<'a> {
             },
             Rhs::Field(f) => {
                 let (rsel, _) = self.field(f, site)?;
-                return Ok(Expr::Check(Box::new(Check { sel, op, rhs: CRhs::Field(rsel) })));
+                return Ok(Expr::Check(Box::new(Check { sel, op, rhs: CRhs::Field(rsel), slot: NO_SLOT })));
             }
         };
         // Literals must parse as the field's type.
@@ -320,7 +321,7 @@ impl<'a> Compiler<'a> {
             }
             _ => CRhs::One(Lit::new(&values[0].0)),
         };
-        Ok(Expr::Check(Box::new(Check { sel, op, rhs: crhs })))
+        Ok(Expr::Check(Box::new(Check { sel, op, rhs: crhs, slot: NO_SLOT })))
     }
 
     /// One exception → `(f1 c1 v1 and f2 c2 v2) or ...`, or None without values.

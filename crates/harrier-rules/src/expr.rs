@@ -5,6 +5,7 @@ use crate::ast::{Op, Transformer};
 use crate::events::EventSet;
 use crate::fields::{Field, FieldArg};
 use crate::matchers::{self, FxSet};
+use crate::memo::{Memo, NO_SLOT};
 use crate::value::{EventSource, Value};
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -116,6 +117,8 @@ pub struct Check {
     pub sel: FieldSel,
     pub op: Op,
     pub rhs: CRhs,
+    /// Where its per-event result is kept when other rules share it ([`crate::memo`]).
+    pub slot: u32,
 }
 
 #[derive(Debug)]
@@ -172,6 +175,8 @@ const TF_BUF: usize = 4096;
 pub struct Ctx<'a, S: EventSource + ?Sized> {
     pub src: &'a S,
     pub flags: &'a FlagCache,
+    /// This event's results of shared checks (None: evaluate every check).
+    pub memo: Option<&'a Memo>,
 }
 
 impl Expr {
@@ -197,7 +202,10 @@ impl Expr {
             Expr::Or(v) => v.iter().any(|e| e.eval(cx)),
             Expr::Not(e) => !e.eval(cx),
             Expr::EvtType { set, negate } => set.contains(cx.src.event_type()) != *negate,
-            Expr::Check(c) => c.eval(cx),
+            Expr::Check(c) => match cx.memo {
+                Some(m) if c.slot != NO_SLOT => m.get_or(c.slot, || c.eval(cx)),
+                _ => c.eval(cx),
+            },
         }
     }
 }

@@ -6,6 +6,7 @@ use crate::events::{EventSet, EventType, EVENT_TYPE_COUNT};
 use crate::expr::{Ctx, Expr, FieldSel, FlagCache};
 use crate::fields::{self, Field};
 use crate::loader::{Loader, Priority};
+use crate::memo::{self, Memo};
 use crate::output::{self, Output, OutputValue};
 use crate::value::EventSource;
 use std::fmt;
@@ -159,6 +160,8 @@ pub struct RuleSet {
     warnings: Vec<Diagnostic>,
     flags: FlagCache,
     matching: RuleMatching,
+    /// Shared checks (see [`crate::memo`]).
+    memo_slots: usize,
 }
 
 impl fmt::Debug for RuleSet {
@@ -319,6 +322,8 @@ impl RuleSet {
             diags.retain(|d| d.is_error());
             return Err(diags);
         }
+        let memo_slots =
+            memo::assign_slots(rules.iter_mut().filter(|r| r.is_active()).filter_map(|r| r.expr.as_mut()));
         let mut by_type: Vec<Vec<u32>> = vec![Vec::new(); EVENT_TYPE_COUNT];
         for r in rules.iter().filter(|r| r.is_active()) {
             for e in r.event_types.iter() {
@@ -331,6 +336,7 @@ impl RuleSet {
             warnings: diags,
             flags: FlagCache::default(),
             matching: opts.rule_matching,
+            memo_slots,
         })
     }
 
@@ -365,7 +371,24 @@ impl RuleSet {
 
     /// Evaluates one rule's condition (for callers that time each rule).
     pub fn rule_matches<S: EventSource + ?Sized>(&self, index: u32, src: &S) -> bool {
-        let cx = Ctx { src, flags: &self.flags };
+        let cx = Ctx { src, flags: &self.flags, memo: None };
+        self.rules[index as usize].expr.as_ref().is_some_and(|e| e.eval(&cx))
+    }
+
+    /// Per-event results of the checks several rules share: make one per evaluating thread,
+    /// call [`Memo::next_event`] before each event, pass it to [`RuleSet::rule_matches_memo`].
+    pub fn memo(&self) -> Memo {
+        Memo::new(self.memo_slots)
+    }
+
+    /// Number of checks shared by several rules (or repeated in one).
+    pub fn shared_checks(&self) -> usize {
+        self.memo_slots
+    }
+
+    /// [`RuleSet::rule_matches`], reusing this event's results of shared checks.
+    pub fn rule_matches_memo<S: EventSource + ?Sized>(&self, index: u32, src: &S, memo: &Memo) -> bool {
+        let cx = Ctx { src, flags: &self.flags, memo: Some(memo) };
         self.rules[index as usize].expr.as_ref().is_some_and(|e| e.eval(&cx))
     }
 
@@ -373,7 +396,7 @@ impl RuleSet {
     /// rule (only the first with `rule_matching: first`). Returns the number of matches.
     /// Allocates nothing.
     pub fn evaluate<S: EventSource + ?Sized>(&self, src: &S, mut on_match: impl FnMut(&Rule)) -> usize {
-        let cx = Ctx { src, flags: &self.flags };
+        let cx = Ctx { src, flags: &self.flags, memo: None };
         let mut n = 0;
         for &i in self.candidates(src.event_type()) {
             let r = &self.rules[i as usize];
