@@ -456,6 +456,59 @@ pub fn possible_events(e: &Expr) -> EventSet {
     }
 }
 
+/// `e` for events known to be of the types in `possible` (the rule's candidates, by the
+/// index by type): `evt.type` tests this decides become constants and fold away. Every
+/// Falco rule starts with one, and macros such as `open_read` repeat it.
+pub fn narrow_to(e: Expr, possible: &EventSet) -> Expr {
+    match e {
+        Expr::EvtType { set, negate } => {
+            let overlap = possible.intersect(&set);
+            if overlap.is_empty() {
+                Expr::Const(negate)
+            } else if overlap == *possible {
+                Expr::Const(!negate)
+            } else {
+                Expr::EvtType { set, negate }
+            }
+        }
+        Expr::And(v) => {
+            let mut out = Vec::with_capacity(v.len());
+            for x in v.into_vec() {
+                match narrow_to(x, possible) {
+                    Expr::Const(true) => {}
+                    Expr::Const(false) => return Expr::Const(false),
+                    x => out.push(x),
+                }
+            }
+            match out.len() {
+                0 => Expr::Const(true),
+                1 => out.pop().unwrap(),
+                _ => Expr::And(out.into()),
+            }
+        }
+        Expr::Or(v) => {
+            let mut out = Vec::with_capacity(v.len());
+            for x in v.into_vec() {
+                match narrow_to(x, possible) {
+                    Expr::Const(false) => {}
+                    Expr::Const(true) => return Expr::Const(true),
+                    x => out.push(x),
+                }
+            }
+            match out.len() {
+                0 => Expr::Const(false),
+                1 => out.pop().unwrap(),
+                _ => Expr::Or(out.into()),
+            }
+        }
+        Expr::Not(x) => match narrow_to(*x, possible) {
+            Expr::Const(b) => Expr::Const(!b),
+            x => Expr::Not(Box::new(x)),
+        },
+        other => other,
+    }
+}
+
 /// Flattens nested and/or (macros nest them) and orders each list's members cheapest first:
 /// evaluation has no side effects, so the order is free, and a cheap test that fails spares
 /// the expensive ones.
@@ -532,9 +585,24 @@ fn cost(e: &Expr) -> u32 {
                 CRhs::Many(ls) => ls.len() as u32,
                 _ => 0,
             };
-            op * multi + 2 * c.sel.tfs.len() as u32 + rhs
+            op * multi + 2 * c.sel.tfs.len() as u32 + rhs + if likely_true(c) { 8 } else { 0 }
         }
     }
+}
+
+/// Checks that hold for most events of their types: `!=`, ranges, booleans, fields with a
+/// handful of values (`open_read` is `evt.is_open_read=true and fd.typechar='f' and
+/// fd.num>=0`). In a conjunction they rarely decide, so the selective tests (a path in a
+/// list, a process name) go before them and usually end the evaluation early.
+fn likely_true(c: &Check) -> bool {
+    use fields::Field::*;
+    let few_values = matches!(
+        c.sel.field,
+        FdTypechar | FdType | FdSockfamily | FdL4proto | EvtDir | EvtSource | FdIsServer | ThreadIsmain
+    );
+    matches!(c.op, Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge)
+        || c.sel.field.ty() == FieldType::Bool
+        || (few_values && c.op == Op::Eq)
 }
 
 /// Merges `f op a or f op b or ...` (same string field, same operator among =, contains,

@@ -17,6 +17,19 @@ pub struct Lit {
     pub num: Option<i128>,
     pub net: Option<IpNet>,
     pub boolean: Option<bool>,
+    /// `contains` searcher for `bytes`, built once: building one per comparison cost more
+    /// than the search.
+    finder: Finder,
+}
+
+/// A substring searcher (its Debug shows the needle only, so equal literals print alike).
+#[derive(Clone)]
+struct Finder(memchr::memmem::Finder<'static>);
+
+impl std::fmt::Debug for Finder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Finder({:?})", self.0.needle())
+    }
 }
 
 impl Lit {
@@ -26,10 +39,12 @@ impl Lit {
             num: parse_num(text),
             net: IpNet::parse(text),
             boolean: parse_bool(text),
+            finder: Finder(memchr::memmem::Finder::new(text.as_bytes()).into_owned()),
         }
     }
     pub fn bytes(b: Vec<u8>) -> Lit {
-        Lit { bytes: b.into(), num: None, net: None, boolean: None }
+        let finder = Finder(memchr::memmem::Finder::new(&b).into_owned());
+        Lit { bytes: b.into(), num: None, net: None, boolean: None, finder }
     }
 }
 
@@ -94,7 +109,7 @@ pub struct FieldSel {
 }
 
 /// What is on the right of a compiled comparison.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum CRhs {
     None,
     One(Lit),
@@ -112,7 +127,7 @@ pub enum CRhs {
     Many(Box<[Lit]>),
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Check {
     pub sel: FieldSel,
     pub op: Op,
@@ -121,7 +136,7 @@ pub struct Check {
     pub slot: u32,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Expr {
     Const(bool),
     And(Box<[Expr]>),
@@ -407,12 +422,20 @@ fn ip_text(ip: IpAddr, buf: &mut [u8; 48]) -> &[u8] {
 
 fn cmp_str(op: Op, s: &[u8], rhs: &CRhs) -> bool {
     match rhs {
-        CRhs::One(l) => cmp_bytes(op, s, &l.bytes),
-        CRhs::Many(ls) => ls.iter().any(|l| cmp_bytes(op, s, &l.bytes)),
+        CRhs::One(l) => cmp_lit(op, s, l),
+        CRhs::Many(ls) => ls.iter().any(|l| cmp_lit(op, s, l)),
         CRhs::Set { strs, .. } => strs.contains(s),
         CRhs::Prefixes(ps) => ps.iter().any(|p| matchers::path_prefix(p, s)),
         CRhs::Regex(re) => re.is_match(s),
         CRhs::None | CRhs::Field(_) => false,
+    }
+}
+
+/// A value against a literal: as [`cmp_bytes`], with the literal's prebuilt searcher.
+fn cmp_lit(op: Op, s: &[u8], l: &Lit) -> bool {
+    match op {
+        Op::Contains | Op::BContains => l.finder.0.find(s).is_some(),
+        _ => cmp_bytes(op, s, &l.bytes),
     }
 }
 

@@ -1,8 +1,10 @@
-//! Shared checks evaluated once per event (crate::memo): same verdicts as evaluating
-//! every check, and nothing carried over from one event to the next.
+//! What the engine evaluates: conditions narrowed to the rule's event types, shared checks
+//! evaluated once per event (crate::memo). Same verdicts as the conditions as written, and
+//! nothing carried over from one event to the next.
 
 mod common;
 
+use harrier_rules::expr::{Ctx, FlagCache};
 use harrier_rules::ruleset::{LoadOptions, RuleSet};
 use harrier_rules::testing::FakeEvent;
 use harrier_rules::value::EventSource;
@@ -11,8 +13,27 @@ fn load(files: &[(String, String)]) -> RuleSet {
     RuleSet::load(files, &LoadOptions::default()).unwrap_or_else(|d| panic!("{d:?}"))
 }
 
-/// Every candidate rule on every event: with the memo as without it.
+/// The rule's condition as written (no narrowing to its event types, no memo).
+fn full_condition(rs: &RuleSet, i: u32, ev: &FakeEvent) -> bool {
+    let flags = FlagCache::default();
+    let cx = Ctx { src: ev, flags: &flags, memo: None };
+    rs.rule(i).condition().is_some_and(|e| e.eval(&cx))
+}
+
+/// Every active rule on every event: the condition as written, the narrowed one (evt.type
+/// tests folded), and the narrowed one with the memo all agree.
 fn same_verdicts(name: &str, rs: &RuleSet, events: &[FakeEvent]) -> usize {
+    for (n, ev) in events.iter().enumerate() {
+        for r in rs.rules().iter().filter(|r| r.is_active()) {
+            assert_eq!(
+                full_condition(rs, r.index, ev),
+                rs.rule_matches(r.index, ev),
+                "{name}: rule '{}' on event {n} ({}): narrowed condition differs",
+                r.name,
+                ev.ty.name()
+            );
+        }
+    }
     let mut memo = rs.memo();
     let mut hits = 0;
     // Twice through, so a result left over from an earlier event would show.
