@@ -247,17 +247,17 @@ pub fn monotonic_now() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// TSC cycles per ns, measured over `window` (for per-rule times).
+pub fn tsc_per_ns(window: std::time::Duration) -> f64 {
+    let (c0, t0) = (tsc(), std::time::Instant::now());
+    std::thread::sleep(window);
+    (tsc() - c0) as f64 / t0.elapsed().as_nanos().max(1) as f64
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn close_is_syscall_3() {
         assert_eq!(harrier_schema::syscall_by_name("close").unwrap().nr, super::CLOSE_NR);
     }
-}
-
-/// TSC cycles per ns, measured over `window` (for per-rule times).
-pub fn tsc_per_ns(window: std::time::Duration) -> f64 {
-    let (c0, t0) = (tsc(), std::time::Instant::now());
-    std::thread::sleep(window);
-    (tsc() - c0) as f64 / t0.elapsed().as_nanos().max(1) as f64
 }

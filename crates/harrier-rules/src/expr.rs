@@ -18,8 +18,8 @@ pub struct Lit {
     pub net: Option<IpNet>,
     pub boolean: Option<bool>,
     /// `contains` searcher for `bytes`, built once: building one per comparison cost more
-    /// than the search.
-    finder: Finder,
+    /// than the search. Boxed: it is large and most literals never search.
+    finder: Box<Finder>,
 }
 
 /// A substring searcher (its Debug shows the needle only, so equal literals print alike).
@@ -39,11 +39,11 @@ impl Lit {
             num: parse_num(text),
             net: IpNet::parse(text),
             boolean: parse_bool(text),
-            finder: Finder(memchr::memmem::Finder::new(text.as_bytes()).into_owned()),
+            finder: Box::new(Finder(memchr::memmem::Finder::new(text.as_bytes()).into_owned())),
         }
     }
     pub fn bytes(b: Vec<u8>) -> Lit {
-        let finder = Finder(memchr::memmem::Finder::new(&b).into_owned());
+        let finder = Box::new(Finder(memchr::memmem::Finder::new(&b).into_owned()));
         Lit { bytes: b.into(), num: None, net: None, boolean: None, finder }
     }
 }
