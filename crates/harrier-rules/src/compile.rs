@@ -585,24 +585,9 @@ fn cost(e: &Expr) -> u32 {
                 CRhs::Many(ls) => ls.len() as u32,
                 _ => 0,
             };
-            op * multi + 2 * c.sel.tfs.len() as u32 + rhs + if likely_true(c) { 8 } else { 0 }
+            op * multi + 2 * c.sel.tfs.len() as u32 + rhs
         }
     }
-}
-
-/// Checks that hold for most events of their types: `!=`, ranges, booleans, fields with a
-/// handful of values (`open_read` is `evt.is_open_read=true and fd.typechar='f' and
-/// fd.num>=0`). In a conjunction they rarely decide, so the selective tests (a path in a
-/// list, a process name) go before them and usually end the evaluation early.
-fn likely_true(c: &Check) -> bool {
-    use fields::Field::*;
-    let few_values = matches!(
-        c.sel.field,
-        FdTypechar | FdType | FdSockfamily | FdL4proto | EvtDir | EvtSource | FdIsServer | ThreadIsmain
-    );
-    matches!(c.op, Op::Ne | Op::Lt | Op::Le | Op::Gt | Op::Ge)
-        || c.sel.field.ty() == FieldType::Bool
-        || (few_values && c.op == Op::Eq)
 }
 
 /// Merges `f op a or f op b or ...` (same string field, same operator among =, contains,
