@@ -14,6 +14,7 @@ pub mod view;
 
 use harrier_outputs::{Alert, Outputs};
 use harrier_rules::events::{EventType, PSEUDO_BASE, PSEUDO_EVENTS};
+use harrier_rules::memo::Memo;
 use harrier_rules::output::OutputValue;
 use harrier_rules::ruleset::{RuleMatching, RuleSet};
 use harrier_schema::view::SyscallView;
@@ -54,6 +55,8 @@ pub struct Engine {
     pub counters: EngineCounters,
     procexit: EventType,
     all_matches: bool,
+    /// Results of the checks rules share, for the event being evaluated.
+    memo: Memo,
 }
 
 /// x86_64 close(2) (checked against the syscall table in a test).
@@ -90,7 +93,6 @@ impl Engine {
         // now and periodically; until then their comparisons are false.
         rules.dns().spawn_refresher(harrier_rules::dns::REFRESH_PERIOD);
         Engine {
-            rules,
             state,
             outputs,
             host: harrier_outputs::hostname(),
@@ -100,6 +102,8 @@ impl Engine {
             counters: EngineCounters { per_rule, ..Default::default() },
             procexit: EventType(PSEUDO_BASE + procexit as u16),
             all_matches: matching == RuleMatching::All,
+            memo: rules.memo(),
+            rules,
         }
     }
 
@@ -132,6 +136,7 @@ impl Engine {
         self.state.tables.keep_env = needs_env(&rules);
         // The old rules' resolver thread ends with them.
         rules.dns().spawn_refresher(harrier_rules::dns::REFRESH_PERIOD);
+        self.memo = rules.memo();
         self.rules = rules;
     }
 
@@ -183,6 +188,7 @@ impl Engine {
             self.counters.events_without_rules += 1;
             return;
         }
+        self.memo.next_event();
         let src = Source {
             view,
             ty,
@@ -199,7 +205,7 @@ impl Engine {
         // One clock read per rule, not two: each rule's time ends where the next one's begins.
         let mut t0 = tsc();
         for &i in candidates {
-            let hit = self.rules.rule_matches(i, &src);
+            let hit = self.rules.rule_matches_memo(i, &src, &self.memo);
             let t1 = tsc();
             let c = &mut self.counters.per_rule[i as usize];
             c.cycles += t1.wrapping_sub(t0);

@@ -8,6 +8,7 @@ use harrier_rules::events::EventType;
 use harrier_rules::fields::{Field, FieldArg};
 use harrier_rules::value::{EventSource, Value};
 use harrier_schema::decode::Value as Param;
+use harrier_schema::family::{self, Family};
 use harrier_schema::view::{Known, SyscallView};
 use harrier_schema::TextKind;
 use std::cell::{OnceCell, RefCell};
@@ -233,37 +234,9 @@ fn errno_name(e: i64) -> &'static str {
     }
 }
 
-/// Syscall families the extractors ask about on every event, by number
-/// (resolved from the table once, not compared by name per event).
-struct Families {
-    opens: Vec<bool>,
-    /// The fd the event is about is its return value.
-    return_fd: Vec<bool>,
-}
-
-fn families() -> &'static Families {
-    static F: std::sync::OnceLock<Families> = std::sync::OnceLock::new();
-    F.get_or_init(|| {
-        let set = |names: &[&str]| {
-            let mut t = vec![false; harrier_schema::MAX_SYSCALL_NR as usize + 1];
-            for s in names.iter().filter_map(|n| harrier_schema::syscall_by_name(n)) {
-                t[s.nr as usize] = true;
-            }
-            t
-        };
-        let opens = ["open", "openat", "openat2", "creat"];
-        let return_fd = [&opens[..], &["socket", "accept", "accept4", "dup", "dup2", "dup3"]].concat();
-        Families { opens: set(&opens), return_fd: set(&return_fd) }
-    })
-}
-
-fn in_family(t: &[bool], v: &SyscallView) -> bool {
-    t.get(v.syscall.nr as usize).copied().unwrap_or(false)
-}
-
 /// Open-style flags of this event, if it has them (open, openat, openat2, creat).
 fn open_flags(v: &SyscallView) -> Option<(u64, u64)> {
-    if !in_family(&families().opens, v) {
+    if !family::of(v.syscall.nr).contains(Family::OPEN) {
         return None;
     }
     let flags = v.known(Known::Flags)?.as_i64()? as u64;
@@ -272,18 +245,19 @@ fn open_flags(v: &SyscallView) -> Option<(u64, u64)> {
 }
 
 impl<'a, S: StateView + ?Sized> Source<'a, S> {
-    fn proc(&self) -> Option<ProcInfo<'a>> {
-        *self.cache.proc.get_or_init(|| self.state.process(self.tid))
+    // By reference: the info is a few hundred bytes, read a field at a time.
+    fn proc(&self) -> Option<&ProcInfo<'a>> {
+        self.cache.proc.get_or_init(|| self.state.process(self.tid)).as_ref()
     }
 
     /// The fd this event is about: its fd argument, or the one it returned.
-    fn fd(&self) -> Option<FdInfo<'a>> {
-        *self.cache.fd.get_or_init(|| self.lookup_fd())
+    fn fd(&self) -> Option<&FdInfo<'a>> {
+        self.cache.fd.get_or_init(|| self.lookup_fd()).as_ref()
     }
 
     fn lookup_fd(&self) -> Option<FdInfo<'a>> {
         let v = self.view?;
-        let num = match in_family(&families().return_fd, v) {
+        let num = match family::of(v.syscall.nr).contains(Family::RETURNS_FD) {
             true => (v.ret >= 0).then_some(v.ret as i32)?,
             false => v.known(Known::Fd)?.as_i64()? as i32,
         };
@@ -372,7 +346,7 @@ impl<'a, S: StateView + ?Sized> Source<'a, S> {
         out: &mut dyn FnMut(Value<'_>) -> bool,
         pick: for<'p> fn(&ProcInfo<'p>) -> Value<'p>,
     ) {
-        let Some(mut p) = self.proc() else { return };
+        let Some(mut p) = self.proc().copied() else { return };
         let want = arg.index();
         for depth in 1..=64u32 {
             if p.ppid == 0 || p.ppid == p.pid {
@@ -547,7 +521,7 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             }
             ProcCmdline | ProcExeline => {
                 let Some(p) = self.proc() else { return };
-                self.with_scratch(out, |s| cmdline(&p, s))
+                self.with_scratch(out, |s| cmdline(p, s))
             }
             ProcPname | ProcPexe | ProcPexepath | ProcPcmdline => {
                 let Some(p) = self.proc() else { return };

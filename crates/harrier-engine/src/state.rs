@@ -3,6 +3,7 @@
 
 use crate::view::{ContainerInfo, FdInfo, ProcInfo, StateView, Tuple, UserInfo};
 use harrier_schema::decode::{decode, Event, Meta, Value as Param};
+use harrier_schema::family::{self, Family};
 use harrier_schema::view::SyscallView;
 use harrier_state::fd::FdType;
 use harrier_state::{Process, State, STATE_SYSCALLS};
@@ -53,7 +54,8 @@ impl EngineState {
     /// costs one lookup.
     pub fn apply(&mut self, v: &SyscallView) {
         self.tables.fd_name_changed = false;
-        if matches!(v.syscall.name, "sendto" | "sendmsg") {
+        let family = family::of(v.syscall.nr);
+        if family.contains(Family::SEND) {
             // Frequent: read from the view, never decoded (see State::apply_send).
             if let (true, Some(fd), Some(Param::Bytes(addr))) =
                 (v.ret >= 0, v.named("fd").and_then(|f| f.as_i64()), v.named("addr"))
@@ -66,7 +68,7 @@ impl EngineState {
             return;
         }
         self.tables.apply_view(v);
-        if matches!(v.syscall.name, "execve" | "execveat" | "setuid" | "setresuid" | "setreuid") {
+        if family.contains(Family::EXEC) || family.contains(Family::SETUID) {
             self.warm_names(v.header.tid);
         }
     }
@@ -93,7 +95,7 @@ fn info(p: &Process) -> ProcInfo<'_> {
     ProcInfo {
         pid: p.pid,
         ppid: p.ppid,
-        comm: p.name().as_bytes(),
+        comm: p.comm.as_bytes(),
         exe: p.exe.as_bytes(),
         exepath: p.exepath.as_bytes(),
         args: p.args.as_bytes(),

@@ -7,6 +7,7 @@ use crate::expr::{CRhs, Check, Expr, FieldSel, Lit};
 use crate::fields::{self, Field, FieldError, FieldType};
 use crate::loader::{CondText, ExcValue, Exception, Items, ListItem, MacroItem};
 use crate::matchers::{self, FxSet};
+use crate::memo::NO_SLOT;
 use crate::parser::{self, ParseError};
 use std::collections::HashMap;
 
@@ -240,7 +241,7 @@ impl<'a> Compiler<'a> {
             },
             Rhs::Field(f) => {
                 let (rsel, _) = self.field(f, site)?;
-                return Ok(Expr::Check(Box::new(Check { sel, op, rhs: CRhs::Field(rsel) })));
+                return Ok(Expr::Check(Box::new(Check { sel, op, rhs: CRhs::Field(rsel), slot: NO_SLOT })));
             }
         };
         // Literals must parse as the field's type.
@@ -325,7 +326,7 @@ impl<'a> Compiler<'a> {
             }
             _ => CRhs::One(Lit::new(&values[0].0)),
         };
-        Ok(Expr::Check(Box::new(Check { sel, op, rhs: crhs })))
+        Ok(Expr::Check(Box::new(Check { sel, op, rhs: crhs, slot: NO_SLOT })))
     }
 
     /// `fd.sip.name = x` and friends, as Falco evaluates them: x is resolved (off the
@@ -349,7 +350,7 @@ impl<'a> Compiler<'a> {
         let names: Vec<&str> = values.iter().map(|(v, _)| v.as_str()).collect();
         let set = self.dns.register(&names);
         let sel = FieldSel { field: ip, arg: crate::fields::FieldArg::None, tfs: Box::new([]) };
-        Ok(Expr::Check(Box::new(Check { sel, op, rhs: CRhs::Names(set) })))
+        Ok(Expr::Check(Box::new(Check { sel, op, rhs: CRhs::Names(set), slot: NO_SLOT })))
     }
 
     /// One exception → `(f1 c1 v1 and f2 c2 v2) or ...`, or None without values.
@@ -492,6 +493,59 @@ pub fn possible_events(e: &Expr) -> EventSet {
             }
             s
         }
+    }
+}
+
+/// `e` for events known to be of the types in `possible` (the rule's candidates, by the
+/// index by type): `evt.type` tests this decides become constants and fold away. Every
+/// Falco rule starts with one, and macros such as `open_read` repeat it.
+pub fn narrow_to(e: Expr, possible: &EventSet) -> Expr {
+    match e {
+        Expr::EvtType { set, negate } => {
+            let overlap = possible.intersect(&set);
+            if overlap.is_empty() {
+                Expr::Const(negate)
+            } else if overlap == *possible {
+                Expr::Const(!negate)
+            } else {
+                Expr::EvtType { set, negate }
+            }
+        }
+        Expr::And(v) => {
+            let mut out = Vec::with_capacity(v.len());
+            for x in v.into_vec() {
+                match narrow_to(x, possible) {
+                    Expr::Const(true) => {}
+                    Expr::Const(false) => return Expr::Const(false),
+                    x => out.push(x),
+                }
+            }
+            match out.len() {
+                0 => Expr::Const(true),
+                1 => out.pop().unwrap(),
+                _ => Expr::And(out.into()),
+            }
+        }
+        Expr::Or(v) => {
+            let mut out = Vec::with_capacity(v.len());
+            for x in v.into_vec() {
+                match narrow_to(x, possible) {
+                    Expr::Const(false) => {}
+                    Expr::Const(true) => return Expr::Const(true),
+                    x => out.push(x),
+                }
+            }
+            match out.len() {
+                0 => Expr::Const(false),
+                1 => out.pop().unwrap(),
+                _ => Expr::Or(out.into()),
+            }
+        }
+        Expr::Not(x) => match narrow_to(*x, possible) {
+            Expr::Const(b) => Expr::Const(!b),
+            x => Expr::Not(Box::new(x)),
+        },
+        other => other,
     }
 }
 

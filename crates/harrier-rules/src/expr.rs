@@ -5,6 +5,7 @@ use crate::ast::{Op, Transformer};
 use crate::events::EventSet;
 use crate::fields::{Field, FieldArg};
 use crate::matchers::{self, FxSet};
+use crate::memo::{Memo, NO_SLOT};
 use crate::value::{EventSource, Value};
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -16,6 +17,19 @@ pub struct Lit {
     pub num: Option<i128>,
     pub net: Option<IpNet>,
     pub boolean: Option<bool>,
+    /// `contains` searcher for `bytes`, built once: building one per comparison cost more
+    /// than the search. Boxed: it is large and most literals never search.
+    finder: Box<Finder>,
+}
+
+/// A substring searcher (its Debug shows the needle only, so equal literals print alike).
+#[derive(Clone)]
+struct Finder(memchr::memmem::Finder<'static>);
+
+impl std::fmt::Debug for Finder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Finder({:?})", self.0.needle())
+    }
 }
 
 impl Lit {
@@ -25,10 +39,12 @@ impl Lit {
             num: parse_num(text),
             net: IpNet::parse(text),
             boolean: parse_bool(text),
+            finder: Box::new(Finder(memchr::memmem::Finder::new(text.as_bytes()).into_owned())),
         }
     }
     pub fn bytes(b: Vec<u8>) -> Lit {
-        Lit { bytes: b.into(), num: None, net: None, boolean: None }
+        let finder = Box::new(Finder(memchr::memmem::Finder::new(&b).into_owned()));
+        Lit { bytes: b.into(), num: None, net: None, boolean: None, finder }
     }
 }
 
@@ -93,7 +109,7 @@ pub struct FieldSel {
 }
 
 /// What is on the right of a compiled comparison.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum CRhs {
     None,
     One(Lit),
@@ -113,14 +129,16 @@ pub enum CRhs {
     Names(std::sync::Arc<crate::dns::NameSet>),
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Check {
     pub sel: FieldSel,
     pub op: Op,
     pub rhs: CRhs,
+    /// Where its per-event result is kept when other rules share it ([`crate::memo`]).
+    pub slot: u32,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Expr {
     Const(bool),
     And(Box<[Expr]>),
@@ -174,6 +192,8 @@ const TF_BUF: usize = 4096;
 pub struct Ctx<'a, S: EventSource + ?Sized> {
     pub src: &'a S,
     pub flags: &'a FlagCache,
+    /// This event's results of shared checks (None: evaluate every check).
+    pub memo: Option<&'a Memo>,
 }
 
 impl Expr {
@@ -199,7 +219,10 @@ impl Expr {
             Expr::Or(v) => v.iter().any(|e| e.eval(cx)),
             Expr::Not(e) => !e.eval(cx),
             Expr::EvtType { set, negate } => set.contains(cx.src.event_type()) != *negate,
-            Expr::Check(c) => c.eval(cx),
+            Expr::Check(c) => match cx.memo {
+                Some(m) if c.slot != NO_SLOT => m.get_or(c.slot, || c.eval(cx)),
+                _ => c.eval(cx),
+            },
         }
     }
 }
@@ -402,12 +425,20 @@ fn ip_text(ip: IpAddr, buf: &mut [u8; 48]) -> &[u8] {
 
 fn cmp_str(op: Op, s: &[u8], rhs: &CRhs) -> bool {
     match rhs {
-        CRhs::One(l) => cmp_bytes(op, s, &l.bytes),
-        CRhs::Many(ls) => ls.iter().any(|l| cmp_bytes(op, s, &l.bytes)),
+        CRhs::One(l) => cmp_lit(op, s, l),
+        CRhs::Many(ls) => ls.iter().any(|l| cmp_lit(op, s, l)),
         CRhs::Set { strs, .. } => strs.contains(s),
         CRhs::Prefixes(ps) => ps.iter().any(|p| matchers::path_prefix(p, s)),
         CRhs::Regex(re) => re.is_match(s),
         CRhs::None | CRhs::Field(_) | CRhs::Names(_) => false,
+    }
+}
+
+/// A value against a literal: as [`cmp_bytes`], with the literal's prebuilt searcher.
+fn cmp_lit(op: Op, s: &[u8], l: &Lit) -> bool {
+    match op {
+        Op::Contains | Op::BContains => l.finder.0.find(s).is_some(),
+        _ => cmp_bytes(op, s, &l.bytes),
     }
 }
 

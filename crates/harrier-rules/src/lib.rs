@@ -97,6 +97,7 @@ pub mod expr;
 pub mod fields;
 pub mod loader;
 pub mod matchers;
+pub mod memo;
 pub mod output;
 pub mod parser;
 pub mod ruleset;

@@ -1,11 +1,12 @@
 //! The loaded rule set: what the integration uses.
 
-use crate::compile::{possible_events, Compiler};
+use crate::compile::{narrow_to, possible_events, Compiler};
 use crate::diag::Diagnostic;
 use crate::events::{EventSet, EventType, EVENT_TYPE_COUNT};
 use crate::expr::{Ctx, Expr, FieldSel, FlagCache};
 use crate::fields::{self, Field};
 use crate::loader::{Loader, Priority};
+use crate::memo::{self, Memo};
 use crate::output::{self, Output, OutputValue};
 use crate::value::EventSource;
 use std::fmt;
@@ -107,12 +108,21 @@ pub struct Rule {
     pub line: u32,
     pub col: u32,
     expr: Option<Expr>,
+    /// What is evaluated: `expr` narrowed to `event_types` (evt.type tests folded away),
+    /// its shared checks given memo slots. Only for events of those types.
+    run: Option<Expr>,
     output: Output,
 }
 
 impl Rule {
     pub fn is_active(&self) -> bool {
         self.status == RuleStatus::Evaluable
+    }
+    /// The condition on this event: false for an event of another type, as the full
+    /// condition would be (the narrowed one assumes the type).
+    fn eval<S: EventSource + ?Sized>(&self, cx: &Ctx<'_, S>) -> bool {
+        let Some(e) = &self.run else { return false };
+        (!self.is_active() || self.event_types.contains(cx.src.event_type())) && e.eval(cx)
     }
     /// The alert text and Falco's `output_fields`.
     pub fn format_output<S: EventSource + ?Sized>(&self, src: &S) -> (String, Vec<(String, OutputValue)>) {
@@ -162,6 +172,8 @@ pub struct RuleSet {
     /// Names the conditions compare addresses with (fd.sip.name...): resolve them with
     /// `dns().spawn_refresher(..)` (or `refresh()`) before relying on those comparisons.
     dns: Arc<crate::dns::Resolver>,
+    /// Shared checks (see [`crate::memo`]).
+    memo_slots: usize,
 }
 
 impl fmt::Debug for RuleSet {
@@ -298,6 +310,11 @@ impl RuleSet {
                 used.iter().filter(|f| f.info().events == fields::Events::Never).map(|f| f.name()).collect();
             valueless_fields.sort_unstable();
             valueless_fields.dedup();
+            // Only active rules are indexed by type; others run their condition as written.
+            let run = match status == RuleStatus::Evaluable {
+                true => expr.clone().map(|e| narrow_to(e, &event_types)),
+                false => expr.clone(),
+            };
             rules.push(Rule {
                 valueless_fields,
                 index: i as u32,
@@ -311,6 +328,7 @@ impl RuleSet {
                 file,
                 line,
                 col,
+                run,
                 expr,
                 output,
             });
@@ -322,6 +340,8 @@ impl RuleSet {
             diags.retain(|d| d.is_error());
             return Err(diags);
         }
+        let memo_slots =
+            memo::assign_slots(rules.iter_mut().filter(|r| r.is_active()).filter_map(|r| r.run.as_mut()));
         let mut by_type: Vec<Vec<u32>> = vec![Vec::new(); EVENT_TYPE_COUNT];
         for r in rules.iter().filter(|r| r.is_active()) {
             for e in r.event_types.iter() {
@@ -335,6 +355,7 @@ impl RuleSet {
             flags: FlagCache::default(),
             matching: opts.rule_matching,
             dns: compiler.dns.clone(),
+            memo_slots,
         })
     }
 
@@ -374,19 +395,36 @@ impl RuleSet {
 
     /// Evaluates one rule's condition (for callers that time each rule).
     pub fn rule_matches<S: EventSource + ?Sized>(&self, index: u32, src: &S) -> bool {
-        let cx = Ctx { src, flags: &self.flags };
-        self.rules[index as usize].expr.as_ref().is_some_and(|e| e.eval(&cx))
+        let cx = Ctx { src, flags: &self.flags, memo: None };
+        self.rules[index as usize].eval(&cx)
+    }
+
+    /// Per-event results of the checks several rules share: make one per evaluating thread,
+    /// call [`Memo::next_event`] before each event, pass it to [`RuleSet::rule_matches_memo`].
+    pub fn memo(&self) -> Memo {
+        Memo::new(self.memo_slots)
+    }
+
+    /// Number of checks shared by several rules (or repeated in one).
+    pub fn shared_checks(&self) -> usize {
+        self.memo_slots
+    }
+
+    /// [`RuleSet::rule_matches`], reusing this event's results of shared checks.
+    pub fn rule_matches_memo<S: EventSource + ?Sized>(&self, index: u32, src: &S, memo: &Memo) -> bool {
+        let cx = Ctx { src, flags: &self.flags, memo: Some(memo) };
+        self.rules[index as usize].eval(&cx)
     }
 
     /// Evaluates the rules that can match this event, calling `on_match` with each matching
     /// rule (only the first with `rule_matching: first`). Returns the number of matches.
     /// Allocates nothing.
     pub fn evaluate<S: EventSource + ?Sized>(&self, src: &S, mut on_match: impl FnMut(&Rule)) -> usize {
-        let cx = Ctx { src, flags: &self.flags };
+        let cx = Ctx { src, flags: &self.flags, memo: None };
         let mut n = 0;
         for &i in self.candidates(src.event_type()) {
             let r = &self.rules[i as usize];
-            if r.expr.as_ref().is_some_and(|e| e.eval(&cx)) {
+            if r.eval(&cx) {
                 n += 1;
                 on_match(r);
                 if self.matching == RuleMatching::First {

@@ -66,6 +66,17 @@ fn run(name: &str, files: &[(String, String)]) {
     let el = thread_cpu_ns() - t;
     let after = allocations();
     assert_eq!(after - before, 0, "{name}: evaluation allocated {} times", after - before);
+    // The engine's path: each rule on its own, with the per-event memo of shared checks.
+    let mut memo = rs.memo();
+    let before = allocations();
+    for ev in &events {
+        memo.next_event();
+        for &i in rs.candidates(harrier_rules::value::EventSource::event_type(ev)) {
+            rs.rule_matches_memo(i, ev, &memo);
+        }
+    }
+    let after = allocations();
+    assert_eq!(after - before, 0, "{name}: evaluation with the memo allocated {} times", after - before);
     assert!(matches > 0, "{name}: the mix should trigger some rules");
     let n = rounds * events.len();
     println!(

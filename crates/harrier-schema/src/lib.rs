@@ -4,6 +4,7 @@
 
 pub mod decode;
 pub mod encode;
+pub mod family;
 pub mod render;
 pub mod sockaddr;
 pub mod view;

@@ -64,6 +64,25 @@ fn wires(s: &SyscallInfo) -> impl Iterator<Item = Wire> {
     typed.into_iter().flatten().chain(generic.into_iter().flatten())
 }
 
+/// Per syscall number: how many parameters, and each one's wire size (0: length-prefixed).
+/// Read on every event, so the walk over the parameters is a loop over bytes.
+type ParamSizes = (u8, [u8; MAX_PARAMS]);
+
+fn param_sizes() -> &'static [ParamSizes] {
+    static SIZES: std::sync::OnceLock<Vec<ParamSizes>> = std::sync::OnceLock::new();
+    SIZES.get_or_init(|| {
+        let mut t = vec![(0u8, [0u8; MAX_PARAMS]); crate::MAX_SYSCALL_NR as usize + 1];
+        for s in crate::SYSCALLS {
+            let e = &mut t[s.nr as usize];
+            for (i, w) in wires(s).enumerate().take(MAX_PARAMS) {
+                e.0 = i as u8 + 1;
+                e.1[i] = w.fixed_size().unwrap_or(0) as u8;
+            }
+        }
+        t
+    })
+}
+
 impl<'a> SyscallView<'a> {
     /// A view of a syscall event (None for life-cycle events).
     pub fn new(b: &'a [u8]) -> Result<Option<SyscallView<'a>>, DecodeError> {
@@ -79,11 +98,12 @@ impl<'a> SyscallView<'a> {
         let mut offs = [u16::MAX; MAX_PARAMS];
         let mut at = PARAMS_BASE;
         let mut count = 0;
-        for (i, w) in wires(syscall).enumerate().take(MAX_PARAMS) {
+        let (n, sizes) = param_sizes().get(syscall.nr as usize).copied().unwrap_or_default();
+        for (i, &fixed) in sizes[..n as usize].iter().enumerate() {
             count = i + 1;
-            let size = match w.fixed_size() {
-                Some(n) => n,
-                None => match b.get(at..at + 2) {
+            let size = match fixed {
+                1.. => fixed as usize,
+                0 => match b.get(at..at + 2) {
                     Some(l) => 2 + u16::from_le_bytes(l.try_into().unwrap()) as usize,
                     None => break,
                 },
@@ -228,6 +248,18 @@ mod tests {
         for s in crate::SYSCALLS {
             let n = s.params.map_or(GENERIC_ARGS.len(), |p| p.len());
             assert!(n <= MAX_PARAMS, "{} has {n} parameters; MAX_PARAMS is {MAX_PARAMS}", s.name);
+        }
+    }
+
+    #[test]
+    fn the_size_table_follows_each_syscalls_wires() {
+        for s in crate::SYSCALLS {
+            let (n, sizes) = param_sizes()[s.nr as usize];
+            let wires: Vec<Wire> = wires(s).collect();
+            assert_eq!(n as usize, wires.len(), "{}: parameter count", s.name);
+            for (i, w) in wires.iter().enumerate() {
+                assert_eq!(sizes[i] as usize, w.fixed_size().unwrap_or(0), "{}: parameter {i}", s.name);
+            }
         }
     }
 

@@ -28,6 +28,10 @@ impl Comm {
         c.len = n as u8;
         c
     }
+    /// The bytes: always valid UTF-8 (cut on a character boundary), so no check.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
     }
