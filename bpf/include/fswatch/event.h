@@ -39,7 +39,6 @@ __noinline int fw_path(__u32 b, __u32 check)
 	ns = pl->name_slot[b];
 	if (ns >= 0) {
 		struct fw_slot *s;
-		struct fw_key k = {};
 
 		p = bpf_task_storage_get(&pending, t, 0, 0);
 		if (!p)
@@ -49,9 +48,7 @@ __noinline int fw_path(__u32 b, __u32 check)
 			pos = fw_put_name(c, b, s->name, s->name_len);
 		depth = 1;
 		/* The entry itself may be what is watched. */
-		k.dev = s->dev;
-		k.ino = s->ino;
-		if (bpf_map_lookup_elem(&watched, &k))
+		if (fw_is_watched(s->dev, s->ino))
 			pl->watched = 1;
 		if (!b && !check) {
 			pl->dev = s->dev;

@@ -78,6 +78,18 @@ struct fw_cpu {
 
 HR_CPU_STATE_MAP(struct fw_cpu);
 
+/* A one-bit-per-hash summary of `watched` (fw_watch_bit): the ancestor climb
+ * tests a bit with one load and looks the hash map up only on a hit, so a
+ * climb outside the watched paths makes no map lookup at all. Set by user
+ * space with each watched entry, and here by --follow. */
+#define FW_WATCH_BITS 8192
+__u64 watch_bits[FW_WATCH_BITS / 64];
+
+static __always_inline __u32 fw_watch_bit(__u32 dev, __u64 ino)
+{
+	return ((ino ^ ((__u64)dev << 32)) * 0x9E3779B97F4A7C15ULL) >> 51;	/* 13 bits */
+}
+
 /* Per-CPU rings (struct hr_aring), entry i for CPU i; user space sizes them. */
 HR_ARINGS_MAP;
 
@@ -118,13 +130,12 @@ struct fw_slot {
 	char name[FW_NAME_MAX];	/* its first dentry's name, when it changed */
 };
 
-/* The syscall in flight, per task: opened at sys_enter, closed at sys_exit. */
+/* The syscall in flight, per task: opened by its first ctime change, closed
+ * at its exit. */
 struct fw_pending {
 	__u32 nr;
 	__u8 nslots;
-	__u8 abs;	/* the path argument starts with '/' */
-	__u16 pad;
-	__u64 args[6];
+	__u8 pad[3];
 	struct fw_slot slots[FW_SLOTS];
 };
 

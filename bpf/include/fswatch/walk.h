@@ -14,15 +14,25 @@ static __always_inline struct mount *fw_real_mount(struct vfsmount *m)
 	return m ? (struct mount *)((void *)m - bpf_core_field_offset(struct mount, mnt)) : 0;
 }
 
+/* (dev, ino) is watched: the summary bit first (one load), the map only on a hit. */
+static __always_inline bool fw_is_watched(__u32 dev, __u64 ino)
+{
+	__u32 b = fw_watch_bit(dev, ino);
+	struct fw_key k = { .dev = dev, .ino = ino };
+
+	if (!(watch_bits[(b >> 6) & (FW_WATCH_BITS / 64 - 1)] & (1ULL << (b & 63))))
+		return false;
+	return bpf_map_lookup_elem(&watched, &k) != 0;
+}
+
+/* The walk reads the kernel's objects with plain loads through
+ * bpf_core_cast (the verifier makes them fault-safe): a helper call per
+ * field would cost more than the rest of a step. */
 static __always_inline void fw_check_watch(struct fw_walk *w, struct dentry *d)
 {
-	struct fw_key k = {};
-
 	if (w->watched || (!recursive && w->depth > 1))
 		return;
-	k.dev = BPF_CORE_READ(d, d_sb, s_dev);
-	k.ino = BPF_CORE_READ(d, d_inode, i_ino);
-	if (bpf_map_lookup_elem(&watched, &k))
+	if (fw_is_watched(d->d_sb->s_dev, d->d_inode->i_ino))
 		w->watched = 1;
 }
 
@@ -40,39 +50,39 @@ static long fw_walk_step(__u32 i, void *ctx)
 	if (!c)
 		return 1;
 	w = &c->walk;
-	d = (struct dentry *)w->dentry;
-	mnt = (struct mount *)w->mnt;
-	if (!d || (w->check && (w->watched || (!recursive && w->depth > 1))))
+	if (!w->dentry || (w->check && (w->watched || (!recursive && w->depth > 1))))
 		return 1;
-	if ((__u64)d == w->root_dentry && (__u64)mnt == w->root_mnt) {
+	d = bpf_core_cast((void *)w->dentry, struct dentry);
+	mnt = bpf_core_cast((void *)w->mnt, struct mount);
+	if (w->dentry == w->root_dentry && w->mnt == w->root_mnt) {
 		fw_check_watch(w, d);
 		return 1;
 	}
-	if (mnt && d == BPF_CORE_READ(mnt, mnt.mnt_root)) {
-		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+	if (w->mnt && w->dentry == (__u64)mnt->mnt.mnt_root) {
+		__u64 up = (__u64)mnt->mnt_parent;
 
 		fw_check_watch(w, d);
-		if (up == mnt) {
+		if (up == w->mnt) {
 			w->flags |= FW_F_DETACHED;
 			return 1;
 		}
-		w->dentry = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
-		w->mnt = (__u64)up;
+		w->dentry = (__u64)mnt->mnt_mountpoint;
+		w->mnt = up;
 		return 0;
 	}
 	fw_check_watch(w, d);
-	parent = BPF_CORE_READ(d, d_parent);
+	parent = d->d_parent;
 	if (w->check) {
 		w->depth++;
-		if (d == parent)
+		if ((__u64)parent == w->dentry)
 			return 1;
 		w->dentry = (__u64)parent;
 		return 0;
 	}
-	if (bpf_core_read(&q, sizeof(q), &d->d_name))
+	if (bpf_probe_read_kernel(&q, sizeof(q), &d->d_name))
 		return 1;
 	len = q.len & (FW_NAME_MAX - 1);
-	if (d == parent) {
+	if ((__u64)parent == w->dentry) {
 		/* A file system's root that is not the mount's: a disconnected
 		 * dentry (memfd:, an fd from open_by_handle) or the wrong mount. */
 		char pfx[6] = {};
@@ -96,7 +106,7 @@ static long fw_walk_step(__u32 i, void *ctx)
 		FW_BUF(c, b)[pos & (FW_PATH_MAX - 1)] = '/';
 		w->pos = pos;
 	}
-	if (d == parent)
+	if ((__u64)parent == w->dentry)
 		return 1;
 	w->dentry = (__u64)parent;
 	return 0;

@@ -12,6 +12,7 @@
 //! ```
 
 mod frags;
+pub mod syscalls;
 mod watcher;
 pub mod wire;
 

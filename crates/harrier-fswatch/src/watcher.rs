@@ -25,7 +25,9 @@ const CTIME_HOOKS: [(&str, &str); 3] = [
     ("fw_ctime_xchg", "ctime_ns_xchg"),
     ("fw_ctime_skip", "ctime_xchg_skip"),
 ];
-const ALWAYS: [&str; 2] = ["fw_sys_enter", "fw_sys_exit"];
+/// The exit program, attached to the syscalls:sys_exit_<name> tracepoint of
+/// each selected syscall (crate::syscalls): no other syscall runs it.
+const EXIT_PROG: &str = "fw_sys_exit";
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Stats {
@@ -157,7 +159,7 @@ impl Watcher {
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
 
         let missing_hooks: Vec<String> = missing_hooks().iter().map(|tp| tp.to_string()).collect();
-        let mut wanted: Vec<&str> = ALWAYS.to_vec();
+        let mut wanted: Vec<&str> = vec![EXIT_PROG];
         for (prog, tp) in CTIME_HOOKS {
             if !missing_hooks.iter().any(|m| m == tp) {
                 wanted.push(prog);
@@ -176,11 +178,15 @@ impl Watcher {
         }
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
+        let mut skel = skel;
         for (dev, ino) in keys {
             let mut k = [0u8; 16];
             k[..4].copy_from_slice(&dev.to_ne_bytes());
             k[8..].copy_from_slice(&ino.to_ne_bytes());
             skel.maps.watched.update(&k, &1u32.to_ne_bytes(), MapFlags::ANY)?;
+            let b = crate::syscalls::watch_bit(dev, ino);
+            let bss = skel.maps.bss_data.as_deref_mut().ok_or_else(|| anyhow!("no .bss"))?;
+            bss.watch_bits[b / 64] |= 1 << (b % 64);
         }
         let rings = ArrayRings::map(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size)?;
         let frags = match cfg.resolution {
@@ -203,9 +209,24 @@ impl Watcher {
             arena: Vec::new(),
             order: Vec::new(),
         };
-        // The ctime hooks before sys_enter: a syscall seen entering always
-        // has its inodes recorded.
-        for name in wanted.iter().rev() {
+        // The exits first: a record a ctime hook opens is always closed by
+        // its syscall's exit.
+        let exits = crate::syscalls::exit_tracepoints(cfg.events)?;
+        {
+            let obj = w.skel.object();
+            let mut progs = obj.progs_mut();
+            let p = progs
+                .find(|p| p.name() == EXIT_PROG)
+                .ok_or_else(|| anyhow!("BPF program {EXIT_PROG} is missing"))?;
+            for (name, id) in exits {
+                let fd = harrier_capture::tracefs::open_tracepoint_event(id)
+                    .with_context(|| format!("opening syscalls:{name}"))?;
+                w.links.push(
+                    p.attach_perf_event(fd).with_context(|| format!("attaching {EXIT_PROG} to {name}"))?,
+                );
+            }
+        }
+        for name in wanted.iter().filter(|n| **n != EXIT_PROG) {
             let obj = w.skel.object();
             let mut progs = obj.progs_mut();
             let p =
