@@ -83,16 +83,21 @@ static __always_inline int fw_changed(struct inode *inode)
 		return 0;
 	}
 	s = &p->slots[n & (FW_SLOTS - 1)];
+	/* Plain loads (the tracepoint's inode is a typed pointer; its alias
+	 * through bpf_core_cast): only the name's bytes need a helper. */
 	s->inode = (__u64)inode;
-	s->ino = BPF_CORE_READ(inode, i_ino);
-	s->dev = BPF_CORE_READ(inode, i_sb, s_dev);
-	s->is_dir = (BPF_CORE_READ(inode, i_mode) & S_IFMT_) == S_IFDIR_;
+	s->ino = inode->i_ino;
+	s->dev = inode->i_sb->s_dev;
+	s->is_dir = (inode->i_mode & S_IFMT_) == S_IFDIR_;
 	s->parent_inode = 0;
 	s->name_len = 0;
-	alias = fw_alias(inode);
-	if (alias) {
-		s->parent_inode = (__u64)BPF_CORE_READ(alias, d_parent, d_inode);
-		if (!bpf_core_read(&q, sizeof(q), &alias->d_name)) {
+	if (inode->i_dentry.first) {
+		alias = bpf_core_cast((void *)inode->i_dentry.first - bpf_core_field_offset(struct dentry, d_u),
+				      struct dentry);
+		s->parent_inode = (__u64)alias->d_parent->d_inode;
+		q.name = alias->d_name.name;
+		q.len = alias->d_name.len;
+		{
 			__u32 len = q.len & (FW_NAME_MAX - 1);
 
 			if (!bpf_probe_read_kernel(s->name, len, q.name))

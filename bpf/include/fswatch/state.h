@@ -25,6 +25,9 @@ struct fw_walk {
 	__u32 flags;
 	__u32 watched;
 	__u32 check;	/* the watch check only: no names, stop at the first watched inode */
+	__u32 inline_left;	/* fragments: the leaf's name still to go into the event */
+	__u32 pkey_set;
+	struct fw_fkey pkey;	/* fragments: the key of the leaf's directory */
 };
 
 /*
@@ -47,6 +50,7 @@ struct fw_plan {
 	__u64 ino;
 	__s32 pos[2];		/* start of each path; -1: no such path */
 	__u32 watched_b[2];	/* per path */
+	struct fw_fkey pkey[2];	/* fragments: per path, its directory's key */
 };
 
 /* A scan of the mounts of one super block (fw_mount_for). */
@@ -74,6 +78,8 @@ struct fw_cpu {
 	struct fw_plan plan;
 	__u8 path[2 * FW_PATHBUF];	/* two path buffers (one array: the skeleton's types need it) */
 	__u64 frag_seq;	/* single-fragment: paths this CPU has put in its path ring */
+	struct fw_fkey fkey;	/* fragments: the key being written, and its value */
+	struct fw_frag frag;
 };
 
 HR_CPU_STATE_MAP(struct fw_cpu);
@@ -103,6 +109,16 @@ struct {
 	__uint(value_size, HR_ARING_DATA + 65536);
 	__uint(max_entries, 1);
 } frags SEC(".maps");
+
+/* fragments: directory (dev, mount id, inode) → (parent, name). User space
+ * sets max_entries (1 in the other modes). LRU: an evicted directory makes
+ * the paths through it unresolved, counted by the reader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FW_FRAGS_MAX);
+	__type(key, struct fw_fkey);
+	__type(value, struct fw_frag);
+} fragments SEC(".maps");
 
 /* Watched inodes: (kernel dev_t, inode number), never the inode alone. */
 struct fw_key {

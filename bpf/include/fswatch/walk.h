@@ -36,6 +36,51 @@ static __always_inline void fw_check_watch(struct fw_walk *w, struct dentry *d)
 		w->watched = 1;
 }
 
+#define FW_FRAGS_ON (resolution == FW_RES_FRAGS)
+
+static __always_inline void fw_key_of(struct fw_fkey *k, struct dentry *d, struct mount *m, bool has_mnt)
+{
+	k->dev = d->d_sb->s_dev;
+	k->mnt_id = has_mnt ? m->mnt_id : 0;
+	k->ino = d->d_inode->i_ino;
+}
+
+/* fragments: c->fkey → (c->frag.parent, name), written only if the map does
+ * not say so already: `changed` moves only when the directory did. */
+static __always_inline void fw_frag_put(struct fw_cpu *c, const unsigned char *name, __u32 len)
+{
+	struct fw_frag *v = &c->frag, *old;
+	bool same;
+
+	len &= FW_NAME_MAX - 1;
+	for (int i = 0; i < FW_NAME_MAX / 8; i++)
+		((__u64 *)v->name)[i] = 0;
+	if (len)
+		bpf_probe_read_kernel(v->name, len, name);
+	v->len = len;
+	v->pad = 0;
+	old = bpf_map_lookup_elem(&fragments, &c->fkey);
+	if (old) {
+		same = old->len == len && old->parent.dev == v->parent.dev &&
+		       old->parent.mnt_id == v->parent.mnt_id && old->parent.ino == v->parent.ino;
+		for (int i = 0; i < FW_NAME_MAX / 8 && same; i++)
+			if (((__u64 *)old->name)[i] != ((__u64 *)v->name)[i])
+				same = false;
+		if (same)
+			return;
+	}
+	v->changed = bpf_ktime_get_ns();
+	bpf_map_update_elem(&fragments, &c->fkey, v, BPF_ANY);
+}
+
+/* fragments: the leaf's directory is `k` (0: none above). */
+static __always_inline void fw_set_pkey(struct fw_walk *w, struct fw_fkey *k)
+{
+	w->pkey = *k;
+	w->pkey_set = 1;
+	w->inline_left = 0;
+}
+
 /* One step up: a name, or a hop from a mount's root to its mountpoint. */
 static long fw_walk_step(__u32 i, void *ctx)
 {
@@ -46,6 +91,7 @@ static long fw_walk_step(__u32 i, void *ctx)
 	struct qstr q;
 	__u32 len, b;
 	__s32 pos;
+	bool frags;
 
 	if (!c)
 		return 1;
@@ -54,8 +100,20 @@ static long fw_walk_step(__u32 i, void *ctx)
 		return 1;
 	d = bpf_core_cast((void *)w->dentry, struct dentry);
 	mnt = bpf_core_cast((void *)w->mnt, struct mount);
+	frags = FW_FRAGS_ON && !w->check;
+	if (frags) {
+		fw_key_of(&c->fkey, d, mnt, w->mnt != 0);
+		/* A walk from the parent (a recorded name went first): this is it. */
+		if (!w->pkey_set && !w->inline_left)
+			fw_set_pkey(w, &c->fkey);
+		__builtin_memset(&c->frag.parent, 0, sizeof(c->frag.parent));
+	}
 	if (w->dentry == w->root_dentry && w->mnt == w->root_mnt) {
 		fw_check_watch(w, d);
+		if (frags && w->inline_left)
+			fw_set_pkey(w, &c->frag.parent);	/* the event is on "/" */
+		else if (frags)
+			fw_frag_put(c, 0, 0);	/* the top */
 		return 1;
 	}
 	if (w->mnt && w->dentry == (__u64)mnt->mnt.mnt_root) {
@@ -64,10 +122,23 @@ static long fw_walk_step(__u32 i, void *ctx)
 		fw_check_watch(w, d);
 		if (up == w->mnt) {
 			w->flags |= FW_F_DETACHED;
+			if (frags && w->inline_left)
+				fw_set_pkey(w, &c->frag.parent);
+			else if (frags)
+				fw_frag_put(c, 0, 0);
 			return 1;
 		}
 		w->dentry = (__u64)mnt->mnt_mountpoint;
 		w->mnt = up;
+		if (frags) {
+			/* A mount's root: no name of its own, its mountpoint's place. */
+			fw_key_of(&c->frag.parent, bpf_core_cast((void *)w->dentry, struct dentry),
+				  bpf_core_cast((void *)up, struct mount), true);
+			if (w->inline_left)
+				fw_set_pkey(w, &c->frag.parent);
+			else
+				fw_frag_put(c, 0, 0);
+		}
 		return 0;
 	}
 	fw_check_watch(w, d);
@@ -92,10 +163,27 @@ static long fw_walk_step(__u32 i, void *ctx)
 		if (len >= 6 && pfx[0] == 'm' && pfx[1] == 'e' && pfx[2] == 'm' && pfx[3] == 'f' &&
 		    pfx[4] == 'd' && pfx[5] == ':')
 			w->flags |= FW_F_MEMFD;
-		if (len == 1 && pfx[0] == '/')
+		if (len == 1 && pfx[0] == '/') {
+			if (frags && w->inline_left)
+				fw_set_pkey(w, &c->frag.parent);
+			else if (frags)
+				fw_frag_put(c, 0, 0);
 			return 1;
+		}
+	} else if (frags) {
+		fw_key_of(&c->frag.parent, parent, mnt, w->mnt != 0);
 	}
 	w->depth++;
+	if (frags && !w->inline_left) {
+		/* A directory above the leaf: a fragment, not bytes in the event. */
+		fw_frag_put(c, q.name, len);
+		if ((__u64)parent == w->dentry)
+			return 1;
+		w->dentry = (__u64)parent;
+		return 0;
+	}
+	if (frags)
+		fw_set_pkey(w, &c->frag.parent);
 	pos = w->pos - (__s32)len - 1;
 	if (pos < 0) {
 		/* Out of room: keep climbing for the watch check only. */
@@ -134,6 +222,9 @@ static __always_inline __s32 fw_walk(struct fw_cpu *c, __u32 b, struct dentry *d
 	w->flags = 0;
 	w->watched = watch_all;
 	w->check = check;
+	w->inline_left = depth == 0;	/* fragments: else a recorded name went first */
+	w->pkey_set = 0;
+	__builtin_memset(&w->pkey, 0, sizeof(w->pkey));
 	if (!d) {
 		w->flags = FW_F_UNRESOLVED;
 		return pos;

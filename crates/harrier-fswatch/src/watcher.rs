@@ -1,7 +1,7 @@
 //! A running watcher: the loaded BPF object, its per-CPU rings (the capture
 //! engine's reader, harrier_capture::aring) and its attachments.
 
-use crate::frags::FragSlots;
+use crate::frags::{FragMap, FragSlots, JoinStats};
 use crate::wire::{FsEvent, KernelStats};
 use crate::{validate, watch_key, Config, Resolution};
 use anyhow::{anyhow, bail, Context, Result};
@@ -38,9 +38,13 @@ pub struct Stats {
     pub bytes: u64,
     /// tp_btf hooks this kernel lacks (events by path are then unresolved).
     pub missing_hooks: Vec<String>,
-    /// single-fragment: paths overwritten in their path ring before they were read
-    /// (reported empty, flagged unresolved).
+    /// single-fragment: paths overwritten in their path ring before they were read;
+    /// fragments: paths with a directory evicted from the map (both reported
+    /// empty, flagged unresolved).
     pub paths_lost: u64,
+    /// fragments: paths with a directory renamed after the event (reported
+    /// empty, flagged unresolved: the name it had then is gone).
+    pub paths_stale: u64,
 }
 
 impl Stats {
@@ -49,7 +53,7 @@ impl Stats {
         format!(
             "{} events in {:.1}s: {} received, {} dropped (ring full {}, no ring {}); \
              {} filtered out in the kernel, {} failed syscalls, {} unresolved, {} without entry record, \
-             {} inode slots full, {} paths lost{}",
+             {} inode slots full, {} paths lost, {} paths stale{}",
             k.events,
             self.duration_s,
             self.received,
@@ -62,6 +66,7 @@ impl Stats {
             k.no_entry,
             k.slots_full,
             self.paths_lost,
+            self.paths_stale,
             if self.missing_hooks.is_empty() {
                 String::new()
             } else {
@@ -87,6 +92,9 @@ pub struct Watcher {
     missing_hooks: Vec<String>,
     /// single-fragment's path rings.
     frags: Option<FragSlots>,
+    /// fragments' map reader.
+    fmap: Option<FragMap>,
+    join: JoinStats,
     paths_lost: u64,
     /// Drained records, copied so they can be handed out in time order
     /// across CPUs; reused, so a drain allocates nothing once warm.
@@ -152,8 +160,12 @@ impl Watcher {
         rodata.follow = cfg.follow;
         rodata.prefilter = cfg.prefilter;
         let single = cfg.resolution == Resolution::SingleFragment;
+        let fragments = cfg.resolution == Resolution::Fragments;
         if single {
             rodata.resolution = 1; // FW_RES_SINGLE
+        }
+        if fragments {
+            rodata.resolution = 2; // FW_RES_FRAGS
         }
         rodata.aring_mask = cfg.buffer_size as u64 - 1;
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
@@ -176,6 +188,8 @@ impl Watcher {
             open.maps.frags.set_value_size((ARING_DATA + cfg.buffer_size) as u32)?;
             open.maps.frags.set_max_entries(ncpus as u32)?;
         }
+        // The fragments map only where it is used (it is preallocated).
+        open.maps.fragments.set_max_entries(if fragments { 65536 } else { 1 })?;
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
         let mut skel = skel;
@@ -195,6 +209,10 @@ impl Watcher {
             }
             _ => None,
         };
+        let fmap = fragments.then(|| {
+            use std::os::fd::AsRawFd;
+            FragMap::new(skel.maps.fragments.as_fd().as_raw_fd())
+        });
         let mut w = Watcher {
             links: Vec::new(),
             rings,
@@ -205,6 +223,8 @@ impl Watcher {
             bytes: 0,
             missing_hooks,
             frags,
+            fmap,
+            join: JoinStats::default(),
             paths_lost: 0,
             arena: Vec::new(),
             order: Vec::new(),
@@ -242,19 +262,26 @@ impl Watcher {
         self.arena.clear();
         self.order.clear();
         let (arena, order, frags) = (&mut self.arena, &mut self.order, &self.frags);
+        let (fmap, join) = (&mut self.fmap, &mut self.join);
         let mut lost = 0;
         let mut bad = None;
         for i in 0..self.rings.count() {
             self.rings.consume(i, &mut |rec: &[u8]| {
                 let ts = u64::from_le_bytes(rec[..8].try_into().unwrap());
                 let at = arena.len();
-                match frags {
+                match (frags, fmap.as_mut()) {
                     // At once: the path ring does not wait for the reader.
-                    Some(fr) => match fr.resolve(rec, i, arena) {
+                    (Some(fr), _) => match fr.resolve(rec, i, arena) {
                         Ok(n) => lost += n,
                         Err(e) => bad = Some(e),
                     },
-                    None => arena.extend_from_slice(rec),
+                    // At once too: the sooner, the fewer directories renamed since.
+                    (None, Some(fm)) => {
+                        if let Err(e) = fm.resolve(rec, arena, join) {
+                            bad = Some(e);
+                        }
+                    }
+                    (None, None) => arena.extend_from_slice(rec),
                 }
                 order.push((ts, at as u32, (arena.len() - at) as u32));
             })?;
@@ -297,7 +324,8 @@ impl Watcher {
             received: self.received,
             bytes: self.bytes,
             missing_hooks: self.missing_hooks.clone(),
-            paths_lost: self.paths_lost,
+            paths_lost: self.paths_lost + self.join.missing,
+            paths_stale: self.join.stale,
         })
     }
 
