@@ -26,11 +26,11 @@ pub struct Args {
     /// clock reads to every BPF program on the machine while on).
     #[arg(long)]
     bpf_stats: bool,
-    /// Comma-separated: none, fswatch, fswatch-single-fragment, fswatch-unwatched,
+    /// Comma-separated: none, fswatch, fswatch-single-fragment, fswatch-fragments, fswatch-unwatched,
     /// fswatch-unwatched-walk, inotify, fanotify.
     #[arg(
         long,
-        default_value = "none,fswatch,fswatch-single-fragment,fswatch-unwatched,fswatch-unwatched-walk,inotify,fanotify"
+        default_value = "none,fswatch,fswatch-single-fragment,fswatch-fragments,fswatch-unwatched,fswatch-unwatched-walk,inotify,fanotify"
     )]
     watchers: String,
     #[arg(long, default_value = "bench-results")]
@@ -305,5 +305,8 @@ fn per_program(a: &Args, kinds: &[&str], samples: &[Vec<Sample>]) -> String {
             .to_vec(),
         rows,
     };
-    format!("\nPer program (runs include every process's: the pid filter runs inside the programs):\n\n{}", t.markdown())
+    format!(
+        "\nPer program (runs include every process's: the pid filter runs inside the programs):\n\n{}",
+        t.markdown()
+    )
 }

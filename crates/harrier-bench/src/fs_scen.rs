@@ -198,13 +198,20 @@ fn columns(a: &Args) -> Result<Vec<Col>> {
                         kind: "fswatch-single-fragment",
                         pages: p,
                     });
+                    cols.push(Col {
+                        name: format!("fswatch fragments {p}p"),
+                        kind: "fswatch-fragments",
+                        pages: p,
+                    });
                 }
             }
             "fswatch-unwatched" => {
                 let p = pages.iter().copied().max().unwrap_or(2048);
                 cols.push(Col { name: "fswatch unwatched".into(), kind: "fswatch-unwatched", pages: p });
             }
-            _ => bail!("unknown watcher '{w}' (expected none, fswatch, fswatch-unwatched, inotify, fanotify)"),
+            _ => {
+                bail!("unknown watcher '{w}' (expected none, fswatch, fswatch-unwatched, inotify, fanotify)")
+            }
         }
     }
     Ok(cols)
@@ -238,9 +245,13 @@ pub fn run(a: Args) -> Result<()> {
                 let i = (k + round) % cols.len();
                 let watch = if cols[i].kind == "fswatch-unwatched" { &elsewhere } else { &tree };
                 let seed = (si * 1000 + round) as u64 + 1;
-                let s = one(&cols[i], &a, watch, &files, ops, seed)
-                    .with_context(|| format!("scenario {depth}/{breadth}/{nfiles}, round {round}, {}", cols[i].name))?;
-                eprintln!("bench-fs scenarios: {depth}/{breadth}/{nfiles} round {round} {:<28} {:8.1} ns/op", cols[i].name, s.ns_op);
+                let s = one(&cols[i], &a, watch, &files, ops, seed).with_context(|| {
+                    format!("scenario {depth}/{breadth}/{nfiles}, round {round}, {}", cols[i].name)
+                })?;
+                eprintln!(
+                    "bench-fs scenarios: {depth}/{breadth}/{nfiles} round {round} {:<28} {:8.1} ns/op",
+                    cols[i].name, s.ns_op
+                );
                 samples[i].push(s);
             }
         }
@@ -257,7 +268,8 @@ pub fn run(a: Args) -> Result<()> {
             };
             let got: u64 = v.iter().map(|s| s.events).sum();
             let lost: u64 = v.iter().map(|s| s.lost).sum();
-            let expected = if c.kind == "none" || c.kind == "fswatch-unwatched" { 0 } else { ops * v.len() as u64 };
+            let expected =
+                if c.kind == "none" || c.kind == "fswatch-unwatched" { 0 } else { ops * v.len() as u64 };
             let fs = c.kind.starts_with("fswatch");
             let per = |f: &dyn Fn(&Sample) -> u64, by_ops: bool| {
                 let n: u64 = if by_ops { ops * v.len() as u64 } else { got };
@@ -283,9 +295,18 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
         let t = Table {
-            header: ["watcher", "ns/op", "added", "BPF ns/ev", "bytes/ev", "events / expected", "lost or merged", "ops/s"]
-                .map(String::from)
-                .to_vec(),
+            header: [
+                "watcher",
+                "ns/op",
+                "added",
+                "BPF ns/ev",
+                "bytes/ev",
+                "events / expected",
+                "lost or merged",
+                "ops/s",
+            ]
+            .map(String::from)
+            .to_vec(),
             rows,
         };
         md += &format!("### depth {depth}, breadth {breadth}, files {nfiles}\n\n{}\n", t.markdown());
@@ -310,8 +331,18 @@ pub fn capability_matrix() -> String {
     let rows: [(&str, &str, &str, &str); 10] = [
         ("process context (pid, tid, comm, exe)", "yes", "no", "pid only"),
         ("user/group context", "yes (uid, gid, name)", "no", "no"),
-        ("recursive", "yes (ancestor check in the kernel)", "no (a watch per directory)", "mount or filesystem marks"),
-        ("resolved paths", "yes (dentries and mounts)", "name in a watched dir", "handle + name (FAN_REPORT_DFID_NAME)"),
+        (
+            "recursive",
+            "yes (ancestor check in the kernel)",
+            "no (a watch per directory)",
+            "mount or filesystem marks",
+        ),
+        (
+            "resolved paths",
+            "yes (dentries and mounts)",
+            "name in a watched dir",
+            "handle + name (FAN_REPORT_DFID_NAME)",
+        ),
         ("absolute paths", "yes", "rebuilt by the reader", "rebuilt by the reader (open_by_handle_at)"),
         ("inode context", "yes (dev, inode)", "no", "file handle"),
         ("mount point context", "yes (mount id)", "no", "no"),

@@ -42,11 +42,12 @@ pub fn run(kind: &str, path: &Path, pid: Option<u32>, bpf_stats: bool, o: Opts) 
         "fswatch" | "fswatch-unwatched" => fswatch(path, pid, bpf_stats, true, Resolution::Ringbuf, o),
         "fswatch-unwatched-walk" => fswatch(path, pid, bpf_stats, false, Resolution::Ringbuf, o),
         "fswatch-single-fragment" => fswatch(path, pid, bpf_stats, true, Resolution::SingleFragment, o),
+        "fswatch-fragments" => fswatch(path, pid, bpf_stats, true, Resolution::Fragments, o),
         "inotify" => inotify(path, o),
         "fanotify" => fanotify(path, o),
         _ => bail!(
-            "unknown watcher '{kind}' (expected fswatch, fswatch-single-fragment, fswatch-unwatched, \
-             fswatch-unwatched-walk, inotify or fanotify)"
+            "unknown watcher '{kind}' (expected fswatch, fswatch-single-fragment, fswatch-fragments, \
+             fswatch-unwatched, fswatch-unwatched-walk, inotify or fanotify)"
         ),
     }
 }
