@@ -65,7 +65,7 @@ struct fw_stats {
 	__u64 filtered;		/* resolved, outside the watched paths: dropped in the kernel on purpose */
 	__u64 failed;		/* the syscall failed: nothing changed, nothing reported */
 	__u64 unresolved;	/* events carrying FW_F_UNRESOLVED */
-	__u64 no_entry;		/* an exit found no entry record (in flight at attach) */
+	__u64 no_entry;		/* an exit by path found no inode recorded (in flight at attach): reported unresolved */
 	__u64 slots_full;	/* more inodes changed in one syscall than FW_SLOTS */
 };
 

@@ -35,6 +35,7 @@ pub struct Stats {
     pub kernel: KernelStats,
     /// Events read from the rings.
     pub received: u64,
+    /// Bytes read from the rings (as the kernel wrote them).
     pub bytes: u64,
     /// tp_btf hooks this kernel lacks (events by path are then unresolved).
     pub missing_hooks: Vec<String>,
@@ -263,12 +264,15 @@ impl Watcher {
         self.order.clear();
         let (arena, order, frags) = (&mut self.arena, &mut self.order, &self.frags);
         let (fmap, join) = (&mut self.fmap, &mut self.join);
+        // Bytes as the kernel wrote them (before path references are joined).
+        let mut ring_bytes = 0u64;
         let mut lost = 0;
         let mut bad = None;
         for i in 0..self.rings.count() {
             self.rings.consume(i, &mut |rec: &[u8]| {
                 let ts = u64::from_le_bytes(rec[..8].try_into().unwrap());
                 let at = arena.len();
+                ring_bytes += rec.len() as u64;
                 match (frags, fmap.as_mut()) {
                     // At once: the path ring does not wait for the reader.
                     (Some(fr), _) => match fr.resolve(rec, i, arena) {
@@ -287,6 +291,7 @@ impl Watcher {
             })?;
         }
         self.paths_lost += lost;
+        self.bytes += ring_bytes;
         if let Some(e) = bad {
             bail!("a corrupt fswatch record: {e}");
         }
@@ -294,7 +299,6 @@ impl Watcher {
         for &(_, off, len) in order.iter() {
             let rec = &arena[off as usize..(off + len) as usize];
             self.received += 1;
-            self.bytes += rec.len() as u64;
             match FsEvent::parse(rec) {
                 Ok(e) => f(&e),
                 Err(e) => bail!("a corrupt fswatch record: {e}"),
