@@ -41,9 +41,13 @@ bench-files: build
 # File-system watchers: harrier fswatch vs inotify vs fanotify vs none on one
 # workload; writes bench-results/fs.md and fs.png. BENCH_ARGS=--bpf-stats for
 # fswatch's BPF ns per operation.
-.PHONY: bench-fs
+.PHONY: bench-fs bench-fs-scenarios
 bench-fs: build
 	target/release/harrier-bench fs $(BENCH_ARGS)
+
+# FSProbe's six scenarios (open+close), every resolution mode and ring size; --quick: minutes.
+bench-fs-scenarios: build
+	target/release/harrier-bench fs-scenarios $(BENCH_ARGS)
 
 bench-bypass: build
 	bash scripts/bench-bypass.sh

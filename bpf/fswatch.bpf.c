@@ -4,13 +4,12 @@
  * objects (dentries and mounts), never from the syscall's path string.
  *
  * Hooks (this kernel has no kprobes, fentry or BPF LSM; see docs/fswatch.md):
- * - tp_btf sys_enter: a syscall that changes a directory entry or attribute
- *   by path opens a per-task record (its arguments; no path copied);
  * - tp_btf inode_set_ctime_to_ts, ctime_ns_xchg, ctime_xchg_skip (fs/inode.c,
- *   6.13+): every inode whose ctime the syscall changes is added to that
- *   record, with the name and parent its first dentry has at that moment
- *   (before a rename moves it or an unlink drops it);
- * - tp_btf sys_exit: the record is turned into an event. Files from fds
+ *   6.13+): every inode whose ctime a selected syscall changes is added to a
+ *   per-task record, with the name and parent its first dentry has at that
+ *   moment (before a rename moves it or an unlink drops it);
+ * - the syscalls:sys_exit_<name> tracepoint of each selected syscall (one
+ *   program attached to each): the record is turned into an event. Files from fds
  *   (open's result, write's and fchmod's argument) walk their struct path;
  *   entries walk the dentry of the inode the kernel changed, crossing mounts.
  *   A first walk reads no names and checks the ancestors against the
@@ -52,13 +51,27 @@ const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 #include "fswatch/event.h"
 #include "fswatch/plan.h"
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(fw_sys_exit, struct pt_regs *regs, long ret)
+/* A syscalls:sys_exit_* tracepoint's record (same layout for every syscall). */
+struct fw_exit_ctx {
+	__u64 common;
+	int nr;
+	int pad;
+	long ret;
+};
+
+/*
+ * One program, attached by user space to the sys_exit_<name> tracepoint of
+ * each selected syscall only (not to raw sys_exit): every other syscall of
+ * the machine never runs it. The section names one of them for libbpf.
+ */
+SEC("tracepoint/syscalls/sys_exit_openat")
+int fw_sys_exit(struct fw_exit_ctx *ctx)
 {
-	long nr = regs->orig_ax;
+	long nr = ctx->nr, ret = ctx->ret;
 	struct fw_sys s = fw_sys_of(nr);
 	struct fw_pending *p = 0;
 	struct task_struct *t;
+	struct pt_regs *regs;
 	struct dentry *a;
 	struct fw_plan *pl;
 	struct fw_cpu *c;
@@ -71,17 +84,37 @@ int BPF_PROG(fw_sys_exit, struct pt_regs *regs, long ret)
 	t = bpf_get_current_task_btf();
 	if (!fw_tgid_ok(t) || !(c = fw_cpu_get()))
 		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!regs)
+		return 0;
 	if (s.cls != FW_C_FD_ARG) {
+		/* What the ctime hooks recorded for this syscall, if anything
+		 * changed (an open that creates nothing has no record). */
 		p = bpf_task_storage_get(&pending, t, 0, 0);
-		if (!p || p->nr != nr) {
-			c->stats.no_entry++;
-			return 0;
-		}
-		p->nr = 0;
+		if (p && p->nr != nr)
+			p = 0;
+		if (p)
+			p->nr = 0;	/* closed: the next syscall starts afresh */
 	}
 	if (ret < 0) {
 		c->stats.failed++;
 		return 0;
+	}
+	if (nr == 263 && (fw_arg(regs, 2) & AT_REMOVEDIR_))
+		s.kind = FW_EV_RMDIR;
+	if (!(event_mask & (1u << s.kind)))
+		return 0;	/* unlinkat: the other one of unlink and rmdir */
+	if (nr == 280 && !fw_arg(regs, 1)) /* utimensat(fd, NULL, ...) */
+		s.cls = FW_C_FD_ARG;
+	if (!p && s.cls != FW_C_FD_RET && s.cls != FW_C_FD_ARG) {
+		/* No inode changed that a hook saw: in flight when the hooks
+		 * attached, or a kernel without them. Reported, flagged. */
+		c->stats.no_entry++;
+		pl = &c->plan;
+		__builtin_memset(pl, 0, sizeof(*pl));
+		pl->pos[0] = -1;
+		pl->pos[1] = -1;
+		goto unresolved;
 	}
 	pl = &c->plan;
 	__builtin_memset(pl, 0, sizeof(*pl));
@@ -89,17 +122,13 @@ int BPF_PROG(fw_sys_exit, struct pt_regs *regs, long ret)
 	pl->name_slot[1] = -1;
 	pl->pos[0] = -1;
 	pl->pos[1] = -1;
-	if (nr == 263 && p && (p->args[2] & AT_REMOVEDIR_))
-		s.kind = FW_EV_RMDIR;
-	if (nr == 280 && p && !p->args[1]) /* utimensat(fd, NULL, ...) */
-		s.cls = FW_C_FD_ARG;
 	if (p && s.cls != FW_C_FD_RET && s.cls != FW_C_FD_ARG)
-		pl->hint = (__u64)fw_hint(t, p, s);
+		pl->hint = (__u64)fw_hint(t, regs, s);
 
 	switch (s.cls) {
 	case FW_C_FD_RET:
 	case FW_C_FD_ARG:
-		f = fw_fd_file(t, s.cls == FW_C_FD_RET ? ret : (int)regs->di);
+		f = fw_fd_file(t, s.cls == FW_C_FD_RET ? ret : (int)fw_arg(regs, 0));
 		if (!f)
 			goto unresolved;
 		a = BPF_CORE_READ(f, f_path.dentry);
@@ -184,7 +213,10 @@ int BPF_PROG(fw_sys_exit, struct pt_regs *regs, long ret)
 		struct fw_key k = { .dev = pl->dev, .ino = pl->ino };
 		__u32 one = 1;
 
+		__u32 b = fw_watch_bit(k.dev, k.ino);
+
 		bpf_map_update_elem(&watched, &k, &one, BPF_ANY);
+		__sync_fetch_and_or(&watch_bits[(b >> 6) & (FW_WATCH_BITS / 64 - 1)], 1ULL << (b & 63));
 	}
 	fw_emit(s.kind, nr, ret);
 	return 0;

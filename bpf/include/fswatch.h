@@ -65,7 +65,7 @@ struct fw_stats {
 	__u64 filtered;		/* resolved, outside the watched paths: dropped in the kernel on purpose */
 	__u64 failed;		/* the syscall failed: nothing changed, nothing reported */
 	__u64 unresolved;	/* events carrying FW_F_UNRESOLVED */
-	__u64 no_entry;		/* an exit found no entry record (in flight at attach) */
+	__u64 no_entry;		/* an exit by path found no inode recorded (in flight at attach): reported unresolved */
 	__u64 slots_full;	/* more inodes changed in one syscall than FW_SLOTS */
 };
 
@@ -73,7 +73,35 @@ struct fw_stats {
 enum fw_resolution {
 	FW_RES_RINGBUF = 0,	/* the whole path in the event */
 	FW_RES_SINGLE = 1,	/* the whole path in this CPU's path ring; the event names it */
+	FW_RES_FRAGS = 2,	/* fragments: the leaf's name and its directory's key; directories in a map */
 };
+
+/*
+ * fragments: each directory climbed is an entry of the `fragments` LRU hash,
+ * keyed by (dev, mount id, inode) → (parent's key, its name, when that last
+ * changed). The event carries in place of a path: u16 length, the key of the
+ * leaf's directory (struct fw_fkey), then "/" + the leaf's name. User space
+ * joins the chain; a fragment changed after the event (a rename since) or
+ * gone (evicted) flags the path unresolved instead of reporting a wrong one.
+ * A mount's root is a fragment with an empty name whose parent is its
+ * mountpoint; the walk's top (the task's root) has parent key 0.
+ */
+struct fw_fkey {
+	__u32 dev;
+	__u32 mnt_id;
+	__u64 ino;
+};
+
+struct fw_frag {
+	struct fw_fkey parent;
+	__u64 changed;	/* bpf_ktime_get_ns() when (parent, name) last changed */
+	__u32 len;
+	__u32 pad;
+	char name[256];
+};
+
+#define FW_FKEY	16
+#define FW_FRAGS_MAX 65536	/* directories remembered (LRU) */
 
 /* single-fragment: each path is a record in this CPU's path ring (the frags
  * map, laid out as struct hr_aring, as large as the event ring): u64 seq,

@@ -39,7 +39,6 @@ __noinline int fw_path(__u32 b, __u32 check)
 	ns = pl->name_slot[b];
 	if (ns >= 0) {
 		struct fw_slot *s;
-		struct fw_key k = {};
 
 		p = bpf_task_storage_get(&pending, t, 0, 0);
 		if (!p)
@@ -49,9 +48,7 @@ __noinline int fw_path(__u32 b, __u32 check)
 			pos = fw_put_name(c, b, s->name, s->name_len);
 		depth = 1;
 		/* The entry itself may be what is watched. */
-		k.dev = s->dev;
-		k.ino = s->ino;
-		if (bpf_map_lookup_elem(&watched, &k))
+		if (fw_is_watched(s->dev, s->ino))
 			pl->watched = 1;
 		if (!b && !check) {
 			pl->dev = s->dev;
@@ -74,6 +71,7 @@ __noinline int fw_path(__u32 b, __u32 check)
 	if (check)
 		return 0;
 	pl->watched_b[b] = c->walk.watched;
+	pl->pkey[b] = c->walk.pkey;
 	pl->pos[b] = pos;
 	pl->flags |= (c->walk.flags | mp.flags | pl->extra[b]) << shift;
 	if (!b) {
@@ -145,8 +143,26 @@ static __always_inline __u32 fw_put_frag(struct fw_cpu *c, __u8 *ev, __u64 off, 
 	return 2 + FW_FRAG_REF;
 }
 
+/* fragments: the key of path b's directory, then "/" + its leaf's name. */
+static __always_inline __u32 fw_put_fref(struct fw_cpu *c, __u8 *ev, __u64 off, __u32 b, __s32 pos)
+{
+	__u64 n, at = off;
+
+	if (pos < 0 || pos > FW_PATH_MAX)
+		return 0;
+	n = (FW_PATH_MAX - pos) & (2 * FW_PATH_MAX - 1);
+	fw_clamp(n, FW_NAME_MAX);
+	fw_clamp(at, FW_FIXED_END + 2 + FW_FKEY + FW_NAME_MAX);
+	*(__u16 *)(ev + at) = FW_FKEY + n;
+	__builtin_memcpy(ev + at + 2, &c->plan.pkey[b & 1], FW_FKEY);
+	bpf_probe_read_kernel(ev + at + 2 + FW_FKEY, n, FW_BUF(c, b) + (pos & (FW_PATH_MAX - 1)));
+	return 2 + FW_FKEY + n;
+}
+
 static __always_inline __u32 fw_put_path(struct fw_cpu *c, __u8 *ev, __u64 off, __u32 b, __s32 pos)
 {
+	if (resolution == FW_RES_FRAGS)
+		return fw_put_fref(c, ev, off, b, pos);
 	if (resolution == FW_RES_SINGLE)
 		return fw_put_frag(c, ev, off, b, pos);
 	return fw_copy_path(c, ev, off, b, pos);

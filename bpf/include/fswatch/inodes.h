@@ -1,39 +1,14 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Recording a syscall in flight: its arguments at sys_enter, then every
- * inode whose ctime it changes (fs/inode.c's timestamp tracepoints, 6.13+),
- * with the name and parent the inode's dentry has at that moment.
+ * Recording a syscall in flight: every inode whose ctime it changes
+ * (fs/inode.c's timestamp tracepoints, 6.13+), with the name and parent the
+ * inode's dentry has at that moment. There is no entry hook: the record is
+ * opened by the first ctime change of a selected syscall (its number is in
+ * the task's pt_regs) and closed by that syscall's exit, so syscalls that
+ * change nothing, and every unselected syscall, pay nothing here.
  */
 #ifndef HARRIER_FSWATCH_INODES_H
 #define HARRIER_FSWATCH_INODES_H
-
-/* Syscalls that name an entry need the inodes changed on their way: record
- * them. fd-based ones find everything at exit. */
-SEC("tp_btf/sys_enter")
-int BPF_PROG(fw_sys_enter, struct pt_regs *regs, long id)
-{
-	struct fw_sys s = fw_sys_of(id);
-	struct task_struct *t;
-	struct fw_pending *p;
-	char first = 0;
-
-	if (!s.kind || s.cls == FW_C_FD_ARG)
-		return 0;
-	t = bpf_get_current_task_btf();
-	if (!fw_tgid_ok(t))
-		return 0;
-	p = bpf_task_storage_get(&pending, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!p)
-		return 0;
-	p->nr = id;
-	p->nslots = 0;
-	for (int i = 0; i < 6; i++)
-		p->args[i] = fw_arg(regs, i);
-	if (s.path >= 0)
-		bpf_probe_read_user(&first, 1, (void *)p->args[fw_idx(s.path)]);
-	p->abs = first == '/';
-	return 0;
-}
 
 /* The dentry of an inode's newest name (hlist_add_head in d_instantiate), or NULL. */
 static __always_inline struct dentry *fw_alias(struct inode *inode)
@@ -60,19 +35,44 @@ static __always_inline bool fw_hashed(struct dentry *d)
 	return BPF_CORE_READ(d, d_hash.pprev) != 0;
 }
 
-/* An inode's ctime changed: if a watched-kind syscall is in flight in this
- * task, remember the inode and its name and parent as they are now. */
+#define PF_IO_WORKER_ 0x00000010
+#define PF_KTHREAD_ 0x00200000
+
+/* An inode's ctime changed: if a selected syscall that names an entry is in
+ * flight in this task, remember the inode and its name and parent as they
+ * are now. */
 static __always_inline int fw_changed(struct inode *inode)
 {
-	struct fw_pending *p = bpf_task_storage_get(&pending, bpf_get_current_task_btf(), 0, 0);
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct fw_pending *p;
 	struct dentry *alias;
+	struct pt_regs *regs;
 	struct fw_slot *s;
+	struct fw_sys sy;
 	struct fw_cpu *c;
 	struct qstr q;
+	long nr;
 	__u32 n;
 
-	if (!p || !p->nr)
+	/* Kernel threads and io_uring workers make no syscall of their own. */
+	if (t->flags & (PF_KTHREAD_ | PF_IO_WORKER_))
 		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!regs)
+		return 0;
+	nr = regs->orig_ax;
+	sy = fw_sys_of(nr);
+	/* fd-based syscalls (write's mtime, fchmod) find their file at exit. */
+	if (!sy.kind || sy.cls == FW_C_FD_ARG || !fw_tgid_ok(t))
+		return 0;
+	p = bpf_task_storage_get(&pending, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!p)
+		return 0;
+	if (p->nr != nr) {
+		/* The first change of this syscall (the exit closes each record). */
+		p->nr = nr;
+		p->nslots = 0;
+	}
 	n = p->nslots;
 	for (int i = 0; i < FW_SLOTS; i++)
 		if (i < n && p->slots[i].inode == (__u64)inode)
@@ -83,16 +83,21 @@ static __always_inline int fw_changed(struct inode *inode)
 		return 0;
 	}
 	s = &p->slots[n & (FW_SLOTS - 1)];
+	/* Plain loads (the tracepoint's inode is a typed pointer; its alias
+	 * through bpf_core_cast): only the name's bytes need a helper. */
 	s->inode = (__u64)inode;
-	s->ino = BPF_CORE_READ(inode, i_ino);
-	s->dev = BPF_CORE_READ(inode, i_sb, s_dev);
-	s->is_dir = (BPF_CORE_READ(inode, i_mode) & S_IFMT_) == S_IFDIR_;
+	s->ino = inode->i_ino;
+	s->dev = inode->i_sb->s_dev;
+	s->is_dir = (inode->i_mode & S_IFMT_) == S_IFDIR_;
 	s->parent_inode = 0;
 	s->name_len = 0;
-	alias = fw_alias(inode);
-	if (alias) {
-		s->parent_inode = (__u64)BPF_CORE_READ(alias, d_parent, d_inode);
-		if (!bpf_core_read(&q, sizeof(q), &alias->d_name)) {
+	if (inode->i_dentry.first) {
+		alias = bpf_core_cast((void *)inode->i_dentry.first - bpf_core_field_offset(struct dentry, d_u),
+				      struct dentry);
+		s->parent_inode = (__u64)alias->d_parent->d_inode;
+		q.name = alias->d_name.name;
+		q.len = alias->d_name.len;
+		{
 			__u32 len = q.len & (FW_NAME_MAX - 1);
 
 			if (!bpf_probe_read_kernel(s->name, len, q.name))

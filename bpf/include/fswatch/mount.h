@@ -129,16 +129,21 @@ static __always_inline struct file *fw_fd_file(struct task_struct *t, __s64 fd)
 	return f;
 }
 
-/* The mount the syscall's path started from: root, cwd or dirfd's. */
-static __always_inline struct mount *fw_hint(struct task_struct *t, struct fw_pending *p, struct fw_sys s)
+/* The mount the syscall's path started from: root, cwd or dirfd's. Read at
+ * exit (there is no entry hook): it only breaks a tie between mounts, and
+ * the pick is flagged mount_guess whatever it is. */
+static __always_inline struct mount *fw_hint(struct task_struct *t, struct pt_regs *regs, struct fw_sys s)
 {
 	__s64 dirfd = AT_FDCWD_;
 	struct file *f;
+	char first = 0;
 
-	if (p->abs)
+	if (s.path >= 0)
+		bpf_probe_read_user(&first, 1, (void *)fw_arg(regs, s.path));
+	if (first == '/')
 		return fw_real_mount(BPF_CORE_READ(t, fs, root.mnt));
 	if (s.dirfd >= 0)
-		dirfd = (int)p->args[fw_idx(s.dirfd)];
+		dirfd = (int)fw_arg(regs, s.dirfd);
 	if (dirfd == AT_FDCWD_)
 		return fw_real_mount(BPF_CORE_READ(t, fs, pwd.mnt));
 	f = fw_fd_file(t, dirfd);

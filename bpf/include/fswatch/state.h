@@ -25,6 +25,9 @@ struct fw_walk {
 	__u32 flags;
 	__u32 watched;
 	__u32 check;	/* the watch check only: no names, stop at the first watched inode */
+	__u32 inline_left;	/* fragments: the leaf's name still to go into the event */
+	__u32 pkey_set;
+	struct fw_fkey pkey;	/* fragments: the key of the leaf's directory */
 };
 
 /*
@@ -47,6 +50,7 @@ struct fw_plan {
 	__u64 ino;
 	__s32 pos[2];		/* start of each path; -1: no such path */
 	__u32 watched_b[2];	/* per path */
+	struct fw_fkey pkey[2];	/* fragments: per path, its directory's key */
 };
 
 /* A scan of the mounts of one super block (fw_mount_for). */
@@ -74,9 +78,23 @@ struct fw_cpu {
 	struct fw_plan plan;
 	__u8 path[2 * FW_PATHBUF];	/* two path buffers (one array: the skeleton's types need it) */
 	__u64 frag_seq;	/* single-fragment: paths this CPU has put in its path ring */
+	struct fw_fkey fkey;	/* fragments: the key being written, and its value */
+	struct fw_frag frag;
 };
 
 HR_CPU_STATE_MAP(struct fw_cpu);
+
+/* A one-bit-per-hash summary of `watched` (fw_watch_bit): the ancestor climb
+ * tests a bit with one load and looks the hash map up only on a hit, so a
+ * climb outside the watched paths makes no map lookup at all. Set by user
+ * space with each watched entry, and here by --follow. */
+#define FW_WATCH_BITS 8192
+__u64 watch_bits[FW_WATCH_BITS / 64];
+
+static __always_inline __u32 fw_watch_bit(__u32 dev, __u64 ino)
+{
+	return ((ino ^ ((__u64)dev << 32)) * 0x9E3779B97F4A7C15ULL) >> 51;	/* 13 bits */
+}
 
 /* Per-CPU rings (struct hr_aring), entry i for CPU i; user space sizes them. */
 HR_ARINGS_MAP;
@@ -91,6 +109,16 @@ struct {
 	__uint(value_size, HR_ARING_DATA + 65536);
 	__uint(max_entries, 1);
 } frags SEC(".maps");
+
+/* fragments: directory (dev, mount id, inode) → (parent, name). User space
+ * sets max_entries (1 in the other modes). LRU: an evicted directory makes
+ * the paths through it unresolved, counted by the reader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FW_FRAGS_MAX);
+	__type(key, struct fw_fkey);
+	__type(value, struct fw_frag);
+} fragments SEC(".maps");
 
 /* Watched inodes: (kernel dev_t, inode number), never the inode alone. */
 struct fw_key {
@@ -118,13 +146,12 @@ struct fw_slot {
 	char name[FW_NAME_MAX];	/* its first dentry's name, when it changed */
 };
 
-/* The syscall in flight, per task: opened at sys_enter, closed at sys_exit. */
+/* The syscall in flight, per task: opened by its first ctime change, closed
+ * at its exit. */
 struct fw_pending {
 	__u32 nr;
 	__u8 nslots;
-	__u8 abs;	/* the path argument starts with '/' */
-	__u16 pad;
-	__u64 args[6];
+	__u8 pad[3];
 	struct fw_slot slots[FW_SLOTS];
 };
 

@@ -103,7 +103,10 @@ static __always_inline struct fw_sys fw_sys_of(long nr)
 		s = (struct fw_sys){ FW_EV_SETATTR, FW_C_ATTR, 1, 0 };
 		break;
 	}
-	if (s.kind && !(event_mask & (1u << s.kind)))
+	/* unlinkat is an rmdir too: kept if either is selected (the exit
+	 * decides which it is, then checks again). */
+	if (s.kind && !(event_mask & (1u << s.kind)) &&
+	    !(nr == 263 && (event_mask & (1u << FW_EV_RMDIR))))
 		s.kind = 0;
 	return s;
 }
@@ -116,6 +119,8 @@ static __always_inline __u32 fw_idx(__s8 i)
 	return v > 5 ? 5 : v;
 }
 
+/* Argument i of the syscall in flight, from the task's saved user registers
+ * (the kernel leaves them as they were at entry). */
 static __always_inline __u64 fw_arg(struct pt_regs *regs, int i)
 {
 	switch (i) {

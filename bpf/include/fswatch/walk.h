@@ -14,16 +14,71 @@ static __always_inline struct mount *fw_real_mount(struct vfsmount *m)
 	return m ? (struct mount *)((void *)m - bpf_core_field_offset(struct mount, mnt)) : 0;
 }
 
+/* (dev, ino) is watched: the summary bit first (one load), the map only on a hit. */
+static __always_inline bool fw_is_watched(__u32 dev, __u64 ino)
+{
+	__u32 b = fw_watch_bit(dev, ino);
+	struct fw_key k = { .dev = dev, .ino = ino };
+
+	if (!(watch_bits[(b >> 6) & (FW_WATCH_BITS / 64 - 1)] & (1ULL << (b & 63))))
+		return false;
+	return bpf_map_lookup_elem(&watched, &k) != 0;
+}
+
+/* The walk reads the kernel's objects with plain loads through
+ * bpf_core_cast (the verifier makes them fault-safe): a helper call per
+ * field would cost more than the rest of a step. */
 static __always_inline void fw_check_watch(struct fw_walk *w, struct dentry *d)
 {
-	struct fw_key k = {};
-
 	if (w->watched || (!recursive && w->depth > 1))
 		return;
-	k.dev = BPF_CORE_READ(d, d_sb, s_dev);
-	k.ino = BPF_CORE_READ(d, d_inode, i_ino);
-	if (bpf_map_lookup_elem(&watched, &k))
+	if (fw_is_watched(d->d_sb->s_dev, d->d_inode->i_ino))
 		w->watched = 1;
+}
+
+#define FW_FRAGS_ON (resolution == FW_RES_FRAGS)
+
+static __always_inline void fw_key_of(struct fw_fkey *k, struct dentry *d, struct mount *m, bool has_mnt)
+{
+	k->dev = d->d_sb->s_dev;
+	k->mnt_id = has_mnt ? m->mnt_id : 0;
+	k->ino = d->d_inode->i_ino;
+}
+
+/* fragments: c->fkey → (c->frag.parent, name), written only if the map does
+ * not say so already: `changed` moves only when the directory did. */
+static __always_inline void fw_frag_put(struct fw_cpu *c, const unsigned char *name, __u32 len)
+{
+	struct fw_frag *v = &c->frag, *old;
+	bool same;
+
+	len &= FW_NAME_MAX - 1;
+	for (int i = 0; i < FW_NAME_MAX / 8; i++)
+		((__u64 *)v->name)[i] = 0;
+	if (len)
+		bpf_probe_read_kernel(v->name, len, name);
+	v->len = len;
+	v->pad = 0;
+	old = bpf_map_lookup_elem(&fragments, &c->fkey);
+	if (old) {
+		same = old->len == len && old->parent.dev == v->parent.dev &&
+		       old->parent.mnt_id == v->parent.mnt_id && old->parent.ino == v->parent.ino;
+		for (int i = 0; i < FW_NAME_MAX / 8 && same; i++)
+			if (((__u64 *)old->name)[i] != ((__u64 *)v->name)[i])
+				same = false;
+		if (same)
+			return;
+	}
+	v->changed = bpf_ktime_get_ns();
+	bpf_map_update_elem(&fragments, &c->fkey, v, BPF_ANY);
+}
+
+/* fragments: the leaf's directory is `k` (0: none above). */
+static __always_inline void fw_set_pkey(struct fw_walk *w, struct fw_fkey *k)
+{
+	w->pkey = *k;
+	w->pkey_set = 1;
+	w->inline_left = 0;
 }
 
 /* One step up: a name, or a hop from a mount's root to its mountpoint. */
@@ -36,43 +91,69 @@ static long fw_walk_step(__u32 i, void *ctx)
 	struct qstr q;
 	__u32 len, b;
 	__s32 pos;
+	bool frags;
 
 	if (!c)
 		return 1;
 	w = &c->walk;
-	d = (struct dentry *)w->dentry;
-	mnt = (struct mount *)w->mnt;
-	if (!d || (w->check && (w->watched || (!recursive && w->depth > 1))))
+	if (!w->dentry || (w->check && (w->watched || (!recursive && w->depth > 1))))
 		return 1;
-	if ((__u64)d == w->root_dentry && (__u64)mnt == w->root_mnt) {
+	d = bpf_core_cast((void *)w->dentry, struct dentry);
+	mnt = bpf_core_cast((void *)w->mnt, struct mount);
+	frags = FW_FRAGS_ON && !w->check;
+	if (frags) {
+		fw_key_of(&c->fkey, d, mnt, w->mnt != 0);
+		/* A walk from the parent (a recorded name went first): this is it. */
+		if (!w->pkey_set && !w->inline_left)
+			fw_set_pkey(w, &c->fkey);
+		__builtin_memset(&c->frag.parent, 0, sizeof(c->frag.parent));
+	}
+	if (w->dentry == w->root_dentry && w->mnt == w->root_mnt) {
 		fw_check_watch(w, d);
+		if (frags && w->inline_left)
+			fw_set_pkey(w, &c->frag.parent);	/* the event is on "/" */
+		else if (frags)
+			fw_frag_put(c, 0, 0);	/* the top */
 		return 1;
 	}
-	if (mnt && d == BPF_CORE_READ(mnt, mnt.mnt_root)) {
-		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+	if (w->mnt && w->dentry == (__u64)mnt->mnt.mnt_root) {
+		__u64 up = (__u64)mnt->mnt_parent;
 
 		fw_check_watch(w, d);
-		if (up == mnt) {
+		if (up == w->mnt) {
 			w->flags |= FW_F_DETACHED;
+			if (frags && w->inline_left)
+				fw_set_pkey(w, &c->frag.parent);
+			else if (frags)
+				fw_frag_put(c, 0, 0);
 			return 1;
 		}
-		w->dentry = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
-		w->mnt = (__u64)up;
+		w->dentry = (__u64)mnt->mnt_mountpoint;
+		w->mnt = up;
+		if (frags) {
+			/* A mount's root: no name of its own, its mountpoint's place. */
+			fw_key_of(&c->frag.parent, bpf_core_cast((void *)w->dentry, struct dentry),
+				  bpf_core_cast((void *)up, struct mount), true);
+			if (w->inline_left)
+				fw_set_pkey(w, &c->frag.parent);
+			else
+				fw_frag_put(c, 0, 0);
+		}
 		return 0;
 	}
 	fw_check_watch(w, d);
-	parent = BPF_CORE_READ(d, d_parent);
+	parent = d->d_parent;
 	if (w->check) {
 		w->depth++;
-		if (d == parent)
+		if ((__u64)parent == w->dentry)
 			return 1;
 		w->dentry = (__u64)parent;
 		return 0;
 	}
-	if (bpf_core_read(&q, sizeof(q), &d->d_name))
+	if (bpf_probe_read_kernel(&q, sizeof(q), &d->d_name))
 		return 1;
 	len = q.len & (FW_NAME_MAX - 1);
-	if (d == parent) {
+	if ((__u64)parent == w->dentry) {
 		/* A file system's root that is not the mount's: a disconnected
 		 * dentry (memfd:, an fd from open_by_handle) or the wrong mount. */
 		char pfx[6] = {};
@@ -82,10 +163,27 @@ static long fw_walk_step(__u32 i, void *ctx)
 		if (len >= 6 && pfx[0] == 'm' && pfx[1] == 'e' && pfx[2] == 'm' && pfx[3] == 'f' &&
 		    pfx[4] == 'd' && pfx[5] == ':')
 			w->flags |= FW_F_MEMFD;
-		if (len == 1 && pfx[0] == '/')
+		if (len == 1 && pfx[0] == '/') {
+			if (frags && w->inline_left)
+				fw_set_pkey(w, &c->frag.parent);
+			else if (frags)
+				fw_frag_put(c, 0, 0);
 			return 1;
+		}
+	} else if (frags) {
+		fw_key_of(&c->frag.parent, parent, mnt, w->mnt != 0);
 	}
 	w->depth++;
+	if (frags && !w->inline_left) {
+		/* A directory above the leaf: a fragment, not bytes in the event. */
+		fw_frag_put(c, q.name, len);
+		if ((__u64)parent == w->dentry)
+			return 1;
+		w->dentry = (__u64)parent;
+		return 0;
+	}
+	if (frags)
+		fw_set_pkey(w, &c->frag.parent);
 	pos = w->pos - (__s32)len - 1;
 	if (pos < 0) {
 		/* Out of room: keep climbing for the watch check only. */
@@ -96,7 +194,7 @@ static long fw_walk_step(__u32 i, void *ctx)
 		FW_BUF(c, b)[pos & (FW_PATH_MAX - 1)] = '/';
 		w->pos = pos;
 	}
-	if (d == parent)
+	if ((__u64)parent == w->dentry)
 		return 1;
 	w->dentry = (__u64)parent;
 	return 0;
@@ -124,6 +222,9 @@ static __always_inline __s32 fw_walk(struct fw_cpu *c, __u32 b, struct dentry *d
 	w->flags = 0;
 	w->watched = watch_all;
 	w->check = check;
+	w->inline_left = depth == 0;	/* fragments: else a recorded name went first */
+	w->pkey_set = 0;
+	__builtin_memset(&w->pkey, 0, sizeof(w->pkey));
 	if (!d) {
 		w->flags = FW_F_UNRESOLVED;
 		return pos;

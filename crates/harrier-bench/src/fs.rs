@@ -26,11 +26,11 @@ pub struct Args {
     /// clock reads to every BPF program on the machine while on).
     #[arg(long)]
     bpf_stats: bool,
-    /// Comma-separated: none, fswatch, fswatch-single-fragment, fswatch-unwatched,
+    /// Comma-separated: none, fswatch, fswatch-single-fragment, fswatch-fragments, fswatch-unwatched,
     /// fswatch-unwatched-walk, inotify, fanotify.
     #[arg(
         long,
-        default_value = "none,fswatch,fswatch-single-fragment,fswatch-unwatched,fswatch-unwatched-walk,inotify,fanotify"
+        default_value = "none,fswatch,fswatch-single-fragment,fswatch-fragments,fswatch-unwatched,fswatch-unwatched-walk,inotify,fanotify"
     )]
     watchers: String,
     #[arg(long, default_value = "bench-results")]
@@ -39,12 +39,12 @@ pub struct Args {
 
 /// A private tmpfs: the workload's tree and nothing else (fanotify's
 /// filesystem mark then sees only the workload). Unmounted on drop.
-struct Scratch {
-    dir: PathBuf,
+pub(crate) struct Scratch {
+    pub(crate) dir: PathBuf,
 }
 
 impl Scratch {
-    fn new() -> Result<Scratch> {
+    pub(crate) fn new() -> Result<Scratch> {
         let dir = std::env::temp_dir().join(format!("harrier-bench-fs.{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let c = |s: &str| std::ffi::CString::new(s).unwrap();
@@ -55,7 +55,7 @@ impl Scratch {
                 target.as_ptr(),
                 c("tmpfs").as_ptr(),
                 0,
-                c("size=256m").as_ptr().cast(),
+                c("size=1g").as_ptr().cast(),
             )
         };
         if r != 0 {
@@ -86,6 +86,8 @@ struct Sample {
     rss_kib: f64,
     bpf_ns: f64,
     exit_ns_run: f64,
+    /// Per fswatch program: (name, runs, ns).
+    progs: Vec<(String, u64, u64)>,
 }
 
 fn one(
@@ -125,6 +127,7 @@ fn one(
             cpu_ms: v["cpu_ms"].as_f64().unwrap_or(f64::NAN),
             rss_kib: u("rss_kib") as f64,
             bpf_ns: if u("bpf_runs") > 0 { u("bpf_ns") as f64 / ops } else { f64::NAN },
+            progs: serde_json::from_value(v["progs"].clone()).unwrap_or_default(),
             exit_ns_run: if u("exit_runs") > 0 {
                 u("exit_ns") as f64 / u("exit_runs") as f64
             } else {
@@ -249,6 +252,7 @@ fn report(a: &Args, kinds: &[&str], samples: &[Vec<Sample>]) -> Result<()> {
         if a.bpf_stats { ", on" } else { ", off: -" },
         t.markdown()
     );
+    let md = md + &per_program(a, kinds, samples);
     println!("{md}");
     std::fs::create_dir_all(&a.out)?;
     std::fs::write(a.out.join("fs.md"), &md)?;
@@ -261,4 +265,48 @@ fn report(a: &Args, kinds: &[&str], samples: &[Vec<Sample>]) -> Result<()> {
     )?;
     eprintln!("bench-fs: wrote {}/fs.md and fs.png", a.out.display());
     Ok(())
+}
+
+/// Which fswatch program costs what: runs and ns summed over rounds, per
+/// workload operation and per run (--bpf-stats).
+fn per_program(a: &Args, kinds: &[&str], samples: &[Vec<Sample>]) -> String {
+    if !a.bpf_stats {
+        return String::new();
+    }
+    let ops = (a.iters * fs_work::OPS_PER_ITER) as f64;
+    let mut rows = Vec::new();
+    for (k, v) in kinds.iter().zip(samples) {
+        let mut names: Vec<String> = Vec::new();
+        for s in v {
+            for (n, _, _) in &s.progs {
+                if !names.contains(n) {
+                    names.push(n.clone());
+                }
+            }
+        }
+        for n in names {
+            let (mut runs, mut ns) = (0u64, 0u64);
+            for s in v {
+                for (m, r, t) in &s.progs {
+                    if *m == n {
+                        runs += r;
+                        ns += t;
+                    }
+                }
+            }
+            let per_op = ns as f64 / (ops * v.len() as f64);
+            let per_run = if runs > 0 { ns as f64 / runs as f64 } else { f64::NAN };
+            rows.push(vec![k.to_string(), n, runs.to_string(), num(per_op, 1), num(per_run, 1)]);
+        }
+    }
+    let t = Table {
+        header: ["watcher", "program", "runs (all rounds)", "ns per workload op", "ns per run"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    };
+    format!(
+        "\nPer program (runs include every process's: the pid filter runs inside the programs):\n\n{}",
+        t.markdown()
+    )
 }

@@ -23,19 +23,31 @@ struct Out {
     /// fswatch's sys_exit program alone: where the walk and the filter run.
     exit_runs: u64,
     exit_ns: u64,
+    /// Every fswatch program: (name, runs, ns).
+    progs: Vec<(String, u64, u64)>,
+    bytes: u64,
+}
+
+/// How a bench-fs watcher runs: what it watches for, and fswatch's buffers.
+#[derive(Clone, Copy)]
+pub struct Opts {
+    /// Opens only (FSProbe's scenarios: each operation an open and a close).
+    pub opens: bool,
+    pub buffer_size: usize,
 }
 
 /// `pid`: fswatch reports only this process (the benchmark's workload).
-pub fn run(kind: &str, path: &Path, pid: Option<u32>, bpf_stats: bool) -> Result<()> {
+pub fn run(kind: &str, path: &Path, pid: Option<u32>, bpf_stats: bool, o: Opts) -> Result<()> {
     match kind {
-        "fswatch" | "fswatch-unwatched" => fswatch(path, pid, bpf_stats, true, Resolution::Ringbuf),
-        "fswatch-unwatched-walk" => fswatch(path, pid, bpf_stats, false, Resolution::Ringbuf),
-        "fswatch-single-fragment" => fswatch(path, pid, bpf_stats, true, Resolution::SingleFragment),
-        "inotify" => inotify(path),
-        "fanotify" => fanotify(path),
+        "fswatch" | "fswatch-unwatched" => fswatch(path, pid, bpf_stats, true, Resolution::Ringbuf, o),
+        "fswatch-unwatched-walk" => fswatch(path, pid, bpf_stats, false, Resolution::Ringbuf, o),
+        "fswatch-single-fragment" => fswatch(path, pid, bpf_stats, true, Resolution::SingleFragment, o),
+        "fswatch-fragments" => fswatch(path, pid, bpf_stats, true, Resolution::Fragments, o),
+        "inotify" => inotify(path, o),
+        "fanotify" => fanotify(path, o),
         _ => bail!(
-            "unknown watcher '{kind}' (expected fswatch, fswatch-single-fragment, fswatch-unwatched, \
-             fswatch-unwatched-walk, inotify or fanotify)"
+            "unknown watcher '{kind}' (expected fswatch, fswatch-single-fragment, fswatch-fragments, \
+             fswatch-unwatched, fswatch-unwatched-walk, inotify or fanotify)"
         ),
     }
 }
@@ -64,6 +76,7 @@ fn serve(wait: impl FnOnce() -> Result<Out>) -> Result<()> {
     let v = serde_json::json!({
         "events": o.events, "lost": o.lost, "cpu_ms": cpu_ms() - cpu0, "rss_kib": rss_kib(),
         "bpf_runs": o.bpf_runs, "bpf_ns": o.bpf_ns, "exit_runs": o.exit_runs, "exit_ns": o.exit_ns,
+        "progs": o.progs, "bytes": o.bytes,
     });
     println!("{v}");
     Ok(())
@@ -87,13 +100,25 @@ fn stdin_ready(extra: Option<i32>, ms: i32) -> Result<(bool, bool)> {
 
 /// `prefilter`: false measures the walk every event paid before the watch
 /// check moved in front of it.
-fn fswatch(path: &Path, pid: Option<u32>, bpf_stats: bool, prefilter: bool, res: Resolution) -> Result<()> {
+fn fswatch(
+    path: &Path,
+    pid: Option<u32>,
+    bpf_stats: bool,
+    prefilter: bool,
+    res: Resolution,
+    opts: Opts,
+) -> Result<()> {
     let mut cfg = harrier_fswatch::Config::default();
     cfg.paths.push(path.to_path_buf());
     cfg.pid = pid;
     cfg.prefilter = prefilter;
     cfg.resolution = res;
-    cfg.events = harrier_fswatch::parse_events("open,mkdir,rename,unlink,rmdir,modify")?;
+    cfg.buffer_size = opts.buffer_size;
+    cfg.events = harrier_fswatch::parse_events(if opts.opens {
+        "open"
+    } else {
+        "open,mkdir,rename,unlink,rmdir,modify"
+    })?;
     // Held for the run: the kernel counts program run time while it is open.
     let _stats = bpf_stats
         .then(|| {
@@ -121,10 +146,12 @@ fn fswatch(path: &Path, pid: Option<u32>, bpf_stats: bool, prefilter: bool, res:
             if name == "fw_sys_exit" {
                 (o.exit_runs, o.exit_ns) = (runs, ns);
             }
+            o.progs.push((name, runs, ns));
         }
         let s = w.stop(|_| o.events += 1)?;
         // Ring-full drops, and single-fragment's paths whose slot was reused.
         o.lost = s.kernel.drops() + s.paths_lost;
+        o.bytes = s.bytes;
         Ok(o)
     })
 }
@@ -138,7 +165,8 @@ const IN_MASK: u32 =
 
 /// A minimal recursive inotify reader: a watch per directory (new ones
 /// added as they appear), each event's path built from its watch's.
-fn inotify(root: &Path) -> Result<()> {
+fn inotify(root: &Path, opts: Opts) -> Result<()> {
+    let in_mask = if opts.opens { libc::IN_OPEN } else { IN_MASK };
     let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error()).context("inotify_init1");
@@ -146,7 +174,7 @@ fn inotify(root: &Path) -> Result<()> {
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut dirs: std::collections::HashMap<i32, PathBuf> = Default::default();
     let add = |dirs: &mut std::collections::HashMap<i32, PathBuf>, p: &Path| {
-        let wd = unsafe { libc::inotify_add_watch(fd.as_raw_fd(), cpath(p).as_ptr(), IN_MASK) };
+        let wd = unsafe { libc::inotify_add_watch(fd.as_raw_fd(), cpath(p).as_ptr(), in_mask) };
         // A directory gone before its watch (mkdir then rmdir) is no error.
         if wd >= 0 {
             dirs.insert(wd, p.to_path_buf());
@@ -183,7 +211,7 @@ fn inotify(root: &Path) -> Result<()> {
                     if ev.mask & libc::IN_Q_OVERFLOW != 0 {
                         o.lost += 1;
                     }
-                    if ev.mask & IN_MASK == 0 {
+                    if ev.mask & in_mask == 0 {
                         continue;
                     }
                     o.events += 1;
@@ -211,7 +239,8 @@ const FAN_MASK: u64 =
 /// A fanotify reader: a filesystem mark, records with the directory's file
 /// handle and the entry's name (FAN_REPORT_DFID_NAME), not resolved to paths
 /// (that would cost an open_by_handle_at per directory).
-fn fanotify(root: &Path) -> Result<()> {
+fn fanotify(root: &Path, opts: Opts) -> Result<()> {
+    let fan_mask = if opts.opens { libc::FAN_OPEN } else { FAN_MASK };
     let fd = unsafe {
         libc::fanotify_init(
             libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_REPORT_DFID_NAME,
@@ -226,7 +255,7 @@ fn fanotify(root: &Path) -> Result<()> {
         libc::fanotify_mark(
             fd.as_raw_fd(),
             libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
-            FAN_MASK | libc::FAN_ONDIR,
+            fan_mask | libc::FAN_ONDIR,
             libc::AT_FDCWD,
             cpath(root).as_ptr(),
         )
@@ -257,7 +286,7 @@ fn fanotify(root: &Path) -> Result<()> {
                         o.lost += 1;
                     }
                     // Merged records carry several kinds: count each.
-                    o.events += (m.mask & FAN_MASK).count_ones() as u64;
+                    o.events += (m.mask & fan_mask).count_ones() as u64;
                 }
             }
             if stop {

@@ -16,7 +16,7 @@ pub const OPS_PER_ITER: u64 = 6;
 pub fn expected_per_iter(kind: &str) -> u64 {
     match kind {
         "none" | "fswatch-unwatched" | "fswatch-unwatched-walk" => 0,
-        "fswatch" | "fswatch-single-fragment" => 6,
+        "fswatch" | "fswatch-single-fragment" | "fswatch-fragments" => 6,
         _ => 7,
     }
 }

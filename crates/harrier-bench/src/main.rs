@@ -5,6 +5,7 @@ mod convert;
 mod costs;
 mod files;
 mod fs;
+mod fs_scen;
 mod fs_watch;
 mod fs_work;
 mod legacy_size;
@@ -87,6 +88,8 @@ enum Cmd {
     },
     /// File-system watchers (make bench-fs): fswatch, inotify, fanotify, none; table + PNG.
     Fs(fs::Args),
+    /// FSProbe's six scenarios (open+close of random files): every watcher, mode and ring size.
+    FsScenarios(fs_scen::Args),
     /// (internal) a bench-fs watcher process.
     #[command(hide = true)]
     FsWatch {
@@ -96,6 +99,11 @@ enum Cmd {
         pid: Option<u32>,
         #[arg(long)]
         bpf_stats: bool,
+        /// Opens only (the scenarios' workload).
+        #[arg(long)]
+        opens: bool,
+        #[arg(long, default_value_t = 8 << 20)]
+        buffer_size: usize,
     },
     /// (internal) a workload: COUNT raw syscalls NR per thread after a line on stdin.
     #[command(hide = true)]
@@ -294,7 +302,10 @@ fn main() -> ExitCode {
                 }
             }),
         Cmd::Fs(args) => fs::run(args),
-        Cmd::FsWatch { kind, path, pid, bpf_stats } => fs_watch::run(&kind, &path, pid, bpf_stats),
+        Cmd::FsScenarios(args) => fs_scen::run(args),
+        Cmd::FsWatch { kind, path, pid, bpf_stats, opens, buffer_size } => {
+            fs_watch::run(&kind, &path, pid, bpf_stats, fs_watch::Opts { opens, buffer_size })
+        }
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),
     };
     match r {

@@ -32,7 +32,7 @@ pub struct FswatchArgs {
     follow: bool,
     #[arg(long)]
     no_follow: bool,
-    /// Path resolution: fragments, single-fragment or ringbuf (only ringbuf so far).
+    /// Path resolution: fragments, single-fragment or ringbuf.
     #[arg(long, default_value = "ringbuf")]
     resolution: String,
     /// Output: table, json (one object per line) or none.

@@ -30,7 +30,6 @@ fn bad_input_gets_one_line() {
     assert_one_line_error(&["-e", "open,frob", "/tmp"], "unknown event 'frob'");
     assert_one_line_error(&["--format", "xml", "/tmp"], "unknown format 'xml'");
     assert_one_line_error(&["--resolution", "magic", "/tmp"], "unknown resolution mode 'magic'");
-    assert_one_line_error(&["--resolution", "fragments", "/tmp"], "fragments is not implemented yet");
     assert_one_line_error(&["--buffer-size", "1000", "/tmp"], "power of two");
 }
 

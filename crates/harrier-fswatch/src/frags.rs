@@ -163,3 +163,129 @@ mod tests {
         assert!(s.resolve(&bad, 0, &mut Vec::new()).is_err(), "a malformed reference is an error");
     }
 }
+
+/// fragments resolution: the event names its leaf's directory by key
+/// (dev, mount id, inode) and carries "/" + the leaf's name; the kernel's
+/// `fragments` map holds each directory's (parent key, name, changed).
+/// Joining reads the map: a directory missing (evicted from the LRU) or
+/// changed after the event (renamed since: the name it had then is gone)
+/// leaves the path flagged unresolved, never silently wrong.
+pub struct FragMap {
+    fd: i32,
+    /// Names found climbing, reused: a join allocates nothing once warm.
+    names: Vec<(usize, usize)>,
+    buf: Vec<u8>,
+}
+
+/// `struct fw_frag`: parent key 16, changed 8, len 4, pad 4, name 256.
+const FRAG_VALUE: usize = 16 + 8 + 8 + 256;
+pub const FKEY: usize = 16;
+/// Directories climbed at most (the kernel's walk stops at 2048 steps).
+const MAX_CHAIN: usize = 2048;
+
+/// What joining a record's paths found.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct JoinStats {
+    /// A directory was not in the map (evicted).
+    pub missing: u64,
+    /// A directory changed after the event.
+    pub stale: u64,
+}
+
+impl FragMap {
+    /// `fd`: the fragments map (kept open by the watcher's skeleton).
+    pub fn new(fd: i32) -> FragMap {
+        FragMap { fd, names: Vec::new(), buf: Vec::new() }
+    }
+
+    fn lookup(&self, key: &[u8; FKEY], v: &mut [u8; FRAG_VALUE]) -> bool {
+        // SAFETY: key and value buffers are the map's key and value sizes.
+        unsafe { libbpf_sys::bpf_map_lookup_elem(self.fd, key.as_ptr().cast(), v.as_mut_ptr().cast()) == 0 }
+    }
+
+    /// Appends path bytes for directory `key` + `tail` to `out`: Ok(true)
+    /// if every fragment was there and unchanged since `ts`.
+    fn join(&mut self, key: [u8; FKEY], tail: &[u8], ts: u64, out: &mut Vec<u8>, st: &mut JoinStats) -> bool {
+        self.names.clear();
+        self.buf.clear();
+        let mut k = key;
+        let mut v = [0u8; FRAG_VALUE];
+        let mut ok = true;
+        for _ in 0..MAX_CHAIN {
+            if k == [0u8; FKEY] {
+                break;
+            }
+            if !self.lookup(&k, &mut v) {
+                st.missing += 1;
+                ok = false;
+                break;
+            }
+            let changed = u64::from_le_bytes(v[16..24].try_into().unwrap());
+            if changed > ts {
+                st.stale += 1;
+                ok = false;
+                break;
+            }
+            let len = (u32::from_le_bytes(v[24..28].try_into().unwrap()) as usize).min(255);
+            if len > 0 {
+                let at = self.buf.len();
+                self.buf.extend_from_slice(&v[32..32 + len]);
+                self.names.push((at, len));
+            }
+            k.copy_from_slice(&v[..FKEY]);
+        }
+        if !ok {
+            return false;
+        }
+        for &(at, len) in self.names.iter().rev() {
+            out.push(b'/');
+            out.extend_from_slice(&self.buf[at..at + len]);
+        }
+        out.extend_from_slice(tail);
+        if self.names.is_empty() && tail.is_empty() {
+            out.push(b'/');
+        }
+        true
+    }
+
+    /// Appends `rec` to `out` with its fragment references joined into
+    /// paths (ringbuf layout); an unjoinable path is left empty and flagged.
+    pub fn resolve(&mut self, rec: &[u8], out: &mut Vec<u8>, st: &mut JoinStats) -> Result<()> {
+        if rec.len() < FIXED_END {
+            bail!("event of {} bytes is shorter than {FIXED_END}", rec.len());
+        }
+        let ts = u64::from_le_bytes(rec[..8].try_into().unwrap());
+        let start = out.len();
+        out.extend_from_slice(&rec[..FIXED_END]);
+        let (mut off, mut flags) = (FIXED_END, 0u32);
+        for b in 0..2u32 {
+            if off == rec.len() {
+                break;
+            }
+            if off + 2 > rec.len() {
+                bail!("path reference at byte {off} past the end ({})", rec.len());
+            }
+            let n = u16::from_le_bytes([rec[off], rec[off + 1]]) as usize;
+            if n < FKEY || off + 2 + n > rec.len() {
+                bail!("path reference at byte {off} of {n} bytes is malformed");
+            }
+            let key: [u8; FKEY] = rec[off + 2..off + 2 + FKEY].try_into().unwrap();
+            let tail = &rec[off + 2 + FKEY..off + 2 + n];
+            off += 2 + n;
+            let len_at = out.len();
+            out.extend_from_slice(&[0, 0]);
+            if !self.join(key, tail, ts, out, st) {
+                out.truncate(len_at + 2);
+                flags |= F_UNRESOLVED << (b * SOURCE_SHIFT);
+            }
+            let plen = (out.len() - len_at - 2).min(PATH_MAX);
+            out.truncate(len_at + 2 + plen);
+            out[len_at..len_at + 2].copy_from_slice(&(plen as u16).to_le_bytes());
+        }
+        let f = u32::from_le_bytes(out[start + 36..start + 40].try_into().unwrap()) | flags;
+        out[start + 36..start + 40].copy_from_slice(&f.to_le_bytes());
+        let len = (out.len() - start).min(u16::MAX as usize) as u16;
+        out[start + 14..start + 16].copy_from_slice(&len.to_le_bytes());
+        Ok(())
+    }
+}

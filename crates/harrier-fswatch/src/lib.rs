@@ -12,6 +12,7 @@
 //! ```
 
 mod frags;
+pub mod syscalls;
 mod watcher;
 pub mod wire;
 
@@ -23,9 +24,10 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// How paths reach user space: FSProbe's three modes. `Ringbuf`: the whole
-/// path in the event. `SingleFragment`: the whole path in a slot of a
-/// mmapped array, the event naming the slot. `Fragments` (per-dentry
-/// fragments and a user-space cache) does not exist yet.
+/// path in the event. `SingleFragment`: the whole path in a record of a
+/// mmapped per-CPU path ring, the event naming it. `Fragments`: directories
+/// in a kernel LRU map keyed by (dev, mount id, inode), the event naming
+/// the leaf's directory; the reader joins them (frags.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolution {
     Fragments,
@@ -139,9 +141,6 @@ pub fn validate(cfg: &Config) -> Result<()> {
     let size = cfg.buffer_size;
     if !size.is_power_of_two() || !(64 << 10..=256 << 20).contains(&size) {
         bail!("buffer size {size} must be a power of two between 64K and 256M");
-    }
-    if cfg.resolution == Resolution::Fragments {
-        bail!("resolution mode fragments is not implemented yet (ringbuf and single-fragment are)");
     }
     if cfg.events == 0 {
         bail!("no events selected");

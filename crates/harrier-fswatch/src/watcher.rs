@@ -1,7 +1,7 @@
 //! A running watcher: the loaded BPF object, its per-CPU rings (the capture
 //! engine's reader, harrier_capture::aring) and its attachments.
 
-use crate::frags::FragSlots;
+use crate::frags::{FragMap, FragSlots, JoinStats};
 use crate::wire::{FsEvent, KernelStats};
 use crate::{validate, watch_key, Config, Resolution};
 use anyhow::{anyhow, bail, Context, Result};
@@ -25,7 +25,9 @@ const CTIME_HOOKS: [(&str, &str); 3] = [
     ("fw_ctime_xchg", "ctime_ns_xchg"),
     ("fw_ctime_skip", "ctime_xchg_skip"),
 ];
-const ALWAYS: [&str; 2] = ["fw_sys_enter", "fw_sys_exit"];
+/// The exit program, attached to the syscalls:sys_exit_<name> tracepoint of
+/// each selected syscall (crate::syscalls): no other syscall runs it.
+const EXIT_PROG: &str = "fw_sys_exit";
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Stats {
@@ -33,12 +35,17 @@ pub struct Stats {
     pub kernel: KernelStats,
     /// Events read from the rings.
     pub received: u64,
+    /// Bytes read from the rings (as the kernel wrote them).
     pub bytes: u64,
     /// tp_btf hooks this kernel lacks (events by path are then unresolved).
     pub missing_hooks: Vec<String>,
-    /// single-fragment: paths overwritten in their path ring before they were read
-    /// (reported empty, flagged unresolved).
+    /// single-fragment: paths overwritten in their path ring before they were read;
+    /// fragments: paths with a directory evicted from the map (both reported
+    /// empty, flagged unresolved).
     pub paths_lost: u64,
+    /// fragments: paths with a directory renamed after the event (reported
+    /// empty, flagged unresolved: the name it had then is gone).
+    pub paths_stale: u64,
 }
 
 impl Stats {
@@ -47,7 +54,7 @@ impl Stats {
         format!(
             "{} events in {:.1}s: {} received, {} dropped (ring full {}, no ring {}); \
              {} filtered out in the kernel, {} failed syscalls, {} unresolved, {} without entry record, \
-             {} inode slots full, {} paths lost{}",
+             {} inode slots full, {} paths lost, {} paths stale{}",
             k.events,
             self.duration_s,
             self.received,
@@ -60,6 +67,7 @@ impl Stats {
             k.no_entry,
             k.slots_full,
             self.paths_lost,
+            self.paths_stale,
             if self.missing_hooks.is_empty() {
                 String::new()
             } else {
@@ -85,6 +93,9 @@ pub struct Watcher {
     missing_hooks: Vec<String>,
     /// single-fragment's path rings.
     frags: Option<FragSlots>,
+    /// fragments' map reader.
+    fmap: Option<FragMap>,
+    join: JoinStats,
     paths_lost: u64,
     /// Drained records, copied so they can be handed out in time order
     /// across CPUs; reused, so a drain allocates nothing once warm.
@@ -150,14 +161,18 @@ impl Watcher {
         rodata.follow = cfg.follow;
         rodata.prefilter = cfg.prefilter;
         let single = cfg.resolution == Resolution::SingleFragment;
+        let fragments = cfg.resolution == Resolution::Fragments;
         if single {
             rodata.resolution = 1; // FW_RES_SINGLE
+        }
+        if fragments {
+            rodata.resolution = 2; // FW_RES_FRAGS
         }
         rodata.aring_mask = cfg.buffer_size as u64 - 1;
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
 
         let missing_hooks: Vec<String> = missing_hooks().iter().map(|tp| tp.to_string()).collect();
-        let mut wanted: Vec<&str> = ALWAYS.to_vec();
+        let mut wanted: Vec<&str> = vec![EXIT_PROG];
         for (prog, tp) in CTIME_HOOKS {
             if !missing_hooks.iter().any(|m| m == tp) {
                 wanted.push(prog);
@@ -174,13 +189,19 @@ impl Watcher {
             open.maps.frags.set_value_size((ARING_DATA + cfg.buffer_size) as u32)?;
             open.maps.frags.set_max_entries(ncpus as u32)?;
         }
+        // The fragments map only where it is used (it is preallocated).
+        open.maps.fragments.set_max_entries(if fragments { 65536 } else { 1 })?;
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
+        let mut skel = skel;
         for (dev, ino) in keys {
             let mut k = [0u8; 16];
             k[..4].copy_from_slice(&dev.to_ne_bytes());
             k[8..].copy_from_slice(&ino.to_ne_bytes());
             skel.maps.watched.update(&k, &1u32.to_ne_bytes(), MapFlags::ANY)?;
+            let b = crate::syscalls::watch_bit(dev, ino);
+            let bss = skel.maps.bss_data.as_deref_mut().ok_or_else(|| anyhow!("no .bss"))?;
+            bss.watch_bits[b / 64] |= 1 << (b % 64);
         }
         let rings = ArrayRings::map(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size)?;
         let frags = match cfg.resolution {
@@ -189,6 +210,10 @@ impl Watcher {
             }
             _ => None,
         };
+        let fmap = fragments.then(|| {
+            use std::os::fd::AsRawFd;
+            FragMap::new(skel.maps.fragments.as_fd().as_raw_fd())
+        });
         let mut w = Watcher {
             links: Vec::new(),
             rings,
@@ -199,13 +224,30 @@ impl Watcher {
             bytes: 0,
             missing_hooks,
             frags,
+            fmap,
+            join: JoinStats::default(),
             paths_lost: 0,
             arena: Vec::new(),
             order: Vec::new(),
         };
-        // The ctime hooks before sys_enter: a syscall seen entering always
-        // has its inodes recorded.
-        for name in wanted.iter().rev() {
+        // The exits first: a record a ctime hook opens is always closed by
+        // its syscall's exit.
+        let exits = crate::syscalls::exit_tracepoints(cfg.events)?;
+        {
+            let obj = w.skel.object();
+            let mut progs = obj.progs_mut();
+            let p = progs
+                .find(|p| p.name() == EXIT_PROG)
+                .ok_or_else(|| anyhow!("BPF program {EXIT_PROG} is missing"))?;
+            for (name, id) in exits {
+                let fd = harrier_capture::tracefs::open_tracepoint_event(id)
+                    .with_context(|| format!("opening syscalls:{name}"))?;
+                w.links.push(
+                    p.attach_perf_event(fd).with_context(|| format!("attaching {EXIT_PROG} to {name}"))?,
+                );
+            }
+        }
+        for name in wanted.iter().filter(|n| **n != EXIT_PROG) {
             let obj = w.skel.object();
             let mut progs = obj.progs_mut();
             let p =
@@ -221,24 +263,35 @@ impl Watcher {
         self.arena.clear();
         self.order.clear();
         let (arena, order, frags) = (&mut self.arena, &mut self.order, &self.frags);
+        let (fmap, join) = (&mut self.fmap, &mut self.join);
+        // Bytes as the kernel wrote them (before path references are joined).
+        let mut ring_bytes = 0u64;
         let mut lost = 0;
         let mut bad = None;
         for i in 0..self.rings.count() {
             self.rings.consume(i, &mut |rec: &[u8]| {
                 let ts = u64::from_le_bytes(rec[..8].try_into().unwrap());
                 let at = arena.len();
-                match frags {
+                ring_bytes += rec.len() as u64;
+                match (frags, fmap.as_mut()) {
                     // At once: the path ring does not wait for the reader.
-                    Some(fr) => match fr.resolve(rec, i, arena) {
+                    (Some(fr), _) => match fr.resolve(rec, i, arena) {
                         Ok(n) => lost += n,
                         Err(e) => bad = Some(e),
                     },
-                    None => arena.extend_from_slice(rec),
+                    // At once too: the sooner, the fewer directories renamed since.
+                    (None, Some(fm)) => {
+                        if let Err(e) = fm.resolve(rec, arena, join) {
+                            bad = Some(e);
+                        }
+                    }
+                    (None, None) => arena.extend_from_slice(rec),
                 }
                 order.push((ts, at as u32, (arena.len() - at) as u32));
             })?;
         }
         self.paths_lost += lost;
+        self.bytes += ring_bytes;
         if let Some(e) = bad {
             bail!("a corrupt fswatch record: {e}");
         }
@@ -246,7 +299,6 @@ impl Watcher {
         for &(_, off, len) in order.iter() {
             let rec = &arena[off as usize..(off + len) as usize];
             self.received += 1;
-            self.bytes += rec.len() as u64;
             match FsEvent::parse(rec) {
                 Ok(e) => f(&e),
                 Err(e) => bail!("a corrupt fswatch record: {e}"),
@@ -276,7 +328,8 @@ impl Watcher {
             received: self.received,
             bytes: self.bytes,
             missing_hooks: self.missing_hooks.clone(),
-            paths_lost: self.paths_lost,
+            paths_lost: self.paths_lost + self.join.missing,
+            paths_stale: self.join.stale,
         })
     }
 

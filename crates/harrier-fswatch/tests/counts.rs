@@ -102,3 +102,43 @@ fn no_follow_forgets_a_file_moved_out() {
     let got: Vec<(String, String)> = drain(&mut watcher).into_iter().map(|s| (s.kind, s.path)).collect();
     assert_eq!(got, [("rename".to_string(), out.join("d").to_string_lossy().into_owned())]);
 }
+
+/// --follow (the default): a directory renamed out of the watched tree
+/// stays watched, itself and what is below it (the kernel adds it to the
+/// watched map and to the summary bitmap the climb tests first).
+#[test]
+fn follow_keeps_a_directory_moved_out() {
+    if !bpf_available() || !common::supported() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let m = TmpMount::new("follow");
+    let (w, out) = (m.root.join("w"), m.root.join("out"));
+    mkdir(&w);
+    mkdir(&out);
+    std::fs::create_dir_all(out.join("other")).unwrap();
+    let cfg = Config {
+        paths: vec![w.clone()],
+        events: parse_events("rename,setattr,mkdir").unwrap(),
+        pid: Some(std::process::id()),
+        ..Config::default()
+    };
+    let mut watcher = Watcher::start(&cfg).unwrap();
+    std::fs::create_dir(w.join("d")).unwrap();
+    std::fs::rename(w.join("d"), out.join("d")).unwrap();
+    ok(unsafe { libc::chmod(c(out.join("d")).as_ptr(), 0o700) } as i64, "chmod");
+    mkdir(&out.join("d/below"));
+    mkdir(&out.join("other/not"));
+    let got: Vec<(String, String)> = drain(&mut watcher).into_iter().map(|s| (s.kind, s.path)).collect();
+    let p = |s: &str| s.to_string();
+    let o = |s: &str| out.join(s).to_string_lossy().into_owned();
+    assert_eq!(
+        got,
+        [
+            (p("mkdir"), w.join("d").to_string_lossy().into_owned()),
+            (p("rename"), o("d")),
+            (p("setattr"), o("d")),
+            (p("mkdir"), o("d/below")),
+        ]
+    );
+}

@@ -113,9 +113,10 @@ fn check(name: &str, got: &[Seen], want: &[Want]) -> Option<String> {
 /// paths must be the same, whichever way they reach user space. The last
 /// run has the watch check after the walk (Config::prefilter off): both
 /// places must decide alike.
-const MODES: [(Resolution, bool, &str); 3] = [
+const MODES: [(Resolution, bool, &str); 4] = [
     (Resolution::Ringbuf, true, "ringbuf"),
     (Resolution::SingleFragment, true, "single-fragment"),
+    (Resolution::Fragments, true, "fragments"),
     (Resolution::Ringbuf, false, "ringbuf-check-after-walk"),
 ];
 
@@ -604,7 +605,7 @@ fn table(mode: Resolution, prefilter: bool, mode_name: &str) -> (usize, Vec<Stri
         umount(&p);
     }
     let st = watcher.stop(|_| {}).unwrap();
-    if st.kernel.drops() != 0 || st.paths_lost != 0 {
+    if st.kernel.drops() != 0 || st.paths_lost != 0 || st.paths_stale != 0 {
         failures.push(format!("events or paths lost: {}", st.report()));
     }
     if st.kernel.filtered < 4 {
