@@ -3,12 +3,12 @@
 //! and replayed, so every variant sees the same events.
 
 use anyhow::{Context, Result};
+use harrier_capfile::Item;
 use harrier_capture::{AttachMode, Config, Session};
 use harrier_engine::state::EngineState;
 use harrier_engine::Engine;
 use harrier_outputs::Outputs;
 use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
-use harrier_capfile::Item;
 use harrier_state::snapshot::Snapshot;
 use std::cell::RefCell;
 use std::path::Path;
