@@ -3,43 +3,16 @@
 //! container runtime's metadata, fd.name_changed from the fd state) mean
 //! what they mean in Falco.
 
+mod common;
+
+use common::falco_rules_dir;
 use harrier_engine::state::EngineState;
 use harrier_engine::Engine;
 use harrier_outputs::sinks::Sink;
 use harrier_outputs::{Alert, Outputs};
 use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet, RuleStatus};
 use harrier_state::testing::{exec, fork, syscall, P};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-
-/// FALCO_RULES_DIR, else /work/shared/data/falco-rules (as harrier-rules' tests find
-/// Falco's files; they are not copied into the repository). Under CI=true a missing
-/// directory fails the test.
-fn falco_rules_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("FALCO_RULES_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    let mut p = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        if p.join("shared/data/falco-rules/falco_rules.yaml").exists() {
-            return Some(p.join("shared/data/falco-rules"));
-        }
-        if !p.pop() {
-            break;
-        }
-    }
-    let fixed = PathBuf::from("/work/shared/data/falco-rules");
-    if fixed.join("falco_rules.yaml").exists() {
-        return Some(fixed);
-    }
-    assert_ne!(
-        std::env::var("CI").as_deref(),
-        Ok("true"),
-        "Falco's rule files not found: set FALCO_RULES_DIR"
-    );
-    eprintln!("note: Falco's rule files not found (set FALCO_RULES_DIR); skipped");
-    None
-}
 
 fn opts() -> LoadOptions {
     LoadOptions { supported: Arc::new(harrier_engine::source::supported), ..Default::default() }

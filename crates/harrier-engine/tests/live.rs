@@ -3,61 +3,27 @@
 //! for trusted programs). Alerts are picked by a name or path unique to the
 //! test, so other activity on the machine cannot make a test pass or fail.
 
+mod common;
+
+use common::*;
 use harrier_capture::testing::bpf_available;
-use harrier_capture::{AttachMode, Config, Session, Stats};
-use harrier_engine::state::EngineState;
-use harrier_engine::Engine;
-use harrier_outputs::sinks::Sink;
-use harrier_outputs::{Alert, Outputs};
+use harrier_capture::Stats;
+use harrier_outputs::Alert;
 use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
-use std::cell::RefCell;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-struct Collect(Arc<Mutex<Vec<Alert>>>);
-impl Sink for Collect {
-    fn send(&mut self, a: &Alert) -> anyhow::Result<()> {
-        self.0.lock().unwrap().push(a.clone());
-        Ok(())
-    }
-}
+use std::sync::Arc;
 
 /// Runs `work` under a live sensor with the default rules; returns every alert.
 fn alerts_during(work: impl FnOnce()) -> Vec<Alert> {
-    run_live(work).0
+    run_default(work).0
 }
 
 /// As `harrier run` does: the default rules, and the kernel filter they imply.
-fn run_live(work: impl FnOnce()) -> (Vec<Alert>, Stats) {
+fn run_default(work: impl FnOnce()) -> (Vec<Alert>, Stats) {
     let opts = LoadOptions { supported: Arc::new(harrier_engine::source::supported), ..Default::default() };
     let rules = RuleSet::load(&[("harrier_rules.yaml", harrier_rules::DEFAULT_RULES)], &opts).unwrap();
-    let interest = harrier_engine::interest::interest(&rules);
-    let filter = harrier_engine::kfilter::derive(&rules, &interest.syscalls, &[]);
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let mut outs = Outputs::new(4096);
-    outs.add("collect", Box::new(Collect(got.clone())));
-    let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outs, RuleMatching::First)));
-    let mut cfg = Config::new(interest.syscalls);
-    cfg.attach = AttachMode::Dispatcher;
-    cfg.skip_missing = true;
-    cfg.kernel_filter = Some(filter);
-    let sink = engine.clone();
-    let mut session =
-        Session::start(&cfg, Box::new(move |b| sink.borrow_mut().on_event(b))).expect("sensor starts");
-    engine.borrow_mut().state.scan_proc();
-    work();
-    // The action's processes have exited: their events are in the rings.
-    session.drain().unwrap();
-    engine.borrow_mut().end_batch();
-    let stats = session.stop().unwrap();
-    assert_eq!(stats.total_drops(), 0, "no event lost");
-    let engine = Rc::try_unwrap(engine).ok().unwrap().into_inner();
-    engine.into_outputs().close(Duration::from_secs(5));
-    let v = got.lock().unwrap().clone();
-    (v, stats)
+    run_live(rules, RuleMatching::First, true, |_| work())
 }
 
 /// A scratch directory (removed on drop) and renamed tools: shared with the
@@ -80,14 +46,6 @@ impl Scratch {
 
 fn run(prog: &Path, args: &[&str]) {
     harrier_actions::kit::run(prog, args).unwrap();
-}
-
-fn field<'a>(a: &'a Alert, f: &str) -> &'a str {
-    a.output_fields.get(f).and_then(|v| v.as_str()).unwrap_or("")
-}
-
-fn by<'a>(alerts: &'a [Alert], rule: &str, f: &str, value: &str) -> Vec<&'a Alert> {
-    alerts.iter().filter(|a| a.rule == rule && field(a, f) == value).collect()
 }
 
 #[test]
@@ -123,7 +81,7 @@ fn opens_no_rule_can_use_stay_in_the_kernel() {
     }
     let dir = Scratch::new("kfilter");
     let untrusted = dir.tool("/bin/cat", "hrcat-kfilter");
-    let (alerts, stats) = run_live(|| {
+    let (alerts, stats) = run_default(|| {
         for _ in 0..20 {
             run(&untrusted, &["/etc/hostname", "/nonexistent/harrier"]);
         }

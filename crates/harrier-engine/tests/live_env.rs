@@ -4,27 +4,15 @@
 //! `%proc.env` in an output) carry its environment. A process exec'd before
 //! the sensor started gets its environment from /proc instead.
 
+mod common;
+
+use common::*;
 use harrier_capture::testing::bpf_available;
-use harrier_capture::{AttachMode, Config, Session};
-use harrier_engine::state::EngineState;
-use harrier_engine::Engine;
-use harrier_outputs::sinks::Sink;
-use harrier_outputs::{Alert, Outputs};
+use harrier_outputs::Alert;
 use harrier_rules::ruleset::{AppendOutput, LoadOptions, RuleMatching, RuleSet};
-use std::cell::RefCell;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-struct Collect(Arc<Mutex<Vec<Alert>>>);
-impl Sink for Collect {
-    fn send(&mut self, a: &Alert) -> anyhow::Result<()> {
-        self.0.lock().unwrap().push(a.clone());
-        Ok(())
-    }
-}
+use std::sync::Arc;
 
 /// A rule of the test's own whose output renders `%proc.env`, beside the defaults.
 const RULE: &str = r#"
@@ -52,31 +40,7 @@ fn rules() -> RuleSet {
 fn alerts_during(work: impl FnOnce()) -> Vec<Alert> {
     let rules = rules();
     assert!(harrier_engine::needs_env(&rules), "proc.env in the output fields: the state keeps environments");
-    let interest = harrier_engine::interest::interest(&rules);
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let mut outs = Outputs::new(4096);
-    outs.add("collect", Box::new(Collect(got.clone())));
-    let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outs, RuleMatching::First)));
-    let mut cfg = Config::new(interest.syscalls);
-    cfg.attach = AttachMode::Dispatcher;
-    cfg.skip_missing = true;
-    let sink = engine.clone();
-    let mut session =
-        Session::start(&cfg, Box::new(move |b| sink.borrow_mut().on_event(b))).expect("sensor starts");
-    engine.borrow_mut().state.scan_proc();
-    work();
-    session.drain().unwrap();
-    engine.borrow_mut().end_batch();
-    let stats = session.stop().unwrap();
-    assert_eq!(stats.total_drops(), 0, "no event lost");
-    let engine = Rc::try_unwrap(engine).ok().unwrap().into_inner();
-    engine.into_outputs().close(Duration::from_secs(5));
-    let v = got.lock().unwrap().clone();
-    v
-}
-
-fn field<'a>(a: &'a Alert, f: &str) -> &'a str {
-    a.output_fields.get(f).and_then(|v| v.as_str()).unwrap_or("")
+    run_live(rules, RuleMatching::First, false, |_| work()).0
 }
 
 /// The test rule's alerts for this test's file (the tests run side by side,

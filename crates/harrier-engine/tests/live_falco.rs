@@ -5,39 +5,15 @@
 //! CRI annotations. Alerts are picked by names unique to the test; negative
 //! cases run in the same session and must not alert.
 
+mod common;
+
+use common::*;
 use harrier_actions::runc::Runc;
 use harrier_capture::testing::bpf_available;
-use harrier_capture::{AttachMode, Config, Session};
-use harrier_engine::state::EngineState;
-use harrier_engine::Engine;
-use harrier_outputs::sinks::Sink;
-use harrier_outputs::{Alert, Outputs};
-use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
+use harrier_outputs::Alert;
 use serde_json::json;
-use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::Command;
-use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// FALCO_RULES_DIR, else /work/shared/data/falco-rules (see tests/falco_stable.rs).
-fn falco_rules_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("FALCO_RULES_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    let fixed = PathBuf::from("/work/shared/data/falco-rules");
-    if fixed.join("falco_rules.yaml").exists() {
-        return Some(fixed);
-    }
-    assert_ne!(
-        std::env::var("CI").as_deref(),
-        Ok("true"),
-        "Falco's rule files not found: set FALCO_RULES_DIR"
-    );
-    eprintln!("note: Falco's rule files not found (set FALCO_RULES_DIR); skipped");
-    None
-}
 
 /// Reads the pod fields of any process in a container, so the test can see them
 /// (Falco's stable rules print none of them).
@@ -49,61 +25,9 @@ const POD_RULE: &str = r#"
   priority: DEBUG
 "#;
 
-struct Collect(Arc<Mutex<Vec<Alert>>>);
-impl Sink for Collect {
-    fn send(&mut self, a: &Alert) -> anyhow::Result<()> {
-        self.0.lock().unwrap().push(a.clone());
-        Ok(())
-    }
-}
-
-/// Runs `work` under a live sensor with Falco's stable rules (and POD_RULE),
-/// every rule that matches an event reported; returns the alerts. `work` may
-/// call its argument to have the events so far evaluated at once (while a
-/// container still exists, as `harrier run` would have done).
+/// Runs `work` under a live sensor with Falco's stable rules and POD_RULE.
 fn alerts_during(work: impl FnOnce(&mut dyn FnMut())) -> Option<Vec<Alert>> {
-    let dir = falco_rules_dir()?;
-    let p = dir.join("falco_rules.yaml");
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let opts = LoadOptions {
-        supported: Arc::new(harrier_engine::source::supported),
-        rule_matching: RuleMatching::All,
-        ..Default::default()
-    };
-    let files = [(p.display().to_string(), text), ("harrier_test.yaml".to_string(), POD_RULE.to_string())];
-    let rules = RuleSet::load(&files, &opts).expect("Falco's stable rules load");
-    let interest = harrier_engine::interest::interest(&rules);
-    let filter = harrier_engine::kfilter::derive(&rules, &interest.syscalls, &[]);
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let mut outs = Outputs::new(4096);
-    outs.add("collect", Box::new(Collect(got.clone())));
-    let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outs, RuleMatching::All)));
-    let mut cfg = Config::new(interest.syscalls);
-    cfg.attach = AttachMode::Dispatcher;
-    cfg.skip_missing = true;
-    cfg.kernel_filter = Some(filter);
-    let sink = engine.clone();
-    let mut session =
-        Session::start(&cfg, Box::new(move |b| sink.borrow_mut().on_event(b))).expect("sensor starts");
-    engine.borrow_mut().state.scan_proc();
-    work(&mut || session.drain().unwrap());
-    // The action's processes have exited: their events are in the rings.
-    session.drain().unwrap();
-    engine.borrow_mut().end_batch();
-    let stats = session.stop().unwrap();
-    assert_eq!(stats.total_drops(), 0, "no event lost");
-    let engine = Rc::try_unwrap(engine).ok().unwrap().into_inner();
-    engine.into_outputs().close(Duration::from_secs(5));
-    let v = got.lock().unwrap().clone();
-    Some(v)
-}
-
-fn field<'a>(a: &'a Alert, f: &str) -> &'a str {
-    a.output_fields.get(f).and_then(|v| v.as_str()).unwrap_or("")
-}
-
-fn by<'a>(alerts: &'a [Alert], rule: &str, f: &str, value: &str) -> Vec<&'a Alert> {
-    alerts.iter().filter(|a| a.rule == rule && field(a, f) == value).collect()
+    stable_alerts_during(POD_RULE, work)
 }
 
 /// A non-blocking TCP connect to 198.51.100.7:PORT (TEST-NET-2, a public-looking
@@ -281,12 +205,6 @@ fn a_terminal_shell_as_a_containers_entrypoint_alerts() {
     );
 }
 
-/// Runs `prog args`, which must succeed (the behaviour has to have happened).
-fn ok(prog: &str, args: &[&str]) {
-    let out = Command::new(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e}"));
-    assert!(out.status.success(), "{prog} {args:?}: {} {}", out.status, String::from_utf8_lossy(&out.stderr));
-}
-
 /// The alerts of `rule` whose command line contains `s` (the scratch path
 /// names this test's processes among the machine's).
 fn with_cmd<'a>(alerts: &'a [Alert], rule: &str, s: &str) -> Vec<&'a Alert> {
@@ -366,18 +284,6 @@ fn shredding_a_file_alerts() {
     assert_eq!((field(a, "evt.type"), field(a, "user.name")), ("execve", "root"));
 }
 
-/// A plain runc container (cgroup /<name>) whose rootfs also holds busybox
-/// as each of `applets` (so that the process is named after the applet, as
-/// the rules expect).
-fn applet_container(tag: &str, script: &str, applets: &[&str]) -> Runc {
-    let name = format!("harrier-{tag}-{}", std::process::id());
-    let ct = Runc::new(&name, &format!("/{name}"), script, json!({})).unwrap();
-    for a in applets {
-        harrier_actions::kit::copy_executable("/bin/busybox", &ct.bundle.join("rootfs/bin").join(a)).unwrap();
-    }
-    ct
-}
-
 #[test]
 fn netcat_running_a_program_over_a_connection_in_a_container_alerts() {
     if !bpf_available() {
@@ -394,12 +300,7 @@ fn netcat_running_a_program_over_a_connection_in_a_container_alerts() {
          /bin/debugfs -V; /bin/busybox echo ready-{pid}; /bin/busybox head -n 1"
     );
     let mut ct = applet_container("nc", &script, &["nc", "true", "debugfs"]).cap("CAP_NET_ADMIN");
-    let Some(alerts) = alerts_during(|drain| {
-        ct.start().unwrap();
-        ct.wait_for("ready").unwrap();
-        drain();
-        ct.finish().unwrap();
-    }) else {
+    let Some(alerts) = container_alerts(POD_RULE, &mut ct) else {
         return;
     };
     const NC: &str = "Netcat Remote Code Execution in Container";
@@ -514,12 +415,7 @@ fn debugfs_in_a_privileged_container_alerts() {
     for c in ALL_CAPS {
         ct = ct.cap(c);
     }
-    let Some(alerts) = alerts_during(|drain| {
-        ct.start().unwrap();
-        ct.wait_for("ready").unwrap();
-        drain();
-        ct.finish().unwrap();
-    }) else {
+    let Some(alerts) = container_alerts(POD_RULE, &mut ct) else {
         return;
     };
     const RULE: &str = "Debugfs Launched in Privileged Container";
@@ -577,12 +473,7 @@ fn a_binary_written_in_a_container_and_run_alerts() {
     );
     ok("mount", &["-t", "overlay", "overlay", "-o", &opts, root.to_str().unwrap()]);
     let _mounted = Overlay(root);
-    let Some(alerts) = alerts_during(|drain| {
-        ct.start().unwrap();
-        ct.wait_for("ready").unwrap();
-        drain();
-        ct.finish().unwrap();
-    }) else {
+    let Some(alerts) = container_alerts(POD_RULE, &mut ct) else {
         return;
     };
     const RULE: &str = "Drop and execute new binary in container";

@@ -5,108 +5,14 @@
 //! container. Each test's rule files are Falco's stable file plus a few
 //! overrides of its own, written as a Falco user would write them.
 
-use harrier_actions::kit::{copy_executable, Scratch};
-use harrier_actions::runc::Runc;
+mod common;
+
+use common::*;
+use harrier_actions::kit::Scratch;
 use harrier_capture::testing::bpf_available;
-use harrier_capture::{AttachMode, Config, Session};
-use harrier_engine::state::EngineState;
-use harrier_engine::Engine;
-use harrier_outputs::sinks::Sink;
-use harrier_outputs::{Alert, Outputs};
-use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
-use serde_json::json;
-use std::cell::RefCell;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::Command;
-use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// FALCO_RULES_DIR, else /work/shared/data/falco-rules (see tests/falco_stable.rs).
-fn falco_rules_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("FALCO_RULES_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    let fixed = PathBuf::from("/work/shared/data/falco-rules");
-    if fixed.join("falco_rules.yaml").exists() {
-        return Some(fixed);
-    }
-    assert_ne!(
-        std::env::var("CI").as_deref(),
-        Ok("true"),
-        "Falco's rule files not found: set FALCO_RULES_DIR"
-    );
-    eprintln!("note: Falco's rule files not found (set FALCO_RULES_DIR); skipped");
-    None
-}
-
-struct Collect(Arc<Mutex<Vec<Alert>>>);
-impl Sink for Collect {
-    fn send(&mut self, a: &Alert) -> anyhow::Result<()> {
-        self.0.lock().unwrap().push(a.clone());
-        Ok(())
-    }
-}
-
-/// Runs `work` under a live sensor with Falco's stable rules and `extra` (a
-/// rules file loaded after them), every matching rule reported; returns the
-/// alerts. Names in conditions (fd.sip.name) are resolved before `work` runs.
-/// `work` may call its argument to have the events so far evaluated at once
-/// (while a container still exists, as `harrier run` would have done).
-fn alerts_during(extra: &str, work: impl FnOnce(&mut dyn FnMut())) -> Option<Vec<Alert>> {
-    let dir = falco_rules_dir()?;
-    let p = dir.join("falco_rules.yaml");
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let opts = LoadOptions {
-        supported: Arc::new(harrier_engine::source::supported),
-        rule_matching: RuleMatching::All,
-        ..Default::default()
-    };
-    let files = [(p.display().to_string(), text), ("harrier_test.yaml".to_string(), extra.to_string())];
-    let rules = RuleSet::load(&files, &opts).unwrap_or_else(|d| panic!("rules load: {d:?}"));
-    let interest = harrier_engine::interest::interest(&rules);
-    let filter = harrier_engine::kfilter::derive(&rules, &interest.syscalls, &[]);
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let mut outs = Outputs::new(4096);
-    outs.add("collect", Box::new(Collect(got.clone())));
-    let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outs, RuleMatching::All)));
-    // The engine resolves the names on a thread of its own: one round done means
-    // every name was looked up once (a lookup, not a timer, is awaited).
-    let dns = engine.borrow().rules().dns().clone();
-    if !dns.is_empty() {
-        assert!(dns.wait_rounds(1, Duration::from_secs(120)), "names in conditions resolved");
-    }
-    let mut cfg = Config::new(interest.syscalls);
-    cfg.attach = AttachMode::Dispatcher;
-    cfg.skip_missing = true;
-    cfg.kernel_filter = Some(filter);
-    let sink = engine.clone();
-    let mut session =
-        Session::start(&cfg, Box::new(move |b| sink.borrow_mut().on_event(b))).expect("sensor starts");
-    engine.borrow_mut().state.scan_proc();
-    work(&mut || session.drain().unwrap());
-    // The action's processes have exited: their events are in the rings.
-    session.drain().unwrap();
-    engine.borrow_mut().end_batch();
-    let stats = session.stop().unwrap();
-    assert_eq!(stats.total_drops(), 0, "no event lost");
-    let engine = Rc::try_unwrap(engine).ok().unwrap().into_inner();
-    engine.into_outputs().close(Duration::from_secs(5));
-    let v = got.lock().unwrap().clone();
-    Some(v)
-}
-
-fn field<'a>(a: &'a Alert, f: &str) -> &'a str {
-    a.output_fields.get(f).and_then(|v| v.as_str()).unwrap_or("")
-}
-
-/// Runs `prog args`, which must succeed (the behaviour has to have happened).
-fn ok(prog: &str, args: &[&str]) -> String {
-    let out = Command::new(prog).args(args).output().unwrap_or_else(|e| panic!("{prog}: {e}"));
-    assert!(out.status.success(), "{prog} {args:?}: {} {}", out.status, String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 fn own_comm() -> String {
     std::fs::read_to_string("/proc/self/comm").unwrap().trim().to_string()
@@ -205,7 +111,7 @@ fn a_system_user_running_a_program_from_an_ssh_session_or_login_alerts() {
     let session = |u: &TempUser| format!("setpriv {} {id} -u; exit $?", u.setpriv().join(" "));
     let as_daemon = ["--reuid=daemon", "--regid=daemon", "--clear-groups"];
     let mut printed = (String::new(), String::new());
-    let Some(alerts) = alerts_during(&extra, |_| {
+    let Some(alerts) = stable_alerts_during(&extra, |_| {
         printed.0 = ok(sshd, &["-c", &session(&sys)]);
         ok("setpriv", &[&as_daemon[..], &[login]].concat());
         // Negatives: a normal user in the session, root at a login, daemon
@@ -256,17 +162,6 @@ fn a_system_user_running_a_program_from_an_ssh_session_or_login_alerts() {
     }
 }
 
-/// A plain runc container (cgroup /<name>) whose rootfs also holds busybox
-/// as each of `applets` (so that the process is named after the applet).
-fn applet_container(tag: &str, script: &str, applets: &[&str]) -> Runc {
-    let name = format!("harrier-{tag}-{}", std::process::id());
-    let ct = Runc::new(&name, &format!("/{name}"), script, json!({})).unwrap();
-    for a in applets {
-        copy_executable("/bin/busybox", &ct.bundle.join("rootfs/bin").join(a)).unwrap();
-    }
-    ct
-}
-
 #[test]
 fn a_container_connecting_to_the_api_servers_name_alerts() {
     if !bpf_available() {
@@ -289,7 +184,7 @@ fn a_container_connecting_to_the_api_servers_name_alerts() {
          /bin/busybox echo ready-{pid}; /bin/busybox head -n 1"
     );
     let mut ct = applet_container("k8sapi", &script, &["nc", "true"]).cap("CAP_NET_ADMIN");
-    let Some(alerts) = alerts_during(extra, |drain| {
+    let Some(alerts) = stable_alerts_during(extra, |drain| {
         ct.start().unwrap();
         ct.wait_for("ready").unwrap();
         drain();
@@ -408,7 +303,7 @@ fn a_kernel_module_loaded_from_a_container_alerts() {
     let mut said = (String::new(), String::new());
     // What the engine saw of every module load (printed if the rule stays quiet).
     let seen = "- rule: harrier test module loads\n  desc: d\n  condition: evt.type in (init_module, finit_module)\n  output: load by %proc.name in %container.id caps=%thread.cap_effective res=%evt.res\n  priority: DEBUG\n";
-    let Some(alerts) = alerts_during(seen, |drain| {
+    let Some(alerts) = stable_alerts_during(seen, |drain| {
         with_cap.start().unwrap();
         said.0 = with_cap.wait_for("ready").unwrap();
         without.start().unwrap();
