@@ -4,7 +4,7 @@
 //! added over no watcher, events delivered against expected, the watcher's
 //! CPU time and RSS, and with --bpf-stats fswatch's BPF ns per operation.
 
-use crate::report::{bar_chart, num, Table};
+use crate::report::{num, write_report, Table};
 use crate::workload::median;
 use crate::{fs_watch, fs_work};
 use anyhow::{anyhow, Context, Result};
@@ -253,17 +253,7 @@ fn report(a: &Args, kinds: &[&str], samples: &[Vec<Sample>]) -> Result<()> {
         t.markdown()
     );
     let md = md + &per_program(a, kinds, samples);
-    println!("{md}");
-    std::fs::create_dir_all(&a.out)?;
-    std::fs::write(a.out.join("fs.md"), &md)?;
-    bar_chart(
-        &a.out.join("fs.png"),
-        "File-system watchers: wall ns added per operation",
-        "ns per operation",
-        &bars,
-        None,
-    )?;
-    eprintln!("bench-fs: wrote {}/fs.md and fs.png", a.out.display());
+    write_report(&a.out, "fs", &md, "File-system watchers: wall ns added per operation", &bars)?;
     Ok(())
 }
 

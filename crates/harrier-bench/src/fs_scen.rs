@@ -9,7 +9,7 @@
 
 use crate::fs::Scratch;
 use crate::fs_watch::wait_ready;
-use crate::report::{bar_chart, num, Table};
+use crate::report::{num, write_report, Table};
 use crate::workload::median;
 use anyhow::{bail, Context, Result};
 use std::ffi::CString;
@@ -315,18 +315,13 @@ pub fn run(a: Args) -> Result<()> {
         md += &format!("### depth {depth}, breadth {breadth}, files {nfiles}\n\n{}\n", t.markdown());
     }
     md += &capability_matrix();
-    println!("{md}");
-    std::fs::create_dir_all(&a.out)?;
-    std::fs::write(a.out.join("fs-scenarios.md"), &md)?;
-    bar_chart(
-        &a.out.join("fs-scenarios.png"),
+    write_report(
+        &a.out,
+        "fs-scenarios",
+        &md,
         "Open+close, first scenario: wall ns added per operation",
-        "ns per operation",
         &bars,
-        None,
-    )?;
-    eprintln!("bench-fs scenarios: wrote {}/fs-scenarios.md and fs-scenarios.png", a.out.display());
-    Ok(())
+    )
 }
 
 /// FSProbe's capability matrix, with Harrier's column beside inotify's and fanotify's.

@@ -41,6 +41,17 @@ pub fn register_font() -> Result<()> {
         .map_err(|_| anyhow!("{FONT}: not a usable font"))
 }
 
+/// Prints `md`, then writes it as `<stem>.md` under `out` with a bar chart
+/// of `bars` as `<stem>.png` (wall ns added per operation).
+pub fn write_report(out: &Path, stem: &str, md: &str, title: &str, bars: &[(String, f64)]) -> Result<()> {
+    println!("{md}");
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join(format!("{stem}.md")), md)?;
+    bar_chart(&out.join(format!("{stem}.png")), title, "ns per operation", bars, None)?;
+    eprintln!("harrier-bench: wrote {}/{stem}.md and {stem}.png", out.display());
+    Ok(())
+}
+
 /// A horizontal bar per (label, value), with an optional target line.
 pub fn bar_chart(
     path: &Path,

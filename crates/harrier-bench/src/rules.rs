@@ -73,8 +73,11 @@ fn record(sets: &[(String, Vec<(String, String)>)]) -> Result<Vec<Vec<u8>>> {
     Ok(Rc::try_unwrap(events).unwrap().into_inner())
 }
 
+/// A capture file's start snapshot (if it has one) and its event records.
+type Capture = (Option<Box<Snapshot>>, Vec<Vec<u8>>);
+
 /// The start snapshot and event records of a capture file (`harrier capture -w`).
-fn read_events(path: &Path) -> Result<(Option<Box<Snapshot>>, Vec<Vec<u8>>)> {
+fn read_events(path: &Path) -> Result<Capture> {
     let mut r = harrier_capfile::Reader::open(path)
         .with_context(|| format!("opening {}", path.display()))?
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
