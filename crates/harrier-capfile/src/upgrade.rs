@@ -131,7 +131,7 @@ fn exec_old(
 ) -> bool {
     let Some(descs) = sc.params else { return false };
     let mut at = PARAMS_BASE;
-    // No allocation per record: execveat, the longest, has 21 parameters.
+    // No allocation per record: execveat, the longest, has 25 parameters.
     let mut buf = [Arg::Int(0); 32];
     let mut n = 0;
     for d in descs.iter().take(buf.len()) {

@@ -6,8 +6,8 @@ use crate::decode::{DecodeError, SyscallEvent, Value};
 use crate::wire::{Header, PARAMS_BASE};
 use crate::{syscall_by_nr, ParamDesc, SyscallInfo, Wire, GENERIC_ARGS};
 
-/// Parameters an event may have (execve has the most: 19; a test keeps this true).
-pub const MAX_PARAMS: usize = 24;
+/// Parameters an event may have (execveat has the most: 25; a test keeps this true).
+pub const MAX_PARAMS: usize = 28;
 
 /// Parameters the per-event consumers read on most events. Their indexes are
 /// resolved once per syscall, so reading one costs two loads, not a search by name.
