@@ -8,9 +8,7 @@ use crate::report::{num, write_report, Table};
 use crate::workload::median;
 use crate::{fs_watch, fs_work};
 use anyhow::{anyhow, Context, Result};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -102,49 +100,24 @@ fn one(
         return Ok(Sample { ns_op: fs_work::run(dirs, a.iters, round)?, ..Sample::default() });
     }
     let watch = if kind.starts_with("fswatch-unwatched") { elsewhere } else { tree };
-    let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.args(["fs-watch", kind]).arg(watch).arg("--pid").arg(std::process::id().to_string());
+    let mut args =
+        vec![kind.to_string(), watch.display().to_string(), "--pid".into(), std::process::id().to_string()];
     if a.bpf_stats {
-        cmd.arg("--bpf-stats");
+        args.push("--bpf-stats".into());
     }
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().context("starting a watcher")?;
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut stdin = child.stdin.take().unwrap();
-    let r = (|| -> Result<Sample> {
-        fs_watch::wait_ready(&mut out)?;
-        let ns_op = fs_work::run(dirs, a.iters, round)?;
-        writeln!(stdin, "stop")?;
-        let mut line = String::new();
-        out.read_line(&mut line)?;
-        let v: serde_json::Value =
-            serde_json::from_str(&line).with_context(|| format!("watcher {kind} said {line:?}"))?;
-        let u = |k: &str| v[k].as_u64().unwrap_or(0);
-        let ops = (a.iters * fs_work::OPS_PER_ITER) as f64;
-        Ok(Sample {
-            ns_op,
-            events: u("events"),
-            lost: u("lost"),
-            cpu_ms: v["cpu_ms"].as_f64().unwrap_or(f64::NAN),
-            rss_kib: u("rss_kib") as f64,
-            bpf_ns: if u("bpf_runs") > 0 { u("bpf_ns") as f64 / ops } else { f64::NAN },
-            progs: serde_json::from_value(v["progs"].clone()).unwrap_or_default(),
-            exit_ns_run: if u("exit_runs") > 0 {
-                u("exit_ns") as f64 / u("exit_runs") as f64
-            } else {
-                f64::NAN
-            },
-        })
-    })();
-    drop(stdin);
-    if r.is_err() {
-        let _ = child.kill();
-    }
-    let status = child.wait()?;
-    let s = r?;
-    if !status.success() {
-        anyhow::bail!("watcher {kind} failed: {status}");
-    }
-    Ok(s)
+    let (ns_op, v) = fs_watch::with_watcher(&args, kind, || fs_work::run(dirs, a.iters, round))?;
+    let u = |k: &str| v[k].as_u64().unwrap_or(0);
+    let ops = (a.iters * fs_work::OPS_PER_ITER) as f64;
+    Ok(Sample {
+        ns_op,
+        events: u("events"),
+        lost: u("lost"),
+        cpu_ms: v["cpu_ms"].as_f64().unwrap_or(f64::NAN),
+        rss_kib: u("rss_kib") as f64,
+        bpf_ns: if u("bpf_runs") > 0 { u("bpf_ns") as f64 / ops } else { f64::NAN },
+        progs: serde_json::from_value(v["progs"].clone()).unwrap_or_default(),
+        exit_ns_run: if u("exit_runs") > 0 { u("exit_ns") as f64 / u("exit_runs") as f64 } else { f64::NAN },
+    })
 }
 
 pub fn run(a: Args) -> Result<()> {

@@ -8,15 +8,13 @@
 //! against expected, drops, and the rate the producer reached.
 
 use crate::fs::Scratch;
-use crate::fs_watch::wait_ready;
+use crate::fs_watch::with_watcher;
 use crate::report::{num, write_report, Table};
 use crate::workload::median;
 use anyhow::{bail, Context, Result};
 use std::ffi::CString;
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// FSProbe's scenarios: (depth, breadth, files).
@@ -122,36 +120,15 @@ fn one(c: &Col, a: &Args, watch: &Path, files: &[CString], ops: u64, seed: u64) 
     if c.kind == "none" {
         return Ok(Sample { ns_op: open_close(files, ops, seed)?, ..Sample::default() });
     }
-    let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.args(["fs-watch", c.kind]).arg(watch).arg("--pid").arg(std::process::id().to_string());
-    cmd.arg("--opens").arg("--buffer-size").arg((c.pages * 4096).to_string());
+    let mut args =
+        vec![c.kind.to_string(), watch.display().to_string(), "--pid".into(), std::process::id().to_string()];
+    args.extend(["--opens".into(), "--buffer-size".into(), (c.pages * 4096).to_string()]);
     if a.bpf_stats {
-        cmd.arg("--bpf-stats");
+        args.push("--bpf-stats".into());
     }
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().context("starting a watcher")?;
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut stdin = child.stdin.take().unwrap();
-    let r = (|| -> Result<Sample> {
-        wait_ready(&mut out)?;
-        let ns_op = open_close(files, ops, seed)?;
-        writeln!(stdin, "stop")?;
-        let mut line = String::new();
-        out.read_line(&mut line)?;
-        let v: serde_json::Value =
-            serde_json::from_str(&line).with_context(|| format!("watcher {} said {line:?}", c.name))?;
-        let u = |k: &str| v[k].as_u64().unwrap_or(0);
-        Ok(Sample { ns_op, events: u("events"), lost: u("lost"), bpf_ns: u("bpf_ns"), bytes: u("bytes") })
-    })();
-    drop(stdin);
-    if r.is_err() {
-        let _ = child.kill();
-    }
-    let status = child.wait()?;
-    let s = r?;
-    if !status.success() {
-        bail!("watcher {} failed: {status}", c.name);
-    }
-    Ok(s)
+    let (ns_op, v) = with_watcher(&args, &c.name, || open_close(files, ops, seed))?;
+    let u = |k: &str| v[k].as_u64().unwrap_or(0);
+    Ok(Sample { ns_op, events: u("events"), lost: u("lost"), bpf_ns: u("bpf_ns"), bytes: u("bytes") })
 }
 
 fn parse_scenarios(a: &Args) -> Result<Vec<(usize, usize, usize)>> {

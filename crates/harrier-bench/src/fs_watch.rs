@@ -296,6 +296,45 @@ fn fanotify(root: &Path, opts: Opts) -> Result<()> {
     })
 }
 
+/// Runs `harrier-bench fs-watch ARGS` (a watcher child), `work` once it is
+/// ready, then stops it; returns what `work` measured and the watcher's
+/// closing JSON report. A watcher that fails or says something else fails
+/// the run, named by `label`.
+pub fn with_watcher(
+    args: &[String],
+    label: &str,
+    work: impl FnOnce() -> Result<f64>,
+) -> Result<(f64, serde_json::Value)> {
+    let mut child = std::process::Command::new(std::env::current_exe()?)
+        .arg("fs-watch")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("starting a watcher")?;
+    let mut out = std::io::BufReader::new(child.stdout.take().context("the watcher's stdout")?);
+    let mut stdin = child.stdin.take().context("the watcher's stdin")?;
+    let r = (|| -> Result<(f64, serde_json::Value)> {
+        wait_ready(&mut out)?;
+        let measured = work()?;
+        writeln!(stdin, "stop")?;
+        let mut line = String::new();
+        out.read_line(&mut line)?;
+        let v = serde_json::from_str(&line).with_context(|| format!("watcher {label} said {line:?}"))?;
+        Ok((measured, v))
+    })();
+    drop(stdin);
+    if r.is_err() {
+        let _ = child.kill();
+    }
+    let status = child.wait()?;
+    let r = r?;
+    if !status.success() {
+        bail!("watcher {label} failed: {status}");
+    }
+    Ok(r)
+}
+
 /// Reads the watcher's "ready".
 pub fn wait_ready(out: &mut impl BufRead) -> Result<()> {
     let mut line = String::new();
