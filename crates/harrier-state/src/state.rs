@@ -552,14 +552,6 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
             if let Some(c) = b("cwd") {
                 p.cwd = arc_str(c);
             }
-            // The new image's environment; absent (an older schema's record) is unknown.
-            match e.bytes("env") {
-                Some(env) if keep_env => {
-                    let size = u("env_size").unwrap_or(0) as usize;
-                    p.set_env(env, size > env.len());
-                }
-                _ => p.clear_env(),
-            }
         }
         "setuid" | "setreuid" | "setresuid" | "setgid" | "setregid" | "setresgid" | "capset" => {
             let set = |f: &mut u32, n: &str| {

@@ -43,6 +43,8 @@ fn run(keep: bool, env: &[u8]) -> State {
 fn the_environment_comes_from_the_exec_event_and_is_inherited_on_fork() {
     let mut s = run(true, b"HARRIER_TEST_MARK=xyz\0HOME=/root\0");
     assert_eq!(env_of(&s, CHILD), ["HARRIER_TEST_MARK=xyz", "HOME=/root"]);
+    apply(&mut s, &syscall(4, CHILD, "chdir", 0, &[("path", P::B(b"/tmp")), ("cwd", P::B(b"/tmp"))]));
+    assert_eq!(env_of(&s, CHILD), ["HARRIER_TEST_MARK=xyz", "HOME=/root"], "a chdir keeps it");
     apply(&mut s, &fork(4, CHILD, GRANDCHILD, GRANDCHILD, "true"));
     assert_eq!(env_of(&s, GRANDCHILD), ["HARRIER_TEST_MARK=xyz", "HOME=/root"], "inherited on fork");
     let (a, b) = (&s.process(CHILD).unwrap().env, &s.process(GRANDCHILD).unwrap().env);
