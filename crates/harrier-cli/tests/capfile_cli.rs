@@ -427,11 +427,20 @@ fn a_write_error_stops_the_file_with_one_message_and_counted_losses() {
     let out = harrier(&["inspect", &f]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("cut off at byte"), "{}", text(&out.stdout));
-    // Every open is accounted for: in the file or counted lost (how many fit
-    // before the limit depends on how fast the writer ran, so no share is asserted).
+    // Every event the sensor took is accounted for: in the file or counted
+    // lost. A failed file ends the capture, so opens after that are not
+    // taken at all (how many fit before the limit depends on how fast the
+    // writer ran, so no share is asserted; under emulation it fails early).
+    let taken: u64 = err
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("[USER] events: "))
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of events taken: {err}"));
     let out = harrier(&["inspect", "--json", &f]);
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("inspect --json");
     let in_file = j["per_syscall"]["openat"].as_u64().unwrap_or(0);
     assert!(lost > 0, "the limit was hit during the capture: {err}");
-    assert!(in_file + lost >= 3000, "{in_file} opens in the file + {lost} counted lost < 3000: {err}");
+    assert!(taken > 0 && taken <= 3000, "{taken} events taken: {err}");
+    assert_eq!(in_file + lost, taken, "{in_file} opens in the file + {lost} counted lost: {err}");
 }
