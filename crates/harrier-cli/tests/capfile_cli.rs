@@ -441,6 +441,8 @@ fn a_write_error_stops_the_file_with_one_message_and_counted_losses() {
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("inspect --json");
     let in_file = j["per_syscall"]["openat"].as_u64().unwrap_or(0);
     assert!(lost > 0, "the limit was hit during the capture: {err}");
-    assert!(taken > 0 && taken <= 3000, "{taken} events taken: {err}");
+    // (More than 3000 is possible: --pid takes the whole test process, whose
+    // other tests' threads open files too.)
+    assert!(taken > 0, "{taken} events taken: {err}");
     assert_eq!(in_file + lost, taken, "{in_file} opens in the file + {lost} counted lost: {err}");
 }
