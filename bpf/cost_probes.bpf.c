@@ -168,6 +168,28 @@ int BPF_PROG(dispatcher, struct pt_regs *regs, long ret)
 	return 0;
 }
 
+/* Floors of a timestamped event on the dispatcher's hook: the pid filter
+ * alone, then the one clock read every event needs. The store keeps the
+ * read from being optimised away. */
+__u64 last_ts;
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(btf_filter, struct pt_regs *regs, long ret)
+{
+	if ((bpf_get_current_pid_tgid() >> 32) != filter_tgid)
+		return 0;
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(btf_clock, struct pt_regs *regs, long ret)
+{
+	if ((bpf_get_current_pid_tgid() >> 32) != filter_tgid)
+		return 0;
+	last_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
 /*
  * 6: a single-producer ring per CPU in an mmapable array, written with plain
  * stores: no helper call, no lock. Preemption is off in syscall tracepoints

@@ -59,6 +59,25 @@ pub struct Run {
     pub drops: f64,
     /// ns per call (getpid), seconds (dd) or requests per second (redis).
     pub result: f64,
+    /// Change against a no-sensor run of the same workload taken just before
+    /// this one (ns per call for getpid, a fraction for dd and redis); NaN
+    /// when unpaired. Pairs cancel the drift of a shared machine that
+    /// separate medians of the two keep.
+    pub paired: f64,
+}
+
+impl Run {
+    fn unpaired(result: f64) -> Run {
+        Run { result, paired: f64::NAN, ..Run::default() }
+    }
+}
+
+/// The change from `base` to `run` in the workload's unit.
+pub fn change(w: Workload, run: f64, base: f64) -> f64 {
+    match w {
+        Workload::Getpid { .. } => run - base,
+        Workload::Dd | Workload::Redis => run / base - 1.0,
+    }
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -119,7 +138,7 @@ pub fn run(case: &Case) -> Result<Run> {
     let Some(list) = case.syscalls else {
         work.release()?;
         let (out, wall) = work.finish()?;
-        return Ok(Run { result: result_of(case.workload, &out, wall)?, ..Run::default() });
+        return Ok(Run::unpaired(result_of(case.workload, &out, wall)?));
     };
     let mut cfg = Config::new(parse_syscalls(list)?);
     if case.filter_workload {
@@ -152,7 +171,20 @@ pub fn run(case: &Case) -> Result<Run> {
         consumer_ms_per_m: if events > 0.0 { cpu as f64 / 1e6 / (events / 1e6) } else { f64::NAN },
         drops: stats.total_drops() as f64,
         result: result_of(case.workload, &out, wall)?,
+        paired: f64::NAN,
     })
+}
+
+/// A sensor case right after a no-sensor run of its workload (stats-off
+/// cases only: theirs are the wall figures the targets are about).
+fn run_paired(case: &Case) -> Result<Run> {
+    if case.syscalls.is_none() || case.bpf_stats {
+        return run(case);
+    }
+    let base = run(&Case { syscalls: None, ..case.variant(case.mode, false) })?;
+    let mut r = run(case)?;
+    r.paired = change(case.workload, r.result, base.result);
+    Ok(r)
 }
 
 /// A redis-server of our own on a private port; stopped (by PID) on drop.
@@ -280,7 +312,7 @@ pub fn measure(cases: &[Case], rounds: usize) -> Result<(Vec<Run>, Picks)> {
         for (i, c) in cases.iter().enumerate() {
             let stats = if c.bpf_stats { ", stats on" } else { "" };
             eprintln!("bench-capture: round {}/{rounds}: {} [{}{stats}]", r + 1, c.label, c.mode);
-            runs[i].push(run(c)?);
+            runs[i].push(run_paired(c)?);
         }
     }
     Ok((runs.into_iter().map(|v| median_run(&v)).collect(), picks))
@@ -296,5 +328,6 @@ fn median_run(v: &[Run]) -> Run {
         consumer_ms_per_m: m(|r| r.consumer_ms_per_m),
         drops: m(|r| r.drops),
         result: m(|r| r.result),
+        paired: m(|r| r.paired),
     }
 }

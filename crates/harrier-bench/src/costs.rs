@@ -3,7 +3,7 @@
 //! All runs are interleaved in rounds and reported as medians.
 
 use crate::workload::{median, paused_loop, Paused};
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use harrier_capture::tracefs;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, RingBufferBuilder};
@@ -40,6 +40,8 @@ pub const VARIANTS: &[Variant] = &[
     Variant { label: "no sensor", prog: None, tracepoint: None, matches: false },
     probe("unselected: per-syscall tp (getppid attached)", "empty", "sys_exit_getppid", false),
     Variant { label: "unselected: sys_exit dispatcher (tp_btf)", prog: Some("dispatcher"), tracepoint: None, matches: false },
+    Variant { label: "tp_btf sys_exit: pid filter", prog: Some("btf_filter"), tracepoint: None, matches: true },
+    Variant { label: FLOOR, prog: Some("btf_clock"), tracepoint: None, matches: true },
     probe("selected, other process (pid filter)", "output", GETPID_TP, false),
     probe("empty program", "empty", GETPID_TP, true),
     probe("+ pid filter", "filter_only", GETPID_TP, true),
@@ -60,11 +62,16 @@ pub const VARIANTS: &[Variant] = &[
 /// Marks the variant that runs the real sensor rather than a probe.
 const CAPTURE: &str = "capture";
 
+/// The least any timestamped exit event can cost: the syscall tracepoint slow
+/// path, the tp_btf call, a pid filter and one clock read.
+pub const FLOOR: &str = "tp_btf sys_exit: pid filter + 1 clock read";
+
 /// The real sensor on the workload: BPF ns per getpid event.
-fn run_capture(count: u64) -> Result<Sample> {
+fn run_capture(count: u64, stats: bool) -> Result<Sample> {
     let mut work = paused_loop(GETPID, count)?;
     let mut cfg = harrier_capture::Config::new(harrier_capture::parse_syscalls("getpid")?);
     cfg.pid = Some(work.pid());
+    cfg.run_time_stats = stats;
     let mut s = harrier_capture::Session::start_counting(&cfg)?;
     work.release()?;
     wait_draining(&mut work, &mut || {
@@ -73,7 +80,7 @@ fn run_capture(count: u64) -> Result<Sample> {
     let (out, _) = work.finish()?;
     let st = s.stop()?;
     let p = st.programs.iter().find(|p| p.name == "hr_exit_getpid").ok_or_else(|| anyhow!("no stats"))?;
-    Ok(Sample { wall_ns: out.parse()?, bpf_ns: p.avg_ns() })
+    Ok(Sample { wall_ns: out.parse()?, bpf_ns: if stats { p.avg_ns() } else { f64::NAN } })
 }
 
 pub struct Sample {
@@ -96,12 +103,13 @@ fn wait_draining(work: &mut Paused, drain: &mut dyn FnMut()) -> Result<()> {
     Ok(())
 }
 
-/// One run of one variant: `count` getpid calls in a fresh process.
-pub fn run(v: &Variant, count: u64) -> Result<Sample> {
+/// One run of one variant: `count` getpid calls in a fresh process. With
+/// `stats` the kernel's run-time accounting is on (BPF ns, dearer wall).
+pub fn run(v: &Variant, count: u64, stats: bool) -> Result<Sample> {
     let mut work = paused_loop(GETPID, count)?;
     if v.prog == Some(CAPTURE) {
         drop(work);
-        return run_capture(count);
+        return run_capture(count, stats);
     }
     let Some(prog_name) = v.prog else {
         work.release()?;
@@ -125,8 +133,15 @@ pub fn run(v: &Variant, count: u64) -> Result<Sample> {
         }
         None => prog.attach()?,
     };
-    let stats = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-    let _stats = (stats >= 0).then(|| unsafe { OwnedFd::from_raw_fd(stats) });
+    let _stats = if stats {
+        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+        if fd < 0 {
+            bail!("BPF run-time stats refused: {}", std::io::Error::from_raw_os_error(-fd));
+        }
+        Some(unsafe { OwnedFd::from_raw_fd(fd) })
+    } else {
+        None
+    };
     let mut rb = RingBufferBuilder::new();
     rb.add(&skel.maps.ring, |_| 0)?;
     let rb = rb.build()?;
@@ -136,19 +151,23 @@ pub fn run(v: &Variant, count: u64) -> Result<Sample> {
     })?;
     let (out, _) = work.finish()?;
     let (cnt, ns) = prog_stats(prog.as_fd().as_raw_fd());
-    Ok(Sample { wall_ns: out.parse()?, bpf_ns: if cnt > 0 { ns as f64 / cnt as f64 } else { f64::NAN } })
+    let bpf_ns = if stats && cnt > 0 { ns as f64 / cnt as f64 } else { f64::NAN };
+    Ok(Sample { wall_ns: out.parse()?, bpf_ns })
 }
 
 /// Rounds × variants, interleaved; returns (label, median wall, median bpf).
+/// Wall times come from runs with run-time stats off (as users run), BPF
+/// times from a second run of each program with them on.
 pub fn measure(rounds: usize, count: u64) -> Result<Vec<(&'static str, f64, f64)>> {
     let mut wall = vec![Vec::new(); VARIANTS.len()];
     let mut bpf = vec![Vec::new(); VARIANTS.len()];
     for r in 0..rounds {
         eprintln!("kernel-costs: round {}/{rounds}", r + 1);
         for (i, v) in VARIANTS.iter().enumerate() {
-            let s = run(v, count)?;
-            wall[i].push(s.wall_ns);
-            bpf[i].push(s.bpf_ns);
+            wall[i].push(run(v, count, false)?.wall_ns);
+            if v.prog.is_some() {
+                bpf[i].push(run(v, count, true)?.bpf_ns);
+            }
         }
     }
     Ok(VARIANTS
@@ -156,4 +175,17 @@ pub fn measure(rounds: usize, count: u64) -> Result<Vec<(&'static str, f64, f64)
         .enumerate()
         .map(|(i, v)| (v.label, median(&mut wall[i]), median(&mut bpf[i])))
         .collect())
+}
+
+/// ns per clock_gettime(CLOCK_MONOTONIC) in user space: the vDSO reads the
+/// same clocksource (tsc here) as bpf_ktime_get_ns, so this is what one
+/// timestamp costs on this machine before any BPF.
+pub fn user_clock_ns(calls: u32) -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let start = std::time::Instant::now();
+    for _ in 0..calls {
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        std::hint::black_box(&ts);
+    }
+    start.elapsed().as_nanos() as f64 / calls as f64
 }

@@ -42,6 +42,10 @@ enum Cmd {
         /// Skip the SIGINT-to-exit measurement.
         #[arg(long)]
         no_stop: bool,
+        /// Only the cases whose label contains this (e.g. "redis"); each
+        /// workload's no-sensor row has the workload's name in its label.
+        #[arg(long)]
+        only: Option<String>,
     },
     /// Kernel cost of each capture step, and the dispatcher design, per getpid.
     KernelCosts {
@@ -122,36 +126,59 @@ fn kernel_costs(rounds: usize, count: u64) -> Result<()> {
         "{:<48} {:>12} {:>12} {:>12}",
         "getpid loop, median of rounds", "wall ns/call", "Δ vs none", "BPF ns/run"
     );
-    for (label, wall, bpf) in rows {
+    for &(label, wall, bpf) in &rows {
         let bpf = if bpf.is_nan() { "-".to_string() } else { format!("{bpf:.1}") };
         println!("{label:<48} {wall:>12.1} {:>12.1} {bpf:>12}", wall - base);
+    }
+    println!("wall columns: run-time stats off; BPF ns/run: a second run of each program with them on");
+    let mut clock: Vec<f64> = (0..rounds.max(1)).map(|_| costs::user_clock_ns(2_000_000)).collect();
+    println!(
+        "one clock read in user space (vDSO CLOCK_MONOTONIC, same clocksource): {:.1} ns",
+        workload::median(&mut clock)
+    );
+    if let Some(&(_, floor, _)) = rows.iter().find(|r| r.0 == costs::FLOOR) {
+        println!(
+            "floor of a timestamped exit event (the '{}' row): +{:.1} ns per call",
+            costs::FLOOR,
+            floor - base
+        );
     }
     Ok(())
 }
 
-/// The result column's meaning per workload, and its change against no sensor.
+/// The result column's meaning per workload, and its change against no
+/// sensor: the median of paired changes when the case has them, else the
+/// change between the two medians.
 fn result_cells(case: &capture::Case, run: &capture::Run, base: Option<&capture::Run>) -> [String; 2] {
     use capture::Workload::*;
-    let (value, delta) = match (case.workload, base) {
-        (Getpid { .. }, Some(b)) => {
-            (format!("{:.1} ns/call", run.result), format!("+{:.1} ns", run.result - b.result))
-        }
-        (Dd, Some(b)) => {
-            (format!("{:.2} s", run.result), format!("{:+.0}%", (run.result / b.result - 1.0) * 100.0))
-        }
-        (Redis, Some(b)) => {
-            (format!("{:.0} req/s", run.result), format!("{:+.1}%", (run.result / b.result - 1.0) * 100.0))
-        }
-        (Getpid { .. }, None) => (format!("{:.1} ns/call", run.result), String::new()),
-        (Dd, None) => (format!("{:.2} s", run.result), String::new()),
-        (Redis, None) => (format!("{:.0} req/s", run.result), String::new()),
+    let value = match case.workload {
+        Getpid { .. } => format!("{:.1} ns/call", run.result),
+        Dd => format!("{:.2} s", run.result),
+        Redis => format!("{:.0} req/s", run.result),
+    };
+    let paired = !run.paired.is_nan();
+    let d = match base {
+        _ if paired => run.paired,
+        Some(b) => capture::change(case.workload, run.result, b.result),
+        None => return [value, String::new()],
+    };
+    let mark = if paired { " (paired)" } else { "" };
+    let delta = match case.workload {
+        Getpid { .. } => format!("{d:+.1} ns{mark}"),
+        Dd | Redis => format!("{:+.1}%{mark}", d * 100.0),
     };
     [value, delta]
 }
 
-fn bench_capture(rounds: usize, quick: bool, out: PathBuf, stop: bool) -> Result<()> {
+fn bench_capture(rounds: usize, quick: bool, out: PathBuf, stop: bool, only: Option<&str>) -> Result<()> {
     use report::num;
-    let cases = capture::cases(quick);
+    let mut cases = capture::cases(quick);
+    if let Some(only) = only {
+        cases.retain(|c| c.label.contains(only));
+        if cases.is_empty() {
+            anyhow::bail!("--only {only:?} matches no case");
+        }
+    }
     let (runs, picks) = capture::measure(&cases, rounds)?;
     let base_of = |i: usize| {
         let c = &cases[i];
@@ -206,8 +233,9 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf, stop: bool) -> Result
         rows: auto_rows,
     };
     let mut md = format!(
-        "Medians of {rounds} interleaved rounds. Workload figures come from the rows with BPF stats \
-        off; BPF ns/run from the rows with them on (BPF_ENABLE_STATS adds ~57 ns of its own clock reads \
+        "Medians of {rounds} interleaved rounds. Each stats-off sensor run follows a no-sensor run of \
+        the same workload, and its change is the median of those pairs' changes (marked paired). \
+        Workload figures come from the rows with BPF stats off; BPF ns/run from the rows with them on (BPF_ENABLE_STATS adds ~57 ns of its own clock reads \
         to every program run on the machine, so those rows' workload figures include that cost). \
         BPF ns/run is per selected event with per-syscall tracepoints, and per syscall on the machine \
         (selected or not) with the dispatcher.\n\n{}\n`auto` ({}), sampled while each workload ran:\n\n{}",
@@ -287,7 +315,9 @@ fn rules_cost(rounds: usize, stable: &str, events: Option<&std::path::Path>) -> 
 fn main() -> ExitCode {
     let r = match Cli::parse().command {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
-        Cmd::Capture { rounds, quick, out, no_stop } => bench_capture(rounds, quick, out, !no_stop),
+        Cmd::Capture { rounds, quick, out, no_stop, only } => {
+            bench_capture(rounds, quick, out, !no_stop, only.as_deref())
+        }
         Cmd::RulesCost { rounds, stable_rules, events } => {
             rules_cost(rounds, &stable_rules, events.as_deref())
         }
