@@ -5,7 +5,7 @@
 //! types, no Arcs, names instead of enums, so another tool can read it and
 //! the tables can change without changing the file format.
 
-use crate::container::Container;
+use crate::container::{Container, Mount, Pod};
 use crate::fd::{Fd, FdType, Tuple, L4};
 use crate::process::{Comm, Process};
 use crate::state::State;
@@ -116,6 +116,36 @@ pub struct SnapContainer {
     pub privileged: bool,
     pub created: String,
     pub runtime: String,
+    /// The Kubernetes pod; left out of the JSON outside Kubernetes (and
+    /// absent in files written before it was kept).
+    #[serde(default, skip_serializing_if = "SnapPod::is_empty")]
+    pub pod: SnapPod,
+    /// Volumes, in the runtime's order; left out when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<SnapMount>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapPod {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub sandbox_id: String,
+}
+
+impl SnapPod {
+    fn is_empty(&self) -> bool {
+        *self == SnapPod::default()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapMount {
+    pub source: String,
+    pub dest: String,
+    pub mode: String,
+    pub rdwr: bool,
+    pub propagation: String,
 }
 
 const FD_TYPES: [FdType; 15] = [
@@ -208,6 +238,23 @@ impl State {
                 privileged: c.privileged,
                 created: c.created.to_string(),
                 runtime: c.runtime.to_string(),
+                pod: SnapPod {
+                    name: c.pod.name.to_string(),
+                    namespace: c.pod.namespace.to_string(),
+                    uid: c.pod.uid.to_string(),
+                    sandbox_id: c.pod.sandbox_id.to_string(),
+                },
+                mounts: c
+                    .mounts
+                    .iter()
+                    .map(|m| SnapMount {
+                        source: m.source.to_string(),
+                        dest: m.dest.to_string(),
+                        mode: m.mode.to_string(),
+                        rdwr: m.rdwr,
+                        propagation: m.propagation.to_string(),
+                    })
+                    .collect(),
             })
             .collect();
         containers.sort_by(|a, b| a.full_id.cmp(&b.full_id));
@@ -251,9 +298,23 @@ impl State {
                 privileged: c.privileged,
                 created: c.created.as_str().into(),
                 runtime,
-                // Capture files do not record pods or mounts (their snapshot layout is versioned).
-                pod: Default::default(),
-                mounts: Vec::new(),
+                pod: Pod {
+                    name: c.pod.name.as_str().into(),
+                    namespace: c.pod.namespace.as_str().into(),
+                    uid: c.pod.uid.as_str().into(),
+                    sandbox_id: c.pod.sandbox_id.as_str().into(),
+                },
+                mounts: c
+                    .mounts
+                    .iter()
+                    .map(|m| Mount {
+                        source: m.source.as_str().into(),
+                        dest: m.dest.as_str().into(),
+                        mode: m.mode.as_str().into(),
+                        rdwr: m.rdwr,
+                        propagation: m.propagation.as_str().into(),
+                    })
+                    .collect(),
             };
             self.containers.by_id.insert(c.full_id.clone(), Arc::new(c));
         }
@@ -425,6 +486,13 @@ mod tests {
                 full_id: "c".repeat(64),
                 name: "web".into(),
                 runtime: "docker".into(),
+                pod: SnapPod { name: "web-0".into(), namespace: "prod".into(), ..Default::default() },
+                mounts: vec![SnapMount {
+                    source: "/srv/data".into(),
+                    dest: "/data".into(),
+                    rdwr: false,
+                    ..Default::default()
+                }],
                 ..Default::default()
             }],
         }
@@ -437,6 +505,9 @@ mod tests {
         let p = st.process(43).expect("thread 43 belongs to 42");
         assert_eq!((p.pid, p.name(), &*p.cwd), (42, "nginx", "/"));
         assert_eq!(p.container_id(), "cccccccccccc");
+        let c = p.container.as_ref().unwrap();
+        assert_eq!((&*c.pod.name, &*c.pod.namespace), ("web-0", "prod"));
+        assert_eq!(c.mounts[0].to_string(), "/srv/data:/data::false:");
         assert_eq!(st.fd(43, 4).unwrap().typ, FdType::Ipv4);
         assert_eq!(st.fd(42, 4).unwrap().tuple.as_ref().unwrap().l4, L4::Tcp);
         assert_eq!(st.users.cached_user(33).unwrap().name.as_ref(), "www-data");
@@ -444,5 +515,14 @@ mod tests {
         assert_eq!(st.snapshot(), s);
         let json = serde_json::to_string(&s).unwrap();
         assert_eq!(serde_json::from_str::<Snapshot>(&json).unwrap(), s);
+    }
+
+    #[test]
+    fn a_container_without_pod_or_mounts_keeps_the_older_json() {
+        let mut c = sample().containers.remove(0);
+        (c.pod, c.mounts) = (SnapPod::default(), Vec::new());
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(!json.contains("pod") && !json.contains("mounts"), "{json}");
+        assert_eq!(serde_json::from_str::<SnapContainer>(&json).unwrap(), c);
     }
 }
