@@ -12,6 +12,8 @@ pub const REDIS_TESTS: &str = "ping_inline,ping_mbulk,set,get,incr,lpush,rpush,l
 const SMALL_SET: &str = "sendto,recvfrom";
 pub const BIG_SET: &str = "read,write,close,fcntl,gettimeofday,epoll_ctl,epoll_wait,clock_gettime,\
 clock_nanosleep,socket,connect,sendto,recvfrom,setsockopt,accept4";
+/// Requests per redis-benchmark test.
+const REDIS_REQUESTS: u64 = 100_000;
 /// A syscall nothing in the workloads calls: the sensor is attached, idle.
 const UNUSED: &str = "acct";
 
@@ -64,11 +66,19 @@ pub struct Run {
     /// when unpaired. Pairs cancel the drift of a shared machine that
     /// separate medians of the two keep.
     pub paired: f64,
+    /// redis: CPU µs per request of redis-server, redis-benchmark and the
+    /// consumer together (kernel time included: the sensor's BPF runs in
+    /// the traced tasks). Unlike requests/s, it hardly depends on what else
+    /// the shared machine runs.
+    pub cpu_us_per_request: f64,
+    /// redis, paired: the requests/s a CPU-bound redis loses to that extra
+    /// CPU, 1 − base CPU / case CPU (a fraction, negative = loss).
+    pub paired_cpu: f64,
 }
 
 impl Run {
-    fn unpaired(result: f64) -> Run {
-        Run { result, paired: f64::NAN, ..Run::default() }
+    fn unpaired(result: f64, cpu_us_per_request: f64) -> Run {
+        Run { result, paired: f64::NAN, cpu_us_per_request, paired_cpu: f64::NAN, ..Run::default() }
     }
 }
 
@@ -91,7 +101,7 @@ fn spawn(w: Workload) -> Result<Paused> {
         Workload::Getpid { threads, count } => paused_loop_threads(libc::SYS_getpid, count, threads),
         Workload::Dd => paused_shell("dd if=/dev/zero of=/dev/null bs=1 count=5000000"),
         Workload::Redis => {
-            paused_shell(&format!("redis-benchmark -p {REDIS_PORT} -t {REDIS_TESTS} -q -n 100000"))
+            paused_shell(&format!("redis-benchmark -p {REDIS_PORT} -t {REDIS_TESTS} -q -n {REDIS_REQUESTS}"))
         }
     }
 }
@@ -133,12 +143,54 @@ fn bpf_ns_per_run(stats: &Stats) -> f64 {
     }
 }
 
-pub fn run(case: &Case) -> Result<Run> {
+/// CPU ns a process has used (user + system), from /proc/PID/stat.
+fn process_cpu_ns(pid: u32) -> Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the parenthesised comm: state is the 3rd field, utime the 14th.
+    let rest = stat.rsplit_once(')').context("malformed /proc/PID/stat")?.1;
+    let f: Vec<u64> = rest.split_whitespace().skip(11).take(2).map(|v| v.parse().unwrap_or(0)).collect();
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Ok(f.iter().sum::<u64>() * 1_000_000_000 / hz)
+}
+
+/// CPU ns of this process's waited-for children (the workload once reaped).
+fn children_cpu_ns() -> u64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    ns(ru.ru_utime) + ns(ru.ru_stime)
+}
+
+/// Where the workload's CPU goes: its own children, plus a server it talks to.
+struct CpuMeter {
+    server: Option<u32>,
+    start: (u64, u64),
+}
+
+impl CpuMeter {
+    fn start(server: Option<u32>) -> Result<CpuMeter> {
+        let server_ns = server.map(process_cpu_ns).transpose()?.unwrap_or(0);
+        Ok(CpuMeter { server, start: (children_cpu_ns(), server_ns) })
+    }
+
+    /// CPU µs per redis request since start, adding the consumer's `extra_ns`.
+    fn us_per_request(&self, w: Workload, extra_ns: u64) -> Result<f64> {
+        let Some(server) = self.server.filter(|_| w == Workload::Redis) else { return Ok(f64::NAN) };
+        let used = children_cpu_ns() - self.start.0 + process_cpu_ns(server)? - self.start.1 + extra_ns;
+        let requests = REDIS_REQUESTS * REDIS_TESTS.split(',').count() as u64;
+        Ok(used as f64 / 1e3 / requests as f64)
+    }
+}
+
+/// One run of a case; `server` is the redis-server's pid when one runs.
+pub fn run(case: &Case, server: Option<u32>) -> Result<Run> {
+    let meter = CpuMeter::start(server)?;
     let mut work = spawn(case.workload)?;
     let Some(list) = case.syscalls else {
         work.release()?;
         let (out, wall) = work.finish()?;
-        return Ok(Run::unpaired(result_of(case.workload, &out, wall)?));
+        let cpu = meter.us_per_request(case.workload, 0)?;
+        return Ok(Run::unpaired(result_of(case.workload, &out, wall)?, cpu));
     };
     let mut cfg = Config::new(parse_syscalls(list)?);
     if case.filter_workload {
@@ -172,18 +224,21 @@ pub fn run(case: &Case) -> Result<Run> {
         drops: stats.total_drops() as f64,
         result: result_of(case.workload, &out, wall)?,
         paired: f64::NAN,
+        cpu_us_per_request: meter.us_per_request(case.workload, cpu)?,
+        paired_cpu: f64::NAN,
     })
 }
 
 /// A sensor case right after a no-sensor run of its workload (stats-off
 /// cases only: theirs are the wall figures the targets are about).
-fn run_paired(case: &Case) -> Result<Run> {
+fn run_paired(case: &Case, server: Option<u32>) -> Result<Run> {
     if case.syscalls.is_none() || case.bpf_stats {
-        return run(case);
+        return run(case, server);
     }
-    let base = run(&Case { syscalls: None, ..case.variant(case.mode, false) })?;
-    let mut r = run(case)?;
+    let base = run(&Case { syscalls: None, ..case.variant(case.mode, false) }, server)?;
+    let mut r = run(case, server)?;
     r.paired = change(case.workload, r.result, base.result);
+    r.paired_cpu = 1.0 - r.cpu_us_per_request / base.cpu_us_per_request;
     Ok(r)
 }
 
@@ -298,7 +353,7 @@ pub type Picks = Vec<(String, harrier_capture::AttachChoice)>;
 /// Runs every case `rounds` times, interleaved, and returns per-case
 /// medians, plus what `auto` picks for each selection (by label).
 pub fn measure(cases: &[Case], rounds: usize) -> Result<(Vec<Run>, Picks)> {
-    let _redis =
+    let redis =
         if cases.iter().any(|c| c.workload == Workload::Redis) { Some(Redis::start()?) } else { None };
     let mut picks: Picks = Vec::new();
     for c in cases.iter().filter(|c| c.syscalls.is_some()) {
@@ -312,7 +367,7 @@ pub fn measure(cases: &[Case], rounds: usize) -> Result<(Vec<Run>, Picks)> {
         for (i, c) in cases.iter().enumerate() {
             let stats = if c.bpf_stats { ", stats on" } else { "" };
             eprintln!("bench-capture: round {}/{rounds}: {} [{}{stats}]", r + 1, c.label, c.mode);
-            runs[i].push(run_paired(c)?);
+            runs[i].push(run_paired(c, redis.as_ref().map(Redis::pid))?);
         }
     }
     Ok((runs.into_iter().map(|v| median_run(&v)).collect(), picks))
@@ -329,5 +384,7 @@ fn median_run(v: &[Run]) -> Run {
         drops: m(|r| r.drops),
         result: m(|r| r.result),
         paired: m(|r| r.paired),
+        cpu_us_per_request: m(|r| r.cpu_us_per_request),
+        paired_cpu: m(|r| r.paired_cpu),
     }
 }

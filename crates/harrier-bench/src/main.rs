@@ -163,10 +163,13 @@ fn result_cells(case: &capture::Case, run: &capture::Run, base: Option<&capture:
         None => return [value, String::new()],
     };
     let mark = if paired { " (paired)" } else { "" };
-    let delta = match case.workload {
+    let mut delta = match case.workload {
         Getpid { .. } => format!("{d:+.1} ns{mark}"),
         Dd | Redis => format!("{:+.1}%{mark}", d * 100.0),
     };
+    if !run.paired_cpu.is_nan() {
+        delta += &format!("; CPU-bound {:+.1}%", run.paired_cpu * 100.0);
+    }
     [value, delta]
 }
 
@@ -195,6 +198,7 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf, stop: bool, only: Opt
         "bytes/event",
         "consumer CPU ms/M events",
         "drops",
+        "CPU µs/request",
         "workload",
         "vs no sensor",
     ];
@@ -212,6 +216,7 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf, stop: bool, only: Opt
             num(r.bytes_per_event, 1),
             num(r.consumer_ms_per_m, 1),
             num(r.drops, 0),
+            num(r.cpu_us_per_request, 2),
             value,
             delta,
         ]);
@@ -235,6 +240,10 @@ fn bench_capture(rounds: usize, quick: bool, out: PathBuf, stop: bool, only: Opt
     let mut md = format!(
         "Medians of {rounds} interleaved rounds. Each stats-off sensor run follows a no-sensor run of \
         the same workload, and its change is the median of those pairs' changes (marked paired). \
+        For redis, CPU µs/request counts redis-server, redis-benchmark and the consumer (kernel time \
+        included, where the sensor's BPF runs); \"CPU-bound\" is the requests/s that extra CPU costs \
+        a CPU-bound redis (1 − base CPU / case CPU, paired), which a busy shared machine disturbs far \
+        less than requests/s itself. \
         Workload figures come from the rows with BPF stats off; BPF ns/run from the rows with them on (BPF_ENABLE_STATS adds ~57 ns of its own clock reads \
         to every program run on the machine, so those rows' workload figures include that cost). \
         BPF ns/run is per selected event with per-syscall tracepoints, and per syscall on the machine \
