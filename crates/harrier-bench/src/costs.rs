@@ -3,12 +3,12 @@
 //! All runs are interleaved in rounds and reported as medians.
 
 use crate::workload::{median, paused_loop, Paused};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use harrier_capture::tracefs;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, RingBufferBuilder};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
 mod skel {
@@ -133,15 +133,7 @@ pub fn run(v: &Variant, count: u64, stats: bool) -> Result<Sample> {
         }
         None => prog.attach()?,
     };
-    let _stats = if stats {
-        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-        if fd < 0 {
-            bail!("BPF run-time stats refused: {}", std::io::Error::from_raw_os_error(-fd));
-        }
-        Some(unsafe { OwnedFd::from_raw_fd(fd) })
-    } else {
-        None
-    };
+    let _stats = stats.then(harrier_capture::enable_run_time_stats).transpose()?;
     let mut rb = RingBufferBuilder::new();
     rb.add(&skel.maps.ring, |_| 0)?;
     let rb = rb.build()?;

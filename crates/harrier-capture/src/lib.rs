@@ -55,7 +55,7 @@ pub mod testing {
 }
 
 pub use attach::{AttachChoice, AttachMode};
-pub use session::{EventSink, Pace, Session};
+pub use session::{enable_run_time_stats, EventSink, Pace, Session};
 pub use stats::{ProgStats, Stats, UserCounters};
 
 use anyhow::{bail, Result};
