@@ -118,7 +118,7 @@ fn fits(codes: &[u8], body: &[u8]) -> bool {
 }
 
 /// The writer's side: packs records into a block payload.
-pub(crate) struct Packer {
+pub struct Packer {
     /// Per type field: 1 + the block's layout number for its own layout
     /// ([0]) and for REST ([1]); 0 when not defined in this block yet.
     slot: Vec<[u32; 2]>,
@@ -127,11 +127,42 @@ pub(crate) struct Packer {
     defined: u32,
     prev_ts: u64,
     prev_tid: u32,
+    /// For [`Packer::packed_size`].
+    scratch: Vec<u8>,
+}
+
+impl Default for Packer {
+    fn default() -> Packer {
+        Packer::new()
+    }
 }
 
 impl Packer {
     pub fn new() -> Packer {
-        Packer { slot: vec![[0; 2]; 1 << 16], used: Vec::new(), defined: 0, prev_ts: 0, prev_tid: 0 }
+        Packer {
+            slot: vec![[0; 2]; 1 << 16],
+            used: Vec::new(),
+            defined: 0,
+            prev_ts: 0,
+            prev_tid: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The bytes `rec` takes packed after the records given before it since
+    /// the last [`Packer::reset`] (for measurements); None when it is not a
+    /// whole record (header length = its length).
+    pub fn packed_size(&mut self, rec: &[u8]) -> Option<usize> {
+        let whole = rec.len() >= HEADER_LEN && u16::from_le_bytes([rec[14], rec[15]]) as usize == rec.len();
+        if !whole {
+            return None;
+        }
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        self.push(rec, &mut out);
+        let n = out.len();
+        self.scratch = out;
+        Some(n)
     }
 
     /// Starts a new block: layouts, ts and tid start over.
@@ -146,8 +177,8 @@ impl Packer {
     }
 
     /// Appends the packed form of `rec` (a whole record whose length field
-    /// was checked) to `out`. At most `rec.len() + 32` bytes.
-    pub fn push(&mut self, rec: &[u8], out: &mut Vec<u8>) {
+    /// was checked) to `out`.
+    pub(crate) fn push(&mut self, rec: &[u8], out: &mut Vec<u8>) {
         let ts = u64::from_le_bytes(rec[0..8].try_into().unwrap());
         let tid = u32::from_le_bytes(rec[8..12].try_into().unwrap());
         let typ = u16::from_le_bytes([rec[12], rec[13]]);
