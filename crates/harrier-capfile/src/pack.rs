@@ -36,7 +36,7 @@ pub const F_VAR: u8 = 0x00;
 pub const F_I32: u8 = 0x04;
 /// An 8-byte integer; packed as the varint of its zigzag as an i64.
 pub const F_I64: u8 = 0x08;
-/// `F_FIXED | n` (n 1..=127): n bytes copied as they are (a 16-byte comm).
+/// `F_FIXED | n` (n 1..=126): n bytes copied as they are (a 16-byte comm).
 pub const F_FIXED: u8 = 0x80;
 /// The rest of the record as it is: varint length + bytes. Last code only.
 pub const F_REST: u8 = 0xff;
@@ -257,7 +257,19 @@ struct Cur<'a> {
 }
 
 impl Cur<'_> {
+    #[inline]
     fn varint(&mut self, what: &str) -> Result<u64, String> {
+        // Most values (keys, lengths, small ints) are one byte.
+        if let Some(&byte) = self.b.get(self.at) {
+            if byte < 0x80 {
+                self.at += 1;
+                return Ok(byte as u64);
+            }
+        }
+        self.long_varint(what)
+    }
+
+    fn long_varint(&mut self, what: &str) -> Result<u64, String> {
         let start = self.at;
         let mut v = 0u64;
         // At most 10 bytes; the 10th holds bit 63 alone.
