@@ -153,16 +153,21 @@ impl Packer {
     /// the last [`Packer::reset`] (for measurements); None when it is not a
     /// whole record (header length = its length).
     pub fn packed_size(&mut self, rec: &[u8]) -> Option<usize> {
-        let whole = rec.len() >= HEADER_LEN && u16::from_le_bytes([rec[14], rec[15]]) as usize == rec.len();
-        if !whole {
-            return None;
-        }
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
-        self.push(rec, &mut out);
-        let n = out.len();
+        let n = self.pack(rec, &mut out).then_some(out.len());
         self.scratch = out;
-        Some(n)
+        n
+    }
+
+    /// Appends the packed form of `rec` to `out`; false (nothing appended)
+    /// when it is not a whole record (header length = its length).
+    pub fn pack(&mut self, rec: &[u8], out: &mut Vec<u8>) -> bool {
+        let whole = rec.len() >= HEADER_LEN && u16::from_le_bytes([rec[14], rec[15]]) as usize == rec.len();
+        if whole {
+            self.push(rec, out);
+        }
+        whole
     }
 
     /// Starts a new block: layouts, ts and tid start over.
@@ -390,6 +395,13 @@ impl Unpacker {
         self.codes.extend_from_slice(codes);
         Ok(())
     }
+}
+
+/// Unpacks a packed event-block payload into wire records appended to
+/// `out` (cleared first), at most `max_records` of them; returns how many.
+/// The errors name the payload byte.
+pub fn unpack(payload: &[u8], max_records: u32, out: &mut Vec<u8>) -> Result<u32, String> {
+    Unpacker::default().unpack(payload, max_records, out)
 }
 
 /// Unpacks one field into its wire form.

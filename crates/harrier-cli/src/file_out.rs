@@ -278,7 +278,8 @@ pub fn live_info(epoch_offset: u64, settings: serde_json::Value) -> FileInfo {
 /// One line for the end report.
 pub fn report(path: &str, o: &Outcome) -> String {
     let s = &o.summary;
-    let ratio = if s.bytes > 0 { s.raw_bytes as f64 / s.bytes as f64 } else { 0.0 };
+    // The records as the sensor delivered them against the file: packing and zstd together.
+    let ratio = if s.bytes > 0 { s.wire_bytes as f64 / s.bytes as f64 } else { 0.0 };
     match &o.error {
         Some(_) => format!("harrier: {path}: FAILED, whole blocks before the error kept; {} events lost", o.lost),
         None => format!(
