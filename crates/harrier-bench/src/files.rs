@@ -164,6 +164,12 @@ fn capture_redis(requests: u32) -> Result<Vec<u8>> {
 /// against Harrier's bytes per event; then whole files, compressed or not.
 fn legacy_table(requests: u32, scap_dir: &Path) -> Result<String> {
     let records = capture_redis(requests)?;
+    // Another bench's redis-server on the port answers for ours, unseen by the pid filter.
+    anyhow::ensure!(
+        !records.is_empty(),
+        "the redis capture holds no events: is another redis-server using port {} (another bench running)?",
+        crate::capture::REDIS_PORT
+    );
     let mut legacy = crate::legacy_size::Legacy::learn(scap_dir);
     let (per, untyped) = crate::legacy_size::tally(&mut legacy, &records);
     let mut rows: Vec<_> = per.into_iter().collect();
