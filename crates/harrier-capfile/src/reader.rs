@@ -63,6 +63,8 @@ pub enum Item<'a> {
 pub struct ReadStats {
     pub blocks: u64,
     pub event_blocks: u64,
+    /// Event blocks whose records were packed (encoding 1).
+    pub packed_blocks: u64,
     pub records: u64,
     pub drops: u64,
     pub lost: u64,
@@ -350,6 +352,7 @@ impl<R: Read + Seek> Reader<R> {
                     self.stats.last_ts = self.stats.last_ts.max(h.last_ts);
                 }
                 let n = if h.encoding == ENCODING_PACKED {
+                    self.stats.packed_blocks += 1;
                     std::mem::swap(&mut self.block, &mut self.packed);
                     let n = self.unpacker.unpack(&self.packed, h.records, &mut self.block);
                     n.map_err(|m| Error { offset: at, msg: m })? as usize

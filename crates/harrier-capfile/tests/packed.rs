@@ -188,4 +188,8 @@ fn packing_shrinks_typical_records_and_the_stats_say_by_how_much() {
     let wire_records: usize = recs.iter().map(|g| if let Got::Event(b) = g { b.len() } else { 0 }).sum();
     assert_eq!(s.wire_bytes, wire_records as u64);
     assert!(s.raw_bytes * 2 < s.wire_bytes, "{s:?}");
+    assert!(s.event_blocks > 0 && s.packed_blocks == s.event_blocks, "{s:?}");
+    let mut r = harrier_capfile::Reader::new(std::io::Cursor::new(&wire)).unwrap();
+    while r.next().unwrap().is_some() {}
+    assert_eq!((r.stats().packed_blocks, r.stats().wire_bytes), (0, wire_records as u64));
 }

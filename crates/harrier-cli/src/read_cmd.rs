@@ -201,6 +201,7 @@ pub fn inspect(a: InspectArgs) -> Result<()> {
             "raw_bytes": s.raw_bytes,
             "wire_bytes": s.wire_bytes,
             "blocks": s.event_blocks,
+            "packed_blocks": s.packed_blocks,
             "snapshot_processes": procs,
             "end": ended,
         });
@@ -223,8 +224,8 @@ pub fn inspect(a: InspectArgs) -> Result<()> {
         }
         println!("snapshot:   {snapshots} ({procs} processes)");
         println!(
-            "events:     {syscall_events} syscall events, {meta} life-cycle events, in {} blocks",
-            s.event_blocks
+            "events:     {syscall_events} syscall events, {meta} life-cycle events, in {} blocks ({} packed)",
+            s.event_blocks, s.packed_blocks
         );
         println!("drops:      {} in the kernel, {} before the writer", s.drops, s.lost);
         let ratio = if s.stored_bytes > 0 { s.raw_bytes as f64 / s.stored_bytes as f64 } else { 1.0 };
