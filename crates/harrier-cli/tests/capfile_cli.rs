@@ -275,7 +275,7 @@ fn capture_and_read_back(f: &str, target: &str, no_pack: bool) -> Value {
     }
     let s = Running::start(&args, "harrier: capturing");
     for _ in 0..25 {
-        drop(std::fs::File::open(&target).unwrap());
+        drop(std::fs::File::open(target).unwrap());
     }
     let (ok, _, err) = s.stop();
     assert!(ok, "{err}");
