@@ -16,7 +16,7 @@ sanitizer=${FUZZ_SANITIZER:-none}
 target_dir=${FUZZ_TARGET_DIR:-$root/target/fuzz}
 
 # crate -> fuzz targets, and the longest input each may grow to.
-declare -A TARGETS=([rules]="parse_condition load_rules" [capfile]="read_file" [scap]="convert")
+declare -A TARGETS=([rules]="parse_condition load_rules" [capfile]="read_file unpack" [scap]="convert")
 declare -A MAX_LEN=([rules]=8192 [capfile]=65536 [scap]=131072)
 
 # seeds CRATE TARGET DIR: copies the target's starting corpus into DIR.
@@ -24,7 +24,13 @@ seeds() {
     local crate=$1 target=$2 dir=$3 f
     case $crate in
     rules) cp "$root/crates/harrier-rules/fuzz/seeds/$target/"* "$dir/" ;;
-    capfile) cp "$root"/crates/harrier-capfile/tests/{corpus,golden}/*.hrcap "$dir/" ;;
+    capfile)
+        case $target in
+        # Packed event-block payloads (the packed golden's and corpus' blocks).
+        unpack) cp "$root/crates/harrier-capfile/fuzz/seeds/unpack/"* "$dir/" ;;
+        *) cp "$root"/crates/harrier-capfile/tests/{corpus,golden}/*.hrcap "$dir/" ;;
+        esac
+        ;;
     scap)
         cp "$root/crates/harrier-scap/fuzz/seeds/convert/"* "$dir/"
         # The real legacy captures too (where the tests find them), gzip ones also

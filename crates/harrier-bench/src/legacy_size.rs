@@ -158,29 +158,42 @@ fn tuple_len(a: &[u8]) -> u64 {
     }
 }
 
-/// Per syscall: Harrier events, Harrier bytes, legacy pair bytes.
+/// Per syscall: Harrier events, Harrier bytes (wire records, and packed as
+/// the capture file's event blocks hold them), legacy pair bytes.
 #[derive(Default, Clone, Copy)]
 pub struct PerSyscall {
     pub events: u64,
-    pub harrier: u64,
+    pub wire: u64,
+    pub packed: u64,
     pub legacy: u64,
 }
 
 /// Tallies wire records (Harrier's own bytes) against their legacy pairs.
+/// Packed sizes are the writer's: records packed in blocks of its default
+/// size (each block defines its layouts and restarts the ts deltas).
 pub fn tally(legacy: &mut Legacy, records: &[u8]) -> (HashMap<&'static str, PerSyscall>, u64) {
     let mut out: HashMap<&'static str, PerSyscall> = HashMap::new();
     let mut untyped = 0;
     let mut i = 0;
+    let mut packer = harrier_capfile::pack::Packer::new();
+    let mut block = 0;
     while i + 16 <= records.len() {
         let len = u16::from_le_bytes([records[i + 14], records[i + 15]]) as usize;
         let rec = &records[i..i + len];
         i += len;
+        if block + len > harrier_capfile::format::DEFAULT_BLOCK_LEN {
+            packer.reset();
+            block = 0;
+        }
+        block += len;
+        let packed = packer.packed_size(rec).unwrap_or(len);
         if let Ok(Event::Syscall(e)) = harrier_schema::decode::decode(rec) {
             match legacy.pair_bytes(&e) {
                 Some(l) => {
                     let s = out.entry(e.syscall.name).or_default();
                     s.events += 1;
-                    s.harrier += rec.len() as u64;
+                    s.wire += rec.len() as u64;
+                    s.packed += packed as u64;
                     s.legacy += l;
                 }
                 None => untyped += 1,

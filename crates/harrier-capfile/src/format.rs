@@ -11,8 +11,12 @@ pub const END_MAGIC: [u8; 8] = *b"HRCAPEND";
 /// First 4 bytes of every block header.
 pub const BLOCK_MAGIC: [u8; 4] = *b"HRBK";
 
-/// This layout. A reader refuses other format versions.
-pub const FORMAT_VERSION: u16 = 1;
+/// This layout, which writers write. Version 2 added the block header's
+/// encoding byte (packed event blocks, src/pack.rs); readers also read
+/// version 1 (that byte reserved, 0) and refuse any other version.
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest format version readers still read.
+pub const OLDEST_FORMAT_VERSION: u16 = 1;
 
 /// Fixed part of the file header; the JSON info follows.
 pub const FILE_HEADER_LEN: usize = 24;
@@ -78,6 +82,9 @@ pub struct FileInfo {
 pub struct BlockHeader {
     pub kind: u8,
     pub codec: u8,
+    /// Event blocks: how the payload holds the records (`pack::ENCODING_*`);
+    /// 0 in other blocks and in format version 1.
+    pub encoding: u8,
     pub stored_len: u32,
     pub raw_len: u32,
     pub records: u32,
@@ -90,9 +97,6 @@ pub struct BlockHeader {
     pub lost: u64,
 }
 
-fn u16_at(b: &[u8], i: usize) -> u16 {
-    u16::from_le_bytes([b[i], b[i + 1]])
-}
 pub(crate) fn u32_at(b: &[u8], i: usize) -> u32 {
     u32::from_le_bytes(b[i..i + 4].try_into().unwrap())
 }
@@ -106,6 +110,7 @@ impl BlockHeader {
         b[0..4].copy_from_slice(&BLOCK_MAGIC);
         b[4] = self.kind;
         b[5] = self.codec;
+        b[6] = self.encoding;
         b[8..12].copy_from_slice(&self.stored_len.to_le_bytes());
         b[12..16].copy_from_slice(&self.raw_len.to_le_bytes());
         b[16..20].copy_from_slice(&self.records.to_le_bytes());
@@ -132,6 +137,7 @@ impl BlockHeader {
         let h = BlockHeader {
             kind: b[4],
             codec: b[5],
+            encoding: b[6],
             stored_len: u32_at(b, 8),
             raw_len: u32_at(b, 12),
             records: u32_at(b, 16),
@@ -141,11 +147,16 @@ impl BlockHeader {
             drops: u64_at(b, 40),
             lost: u64_at(b, 48),
         };
-        if u16_at(b, 6) != 0 || u32_at(b, 56) != 0 {
+        if b[7] != 0 || u32_at(b, 56) != 0 {
             return Err("reserved block header bytes are not zero".into());
         }
         if BlockKind::from_u8(h.kind).is_none() {
             return Err(format!("unknown block kind {}", h.kind));
+        }
+        match h.encoding {
+            crate::pack::ENCODING_WIRE => {}
+            crate::pack::ENCODING_PACKED if h.kind == BlockKind::Events as u8 => {}
+            e => return Err(format!("unknown record encoding {e} for a block of kind {}", h.kind)),
         }
         match h.codec {
             CODEC_NONE if h.stored_len != h.raw_len => {
@@ -263,6 +274,7 @@ mod tests {
         let h = BlockHeader {
             kind: 2,
             codec: CODEC_ZSTD,
+            encoding: 1,
             stored_len: 10,
             raw_len: 100,
             records: 3,
@@ -286,6 +298,10 @@ mod tests {
         assert!(BlockHeader::parse(&h2.encode()).unwrap_err().contains("stored 10 != raw 100"));
         let h2 = BlockHeader { raw_len: MAX_BLOCK_LEN + 1, ..h };
         assert!(BlockHeader::parse(&h2.encode()).unwrap_err().contains("limit"));
+        let h2 = BlockHeader { encoding: 2, ..h };
+        assert!(BlockHeader::parse(&h2.encode()).unwrap_err().contains("encoding 2"));
+        let h2 = BlockHeader { kind: 1, ..h };
+        assert!(BlockHeader::parse(&h2.encode()).unwrap_err().contains("encoding 1 for a block of kind 1"));
     }
 
     #[test]

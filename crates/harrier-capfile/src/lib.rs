@@ -3,8 +3,9 @@
 //! ```text
 //! file header (magic, format version, schema version, JSON info: host, kernel, settings)
 //! snapshot block (the state tables at capture start, JSON)
-//! event blocks  (wire records as the rings deliver them, and foreign records;
-//!                zstd by default; each counts the drops seen while it filled)
+//! event blocks  (wire records as the rings deliver them, and foreign records,
+//!                packed as varints by default; zstd by default; each counts
+//!                the drops seen while it filled)
 //! index block   (totals, one entry per event block: offset and time span)
 //! trailer       (index offset, end magic)
 //! ```
@@ -28,6 +29,7 @@
 
 pub mod foreign;
 pub mod format;
+pub mod pack;
 pub mod reader;
 mod upgrade;
 pub mod writer;

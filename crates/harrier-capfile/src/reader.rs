@@ -9,6 +9,7 @@
 
 use crate::foreign::Foreign;
 use crate::format::*;
+use crate::pack::{Unpacker, ENCODING_PACKED};
 use crate::SCHEMA_VERSION;
 use harrier_schema::wire::{Header, HEADER_LEN};
 use harrier_state::Snapshot;
@@ -62,12 +63,16 @@ pub enum Item<'a> {
 pub struct ReadStats {
     pub blocks: u64,
     pub event_blocks: u64,
+    /// Event blocks whose records were packed (encoding 1).
+    pub packed_blocks: u64,
     pub records: u64,
     pub drops: u64,
     pub lost: u64,
     /// Payload bytes as stored and uncompressed (event and snapshot blocks).
     pub stored_bytes: u64,
     pub raw_bytes: u64,
+    /// Bytes of the event blocks' records in wire form (unpacked).
+    pub wire_bytes: u64,
     pub first_ts: Option<u64>,
     pub last_ts: u64,
 }
@@ -80,8 +85,11 @@ pub struct Reader<R> {
     pub info: FileInfo,
     /// Offset of the next block header.
     next: u64,
-    /// The current event block, uncompressed.
+    /// The current event block, uncompressed and unpacked.
     block: Vec<u8>,
+    /// A packed block's payload while it is unpacked into `block` (reused).
+    packed: Vec<u8>,
+    unpacker: Unpacker,
     /// Offset of the current block's header, for error messages.
     block_at: u64,
     pos: usize,
@@ -133,11 +141,11 @@ impl<R: Read + Seek> Reader<R> {
             return err(0, "not a Harrier capture file (bad magic)");
         }
         let format_version = u16::from_le_bytes([h[8], h[9]]);
-        if format_version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&format_version) {
             return err(
                 8,
                 format!(
-                    "format version {format_version} is not supported (this reader knows {FORMAT_VERSION})"
+                    "format version {format_version} is not supported (this reader knows {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})"
                 ),
             );
         }
@@ -175,6 +183,8 @@ impl<R: Read + Seek> Reader<R> {
             info,
             next: (FILE_HEADER_LEN + json.len()) as u64,
             block: Vec::new(),
+            packed: Vec::new(),
+            unpacker: Unpacker::default(),
             block_at: 0,
             pos: 0,
             stored: Vec::new(),
@@ -291,6 +301,12 @@ impl<R: Read + Seek> Reader<R> {
         let mut hb = [0u8; BLOCK_HEADER_LEN];
         read_at(&mut self.src, at, &mut hb)?;
         let h = BlockHeader::parse(&hb).map_err(|m| Error { offset: at, msg: m })?;
+        if self.format_version < 2 && h.encoding != 0 {
+            return err(
+                at,
+                format!("block encoding {} needs format version 2, the file is version 1", h.encoding),
+            );
+        }
         let left = left - BLOCK_HEADER_LEN as u64;
         if h.stored_len as u64 > left {
             return self.truncated(
@@ -335,7 +351,15 @@ impl<R: Read + Seek> Reader<R> {
                     self.stats.first_ts = Some(self.stats.first_ts.map_or(h.first_ts, |t| t.min(h.first_ts)));
                     self.stats.last_ts = self.stats.last_ts.max(h.last_ts);
                 }
-                let n = count_records(&self.block).map_err(|m| Error { offset: at, msg: m })?;
+                let n = if h.encoding == ENCODING_PACKED {
+                    self.stats.packed_blocks += 1;
+                    std::mem::swap(&mut self.block, &mut self.packed);
+                    let n = self.unpacker.unpack(&self.packed, h.records, &mut self.block);
+                    n.map_err(|m| Error { offset: at, msg: m })? as usize
+                } else {
+                    count_records(&self.block).map_err(|m| Error { offset: at, msg: m })?
+                };
+                self.stats.wire_bytes += self.block.len() as u64;
                 if n != h.records as usize {
                     return err(
                         at,

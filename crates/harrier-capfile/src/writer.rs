@@ -1,12 +1,13 @@
 //! Writing a capture file: header, snapshot, event blocks, index, trailer.
 //!
 //! Each block goes out with one `write_all` once it is whole, so a file cut
-//! off at any moment holds whole blocks up to the cut. Records are appended
-//! to a buffer allocated once; compression reuses one zstd context and one
-//! output buffer: nothing is allocated per event.
+//! off at any moment holds whole blocks up to the cut. Records are packed
+//! (src/pack.rs) into a buffer allocated once; compression reuses one zstd
+//! context and one output buffer: nothing is allocated per event.
 
 use crate::foreign::{self, ForeignEvent};
 use crate::format::*;
+use crate::pack::{Packer, ENCODING_PACKED, ENCODING_WIRE};
 use harrier_schema::wire::{Header, HEADER_LEN};
 use harrier_state::Snapshot;
 use std::io::{self, Write};
@@ -15,15 +16,22 @@ use std::io::{self, Write};
 pub struct Options {
     /// zstd level (1-22; 3 is zstd's default), or None for no compression.
     pub compression: Option<i32>,
-    /// Uncompressed bytes at which an event block is closed.
+    /// Wire-record bytes at which an event block is closed.
     pub block_len: usize,
+    /// Packed event blocks (encoding 1, the default) or the wire records
+    /// as they are (encoding 0, as format version 1 stored them).
+    pub packed: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { compression: Some(3), block_len: DEFAULT_BLOCK_LEN }
+        Options { compression: Some(3), block_len: DEFAULT_BLOCK_LEN, packed: true }
     }
 }
+
+/// The most a packed record is longer than its wire form (a layout
+/// definition of 255 codes, varints a byte or two longer than their field).
+const PACK_GROWTH: usize = 1024;
 
 /// What a finished writer wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,8 +39,10 @@ pub struct Summary {
     pub records: u64,
     pub blocks: u64,
     pub bytes: u64,
-    /// Uncompressed payload bytes of the event blocks.
+    /// Uncompressed payload bytes of the event blocks (packed).
     pub raw_bytes: u64,
+    /// Bytes of the event blocks' records in wire form (what packing shrank).
+    pub wire_bytes: u64,
     pub drops: u64,
     pub lost: u64,
 }
@@ -41,8 +51,13 @@ pub struct Writer<W: Write> {
     out: W,
     opts: Options,
     zstd: Option<zstd::bulk::Compressor<'static>>,
-    /// The event block being filled.
+    /// The event block being filled (packed records, or wire records).
     raw: Vec<u8>,
+    /// Wire bytes of the records in it.
+    wire_len: usize,
+    packer: Packer,
+    /// A foreign record in wire form, before packing (reused).
+    scratch: Vec<u8>,
     records: u32,
     first_ts: u64,
     last_ts: u64,
@@ -78,12 +93,15 @@ impl<W: Write> Writer<W> {
         let head = encode_file_header(harrier_schema::SCHEMA_VERSION as u16, &json);
         out.write_all(&head)?;
         // Room for a whole block plus one maximal record: no growth later.
-        let cap = block_len + u16::MAX as usize;
+        let cap = block_len + u16::MAX as usize + PACK_GROWTH;
         Ok(Writer {
             out,
             opts: Options { block_len, ..opts },
             zstd,
             raw: Vec::with_capacity(cap),
+            wire_len: 0,
+            packer: Packer::new(),
+            scratch: Vec::with_capacity(u16::MAX as usize),
             records: 0,
             first_ts: u64::MAX,
             last_ts: 0,
@@ -130,7 +148,7 @@ impl<W: Write> Writer<W> {
             return Err(invalid("wire records may not use the foreign type".into()));
         }
         self.make_room(rec.len())?;
-        self.raw.extend_from_slice(rec);
+        self.put(rec);
         self.note(h.ts);
         Ok(())
     }
@@ -142,9 +160,25 @@ impl<W: Write> Writer<W> {
             + f.name.len()
             + f.params.iter().map(|(k, v)| 4 + k.len() + v.len()).sum::<usize>();
         self.make_room(need.min(u16::MAX as usize))?;
-        foreign::encode(f, &mut self.raw).map_err(invalid)?;
-        self.note(f.ts);
-        Ok(())
+        let mut rec = std::mem::take(&mut self.scratch);
+        rec.clear();
+        let r = foreign::encode(f, &mut rec).map_err(invalid);
+        if r.is_ok() {
+            self.put(&rec);
+            self.note(f.ts);
+        }
+        self.scratch = rec;
+        r
+    }
+
+    /// Adds a checked record to the block, packed or as it is.
+    fn put(&mut self, rec: &[u8]) {
+        if self.opts.packed {
+            self.packer.push(rec, &mut self.raw);
+        } else {
+            self.raw.extend_from_slice(rec);
+        }
+        self.wire_len += rec.len();
     }
 
     /// Events dropped in the kernel (`drops`) or before reaching the writer
@@ -203,7 +237,8 @@ impl<W: Write> Writer<W> {
     }
 
     fn make_room(&mut self, n: usize) -> io::Result<()> {
-        if self.raw.len() + n > self.opts.block_len && !self.raw.is_empty() {
+        let full = self.wire_len + n > self.opts.block_len || self.raw.len() + n > self.opts.block_len;
+        if full && !self.raw.is_empty() {
             self.close_block()?;
         }
         Ok(())
@@ -234,6 +269,7 @@ impl<W: Write> Writer<W> {
             let h = BlockHeader {
                 kind: BlockKind::Events as u8,
                 codec,
+                encoding: if self.opts.packed { ENCODING_PACKED } else { ENCODING_WIRE },
                 stored_len: payload.len() as u32,
                 raw_len: raw.len() as u32,
                 records: self.records,
@@ -253,12 +289,15 @@ impl<W: Write> Writer<W> {
             });
             self.summary.records += self.records as u64;
             self.summary.raw_bytes += raw.len() as u64;
+            self.summary.wire_bytes += self.wire_len as u64;
             self.summary.drops += self.drops;
             self.summary.lost += self.lost;
             Ok(())
         });
         self.raw = raw;
         self.raw.clear();
+        self.wire_len = 0;
+        self.packer.reset();
         self.packed = packed;
         self.records = 0;
         self.first_ts = u64::MAX;

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{read_all, records, write};
+use common::{read_all, records, write, write_wire};
 use harrier_capfile::format::*;
 use std::path::PathBuf;
 
@@ -65,13 +65,30 @@ fn fix_header_crc(b: &mut [u8]) {
     b[20..24].copy_from_slice(&h.finalize().to_le_bytes());
 }
 
+/// Packed payloads (block encoding 1) by hand: one close record, layout 0
+/// defined inline (type 3: ret I64, fd I32), tid 100, ts delta 1000, fd 3.
+const CLOSE: [u8; 11] = [0x01, 3, 0, 2, 0x08, 0x04, 100, 0xd0, 0x0f, 0, 6];
+/// The same layout again: same tid, ts delta 1, ret 0, fd 3.
+const CLOSE_AGAIN: [u8; 4] = [0x00, 2, 0, 6];
+
+/// The packed file with `payload` as its event block of `records` records.
+fn packed_block(file: &[u8], ev: usize, payload: &[u8], records: u32) -> Vec<u8> {
+    let mut b = set_payload(file, ev, payload, None);
+    set_header(&mut b, ev, |h| h.records = records);
+    b
+}
+
 fn craft() -> Vec<(&'static str, Vec<u8>)> {
     let recs = records(10);
-    let plain = write(&recs, None, 1 << 20);
-    let packed = write(&recs, Some(3), 1 << 20);
+    // Encoding 0 (the records as they are): the record framing cases below
+    // edit those bytes; the packed cases come at the end.
+    let plain = write_wire(&recs, None, 1 << 20);
+    let zstd = write_wire(&recs, Some(3), 1 << 20);
+    let packed = write(&recs, None, 1 << 20);
     let bl = blocks(&plain); // [snapshot, events, index]
     let (snap, ev, idx) = (bl[0], bl[1], bl[2]);
-    let zev = blocks(&packed)[1];
+    let zev = blocks(&zstd)[1];
+    let pev = blocks(&packed)[1];
     let mut v: Vec<(&str, Vec<u8>)> = Vec::new();
     let m = |f: &dyn Fn(&mut Vec<u8>)| {
         let mut b = plain.clone();
@@ -103,7 +120,7 @@ fn craft() -> Vec<(&'static str, Vec<u8>)> {
     v.push(("block-kind-unknown", m(&|b| set_header(b, ev, |h| h.kind = 7))));
     v.push(("block-codec-unknown", m(&|b| set_header(b, ev, |h| h.codec = 5))));
     let mz = |f: &dyn Fn(&mut Vec<u8>)| {
-        let mut b = packed.clone();
+        let mut b = zstd.clone();
         f(&mut b);
         b
     };
@@ -111,16 +128,13 @@ fn craft() -> Vec<(&'static str, Vec<u8>)> {
     v.push(("block-stored-len-past-end", mz(&|b| set_header(b, zev, |h| h.stored_len = 1 << 30))));
     v.push(("block-payload-checksum", m(&|b| b[ev + BLOCK_HEADER_LEN + 3] ^= 1)));
     v.push(("snapshot-not-json", set_payload(&plain, snap, b"{\"processes\": 5}", None)));
-    v.push((
-        "zstd-garbage",
-        set_payload(&packed, zev, &[0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3, 4, 5, 6], Some(100)),
-    ));
+    v.push(("zstd-garbage", set_payload(&zstd, zev, &[0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3, 4, 5, 6], Some(100))));
     // A payload that decompresses to far more than its header declares.
     let bomb = zstd::bulk::compress(&vec![0u8; 1 << 20], 3).unwrap();
-    v.push(("zstd-more-than-declared", set_payload(&packed, zev, &bomb, Some(1000))));
-    let hz = header(&packed, zev);
+    v.push(("zstd-more-than-declared", set_payload(&zstd, zev, &bomb, Some(1000))));
+    let hz = header(&zstd, zev);
     v.push(("zstd-less-than-declared", {
-        let mut b = packed.clone();
+        let mut b = zstd.clone();
         set_header(&mut b, zev, |h| h.raw_len = hz.raw_len + 10);
         b
     }));
@@ -170,6 +184,31 @@ fn craft() -> Vec<(&'static str, Vec<u8>)> {
     v.push(("bytes-after-trailer", m(&|b| b.extend_from_slice(b"junk"))));
     v.push(("cut-inside-trailer", plain[..plain.len() - 5].to_vec()));
     v.push(("cut-inside-block-header", plain[..ev + 20].to_vec()));
+    // Packed event blocks (encoding 1).
+    let pk = |payload: &[u8], records: u32| packed_block(&packed, pev, payload, records);
+    let two = [&CLOSE[..], &CLOSE_AGAIN[..]].concat();
+    v.push(("packed-varint-cut", pk(&[&CLOSE[..], &[0x00, 0x80]].concat(), 2)));
+    v.push(("packed-varint-over-64-bits", pk(&[&CLOSE[..6], &[0xff; 10], &[1]].concat(), 1)));
+    // unlink (87): ret, path; the path says 50 bytes, 3 follow.
+    v.push(("packed-length-past-end", pk(&[0x01, 87, 0, 2, 0x08, 0x00, 100, 2, 0, 50, b'a', b'b', b'c'], 1)));
+    v.push(("packed-record-count-low", pk(&two, 1)));
+    v.push(("packed-record-count-high", pk(&two, 3)));
+    v.push(("packed-layout-undefined", pk(&[&CLOSE[..], &[0x04, 2, 0, 6]].concat(), 2)));
+    v.push(("packed-layout-code-unknown", pk(&[0x01, 3, 0, 2, 0x08, 0x05, 100, 2, 0, 6], 1)));
+    v.push(("packed-field-over-32-bits", pk(&[&CLOSE[..10], &[0x80, 0x80, 0x80, 0x80, 0x10]].concat(), 1)));
+    // A foreign record (type 0x7000, one rest field) whose name is not UTF-8.
+    v.push(("packed-foreign-not-utf8", pk(&[0x01, 0, 0x70, 1, 0xff, 1, 2, 5, 1, 0, 0xff, 0, 0], 1)));
+    v.push(("packed-encoding-unknown", {
+        let mut b = packed.clone();
+        set_header(&mut b, pev, |h| h.encoding = 7);
+        b
+    }));
+    v.push(("packed-in-format-version-1", {
+        let mut b = packed.clone();
+        b[8] = 1;
+        fix_header_crc(&mut b);
+        b
+    }));
     v
 }
 
@@ -204,5 +243,5 @@ fn crafted_files_give_errors_naming_a_byte_offset() {
         assert!(!got.contains("Complete"), "{name}: a corrupt file read as complete");
         n += 1;
     }
-    assert!(n >= 30, "{n} corpus files");
+    assert!(n >= 41, "{n} corpus files");
 }

@@ -1,7 +1,10 @@
 //! Golden files: a small capture per event schema version, committed, must
 //! keep decoding to the same JSON. A schema change that breaks an old
-//! file's records fails here. `UPDATE_GOLDEN=1` writes the file of the
-//! current schema version (never rewrite an older one).
+//! file's records fails here. Format versions too: schema-vN.hrcap files
+//! up to v4 are format version 1 (records as they are), packed-schema-vN
+//! ones format version 2 with packed event blocks. `UPDATE_GOLDEN=1` writes
+//! the current schema version's files that are missing (never rewrite one
+//! that is committed).
 
 mod common;
 
@@ -15,7 +18,7 @@ fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
-fn current() -> Vec<u8> {
+fn current(opts: Options) -> Vec<u8> {
     let info = FileInfo {
         host: "golden".into(),
         kernel: "6.18.0".into(),
@@ -23,7 +26,7 @@ fn current() -> Vec<u8> {
         writer: "harrier-capfile golden".into(),
         settings: serde_json::json!({}),
     };
-    let mut w = Writer::new(Vec::new(), &info, Options::default()).unwrap();
+    let mut w = Writer::new(Vec::new(), &info, opts).unwrap();
     w.snapshot(&common::snapshot()).unwrap();
     let recs = [
         fork(10, 100, 101, 101, "bash"),
@@ -141,9 +144,17 @@ fn golden_files_of_every_schema_version_decode_as_recorded() {
     let v = harrier_capfile::SCHEMA_VERSION;
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(dir()).unwrap();
-        let b = current();
-        std::fs::write(dir().join(format!("schema-v{v}.hrcap")), &b).unwrap();
-        std::fs::write(dir().join(format!("schema-v{v}.txt")), render(&b)).unwrap();
+        for (name, opts) in [
+            (format!("schema-v{v}"), Options::default()),
+            (format!("packed-schema-v{v}"), Options { compression: None, ..Options::default() }),
+        ] {
+            let p = dir().join(format!("{name}.hrcap"));
+            if !p.exists() {
+                let b = current(opts);
+                std::fs::write(&p, &b).unwrap();
+                std::fs::write(p.with_extension("txt"), render(&b)).unwrap();
+            }
+        }
     }
     let mut checked = Vec::new();
     for e in std::fs::read_dir(dir()).unwrap() {
@@ -164,4 +175,32 @@ fn golden_files_of_every_schema_version_decode_as_recorded() {
         (1..=v).all(|s| checked.contains(&format!("schema-v{s}.hrcap"))),
         "a schema version 1..={v} has no golden file: {checked:?}"
     );
+}
+
+/// The packed golden (format version 2, packed uncompressed blocks) holds the
+/// same capture as the schema's own golden and reads exactly as it does.
+#[test]
+fn the_packed_golden_reads_as_the_unpacked_one() {
+    let v = harrier_capfile::SCHEMA_VERSION;
+    let packed = std::fs::read(dir().join(format!("packed-schema-v{v}.hrcap"))).unwrap();
+    assert_eq!(u16::from_le_bytes([packed[8], packed[9]]), 2, "format version 2");
+    let info_len = u32::from_le_bytes(packed[16..20].try_into().unwrap()) as usize;
+    let mut at = harrier_capfile::format::FILE_HEADER_LEN + info_len;
+    let mut encodings = Vec::new();
+    while let Ok(h) = harrier_capfile::format::BlockHeader::parse(packed[at..at + 64].try_into().unwrap()) {
+        if h.kind == 2 {
+            encodings.push((h.encoding, h.codec));
+        }
+        if h.kind == 3 {
+            break;
+        }
+        at += 64 + h.stored_len as usize;
+    }
+    assert_eq!(
+        encodings,
+        [(harrier_capfile::pack::ENCODING_PACKED, 0)],
+        "one packed, uncompressed event block"
+    );
+    let plain = std::fs::read(dir().join(format!("schema-v{v}.hrcap"))).unwrap();
+    assert_eq!(render(&packed), render(&plain));
 }

@@ -130,8 +130,9 @@ fn old_records(schema: u16) -> Vec<Vec<u8>> {
     v
 }
 
-/// A file of the old schema: written by the current writer, then its header
-/// patched to name `schema` (the records are opaque bytes to the writer).
+/// A file of the old schema: written by the current writer with the records
+/// as they are (the records are opaque bytes to it), then its header patched
+/// to name `schema` and format version 1 (whose blocks were these, encoding 0).
 fn old_file(schema: u16) -> Vec<u8> {
     let info = FileInfo {
         host: "golden".into(),
@@ -140,12 +141,13 @@ fn old_file(schema: u16) -> Vec<u8> {
         writer: format!("harrier-capfile golden, schema v{schema} layout"),
         settings: serde_json::json!({}),
     };
-    let mut w = Writer::new(Vec::new(), &info, Options::default()).unwrap();
+    let mut w = Writer::new(Vec::new(), &info, Options { packed: false, ..Options::default() }).unwrap();
     w.snapshot(&common::snapshot()).unwrap();
     for r in old_records(schema) {
         w.event(&r).unwrap();
     }
     let mut b = w.finish().unwrap().0;
+    b[8..10].copy_from_slice(&1u16.to_le_bytes());
     b[10..12].copy_from_slice(&schema.to_le_bytes());
     let info_len = u32::from_le_bytes(b[16..20].try_into().unwrap()) as usize;
     let mut h = crc32fast::Hasher::new();

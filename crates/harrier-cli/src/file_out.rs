@@ -36,6 +36,9 @@ pub struct WriteArgs {
     /// zstd level of the capture file (1-19).
     #[arg(long, default_value_t = 3, requires = "write")]
     pub compress_level: i32,
+    /// Store the events as the sensor delivers them (block encoding 0), not packed.
+    #[arg(long, requires = "write")]
+    pub no_pack: bool,
 }
 
 enum Msg {
@@ -75,8 +78,11 @@ impl FileOut {
             anyhow::bail!("--compress-level must be 1 to 22, not {}", args.compress_level);
         }
         let f = File::create(path).with_context(|| format!("creating {path}"))?;
-        let opts =
-            Options { compression: (!args.no_compress).then_some(args.compress_level), ..Options::default() };
+        let opts = Options {
+            compression: (!args.no_compress).then_some(args.compress_level),
+            packed: !args.no_pack,
+            ..Options::default()
+        };
         // No BufWriter: blocks are large and written whole, so what the
         // writer counts as written is in the kernel's hands.
         let w = Writer::new(f, info, opts).with_context(|| format!("writing {path}"))?;
@@ -272,7 +278,8 @@ pub fn live_info(epoch_offset: u64, settings: serde_json::Value) -> FileInfo {
 /// One line for the end report.
 pub fn report(path: &str, o: &Outcome) -> String {
     let s = &o.summary;
-    let ratio = if s.bytes > 0 { s.raw_bytes as f64 / s.bytes as f64 } else { 0.0 };
+    // The records as the sensor delivered them against the file: packing and zstd together.
+    let ratio = if s.bytes > 0 { s.wire_bytes as f64 / s.bytes as f64 } else { 0.0 };
     match &o.error {
         Some(_) => format!("harrier: {path}: FAILED, whole blocks before the error kept; {} events lost", o.lost),
         None => format!(

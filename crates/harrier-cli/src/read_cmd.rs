@@ -199,7 +199,9 @@ pub fn inspect(a: InspectArgs) -> Result<()> {
             "lost": s.lost,
             "bytes": r.file_len(),
             "raw_bytes": s.raw_bytes,
+            "wire_bytes": s.wire_bytes,
             "blocks": s.event_blocks,
+            "packed_blocks": s.packed_blocks,
             "snapshot_processes": procs,
             "end": ended,
         });
@@ -222,12 +224,17 @@ pub fn inspect(a: InspectArgs) -> Result<()> {
         }
         println!("snapshot:   {snapshots} ({procs} processes)");
         println!(
-            "events:     {syscall_events} syscall events, {meta} life-cycle events, in {} blocks",
-            s.event_blocks
+            "events:     {syscall_events} syscall events, {meta} life-cycle events, in {} blocks ({} packed)",
+            s.event_blocks, s.packed_blocks
         );
         println!("drops:      {} in the kernel, {} before the writer", s.drops, s.lost);
         let ratio = if s.stored_bytes > 0 { s.raw_bytes as f64 / s.stored_bytes as f64 } else { 1.0 };
-        println!("bytes:      {} on disk, {} uncompressed payload ({ratio:.2}x)", r.file_len(), s.raw_bytes);
+        println!(
+            "bytes:      {} on disk, {} uncompressed payload ({ratio:.2}x), {} as wire records",
+            r.file_len(),
+            s.raw_bytes,
+            s.wire_bytes
+        );
         if syscall_events > 0 {
             println!("bytes/event: {:.1}", r.file_len() as f64 / (syscall_events + meta) as f64);
         }

@@ -254,34 +254,47 @@ fn a_live_capture_file_reads_back_with_its_events() {
         return;
     }
     let dir = Scratch::new("live");
-    let f = dir.path("live.hrcap");
     let target = dir.path("target-file");
     std::fs::write(&target, "x").unwrap();
+    // Packed event blocks (the default), then the records as they are.
+    for no_pack in [false, true] {
+        let f = dir.path(if no_pack { "live-unpacked.hrcap" } else { "live.hrcap" });
+        let j = capture_and_read_back(&f, &target, no_pack);
+        let blocks = j["blocks"].as_u64().unwrap();
+        assert!(blocks > 0, "{j}");
+        assert_eq!(j["packed_blocks"].as_u64().unwrap(), if no_pack { 0 } else { blocks }, "{j}");
+    }
+}
+
+/// Captures 25 opens of `target` into `f`, reads them back; inspect's JSON.
+fn capture_and_read_back(f: &str, target: &str, no_pack: bool) -> Value {
     let pid = std::process::id().to_string();
-    let s = Running::start(
-        &["capture", "-w", &f, "--syscalls", "openat,close", "--pid", &pid],
-        "harrier: capturing",
-    );
+    let mut args = vec!["capture", "-w", f, "--syscalls", "openat,close", "--pid", &pid];
+    if no_pack {
+        args.push("--no-pack");
+    }
+    let s = Running::start(&args, "harrier: capturing");
     for _ in 0..25 {
-        drop(std::fs::File::open(&target).unwrap());
+        drop(std::fs::File::open(target).unwrap());
     }
     let (ok, _, err) = s.stop();
     assert!(ok, "{err}");
     assert!(err.contains(&format!("wrote {f}")), "{err}");
     let filter = format!("evt.type = openat and fd.name = {target}");
-    let out = harrier(&["read", &f, "--filter", &filter]);
+    let out = harrier(&["read", f, "--filter", &filter]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout).lines().count(), 25, "{}", text(&out.stdout));
-    let out = harrier(&["read", &f, "--json", "--filter", &filter]);
+    let out = harrier(&["read", f, "--json", "--filter", &filter]);
     let first: Value = serde_json::from_str(text(&out.stdout).lines().next().unwrap()).unwrap();
     assert_eq!(first["pid"].as_u64().unwrap().to_string(), pid, "pid from the snapshot: {first}");
-    let out = harrier(&["inspect", &f, "--json"]);
+    let out = harrier(&["inspect", f, "--json"]);
     let j: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
     assert_eq!(j["end"], "complete");
     assert!(j["per_syscall"]["openat"].as_u64().unwrap() >= 25, "{j}");
     assert!(j["per_syscall"]["close"].as_u64().unwrap() >= 25, "{j}");
     assert_eq!(j["drops"], 0);
     assert_eq!(j["lost"], 0);
+    j
 }
 
 /// Alerts of `harrier run --json` output: (rule, output, output_fields, time).

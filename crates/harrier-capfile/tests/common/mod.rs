@@ -72,9 +72,19 @@ pub fn records(n: usize) -> Vec<Got> {
     v
 }
 
-/// A file holding the snapshot and `recs`, blocks of about `block_len` bytes.
+/// A file holding the snapshot and `recs`, blocks of about `block_len` bytes
+/// (packed, as the writer's default).
 pub fn write(recs: &[Got], compression: Option<i32>, block_len: usize) -> Vec<u8> {
-    let mut w = Writer::new(Vec::new(), &info(), Options { compression, block_len }).unwrap();
+    write_opts(recs, Options { compression, block_len, packed: true })
+}
+
+/// The same with the records as they are (block encoding 0).
+pub fn write_wire(recs: &[Got], compression: Option<i32>, block_len: usize) -> Vec<u8> {
+    write_opts(recs, Options { compression, block_len, packed: false })
+}
+
+pub fn write_opts(recs: &[Got], opts: Options) -> Vec<u8> {
+    let mut w = Writer::new(Vec::new(), &info(), opts).unwrap();
     w.snapshot(&snapshot()).unwrap();
     for (i, r) in recs.iter().enumerate() {
         match r {
