@@ -31,6 +31,7 @@ pub mod foreign;
 pub mod format;
 pub mod pack;
 pub mod reader;
+mod unpack;
 mod upgrade;
 pub mod writer;
 

@@ -9,7 +9,8 @@
 
 use crate::foreign::Foreign;
 use crate::format::*;
-use crate::pack::{Unpacker, ENCODING_PACKED};
+use crate::pack::ENCODING_PACKED;
+use crate::unpack::Unpacker;
 use crate::SCHEMA_VERSION;
 use harrier_schema::wire::{Header, HEADER_LEN};
 use harrier_state::Snapshot;
