@@ -41,6 +41,9 @@ pub struct Case {
     pub mode: AttachMode,
     /// BPF run-time stats on (BPF ns/run) or off (wall figures without their cost).
     pub bpf_stats: bool,
+    /// Empty programs where the sensor's would be (the floor of any
+    /// exit-time sensor of these syscalls), not the sensor.
+    pub floor: bool,
 }
 
 impl Case {
@@ -186,9 +189,16 @@ impl CpuMeter {
 pub fn run(case: &Case, server: Option<u32>) -> Result<Run> {
     let meter = CpuMeter::start(server)?;
     let mut work = spawn(case.workload)?;
-    let Some(list) = case.syscalls else {
+    let floor = match case.syscalls {
+        Some(list) if case.floor => {
+            Some(crate::costs::attach_empty(list, case.mode == AttachMode::Dispatcher)?)
+        }
+        _ => None,
+    };
+    let Some(list) = case.syscalls.filter(|_| floor.is_none()) else {
         work.release()?;
         let (out, wall) = work.finish()?;
+        drop(floor);
         let cpu = meter.us_per_request(case.workload, 0)?;
         return Ok(Run::unpaired(result_of(case.workload, &out, wall)?, cpu));
     };
@@ -300,6 +310,7 @@ pub fn cases(quick: bool) -> Vec<Case> {
         filter_other,
         mode: AttachMode::PerSyscall,
         bpf_stats: false,
+        floor: false,
     };
     let mut base = vec![
         case("getpid loop: no sensor", getpid, None, false, false),
@@ -320,6 +331,16 @@ pub fn cases(quick: bool) -> Vec<Case> {
             base.push(case(&format!("redis: {label}"), Workload::Redis, set, false, false));
         }
     }
+    let floor = |c: Case, mode| Case {
+        label: format!("{}: empty programs (floor)", c.label),
+        floor: true,
+        mode,
+        ..c
+    };
+    let mut floors = vec![case("getpid loop: getpid", getpid, Some("getpid"), false, false)];
+    if !quick {
+        floors.push(case("redis: big set", Workload::Redis, Some(BIG_SET), false, false));
+    }
     let mut v = Vec::new();
     for c in base {
         if c.syscalls.is_none() {
@@ -330,6 +351,11 @@ pub fn cases(quick: bool) -> Vec<Case> {
             for mode in [AttachMode::PerSyscall, AttachMode::Dispatcher] {
                 v.push(c.variant(mode, stats));
             }
+        }
+    }
+    for c in floors {
+        for mode in [AttachMode::PerSyscall, AttachMode::Dispatcher] {
+            v.push(floor(Case { label: c.label.clone(), ..c }, mode));
         }
     }
     v
@@ -356,7 +382,7 @@ pub fn measure(cases: &[Case], rounds: usize) -> Result<(Vec<Run>, Picks)> {
     let redis =
         if cases.iter().any(|c| c.workload == Workload::Redis) { Some(Redis::start()?) } else { None };
     let mut picks: Picks = Vec::new();
-    for c in cases.iter().filter(|c| c.syscalls.is_some()) {
+    for c in cases.iter().filter(|c| c.syscalls.is_some() && !c.floor) {
         if !picks.iter().any(|(l, _)| *l == c.label) {
             eprintln!("bench-capture: what auto picks for {}", c.label);
             picks.push((c.label.clone(), auto_pick(c)?));

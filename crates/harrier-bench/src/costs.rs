@@ -181,3 +181,38 @@ pub fn user_clock_ns(calls: u32) -> f64 {
     }
     start.elapsed().as_nanos() as f64 / calls as f64
 }
+
+/// Empty programs on the exit tracepoints of some syscalls (per-syscall), or
+/// one on tp_btf `sys_exit` (dispatcher): what any exit-time sensor of those
+/// syscalls pays before its program does anything. Detached on drop.
+pub struct EmptyPrograms {
+    _links: Vec<Link>,
+    _skel: skel::CostProbesSkel<'static>,
+}
+
+pub fn attach_empty(syscalls: &str, dispatcher: bool) -> Result<EmptyPrograms> {
+    let storage = Box::leak(Box::new(MaybeUninit::uninit()));
+    let mut open = skel::CostProbesSkelBuilder::default().open(storage)?;
+    let name = if dispatcher { "btf_empty" } else { "empty" };
+    for mut p in open.open_object_mut().progs_mut() {
+        p.set_autoload(p.name() == name);
+    }
+    let skel = open.load().context("loading cost probes")?;
+    let prog = skel.object().progs_mut().find(|p| p.name() == name).unwrap();
+    let links = if dispatcher {
+        vec![prog.attach()?]
+    } else {
+        let names: Vec<String> = syscalls.split(',').map(|s| format!("sys_exit_{s}")).collect();
+        let ids = tracefs::tracepoint_ids("syscalls", &names)?;
+        names
+            .iter()
+            .zip(ids)
+            .map(|(n, id)| {
+                let id = id.ok_or_else(|| anyhow!("no tracepoint {n}"))?;
+                Ok(prog.attach_perf_event(tracefs::open_tracepoint_event(id)?)?)
+            })
+            .collect::<Result<_>>()?
+    };
+    drop(prog);
+    Ok(EmptyPrograms { _links: links, _skel: skel })
+}
