@@ -66,7 +66,10 @@ __noinline int fw_path(__u32 b, __u32 check)
 		pl->mnt[b] = (__u64)mp.mnt;
 		pl->mnt_flags[b] = mp.flags;
 	}
-	pos = fw_walk(c, b, d, mp.mnt, t, pos, depth, check);
+	if (check && vcache)
+		fw_check_cached(c, d, mp.mnt, t, depth);
+	else
+		pos = fw_walk(c, b, d, mp.mnt, t, pos, depth, check);
 	pl->watched |= c->walk.watched;
 	if (check)
 		return 0;

@@ -27,6 +27,8 @@ struct fw_walk {
 	__u32 check;	/* the watch check only: no names, stop at the first watched inode */
 	__u32 inline_left;	/* fragments: the leaf's name still to go into the event */
 	__u32 pkey_set;
+	__u32 at_root;	/* the climb ended at the task's root */
+	__u32 cacheable;	/* no dentry climbed can change behind the kernel's back */
 	struct fw_fkey pkey;	/* fragments: the key of the leaf's directory */
 };
 
@@ -151,7 +153,8 @@ struct fw_slot {
 struct fw_pending {
 	__u32 nr;
 	__u8 nslots;
-	__u8 pad[3];
+	__u8 pad;
+	__u16 inval_nr;	/* a rename or rmdir counted in fw_busy until its exit (cache.h) */
 	struct fw_slot slots[FW_SLOTS];
 };
 
@@ -161,6 +164,9 @@ struct {
 	__type(key, int);
 	__type(value, struct fw_pending);
 } pending SEC(".maps");
+
+#define PF_IO_WORKER_ 0x00000010
+#define PF_KTHREAD_ 0x00200000
 
 static __always_inline bool fw_tgid_ok(struct task_struct *t)
 {

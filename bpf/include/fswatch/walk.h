@@ -36,6 +36,9 @@ static __always_inline void fw_check_watch(struct fw_walk *w, struct dentry *d)
 		w->watched = 1;
 }
 
+#define DCACHE_OP_REVALIDATE_ 0x4
+#define DCACHE_OP_WEAK_REVALIDATE_ 0x800
+
 #define FW_FRAGS_ON (resolution == FW_RES_FRAGS)
 
 static __always_inline void fw_key_of(struct fw_fkey *k, struct dentry *d, struct mount *m, bool has_mnt)
@@ -108,7 +111,10 @@ static long fw_walk_step(__u32 i, void *ctx)
 			fw_set_pkey(w, &c->fkey);
 		__builtin_memset(&c->frag.parent, 0, sizeof(c->frag.parent));
 	}
+	if (w->check && (d->d_flags & (DCACHE_OP_REVALIDATE_ | DCACHE_OP_WEAK_REVALIDATE_)))
+		w->cacheable = 0;	/* NFS, FUSE...: may move without a local syscall */
 	if (w->dentry == w->root_dentry && w->mnt == w->root_mnt) {
+		w->at_root = 1;
 		fw_check_watch(w, d);
 		if (frags && w->inline_left)
 			fw_set_pkey(w, &c->frag.parent);	/* the event is on "/" */
@@ -224,6 +230,8 @@ static __always_inline __s32 fw_walk(struct fw_cpu *c, __u32 b, struct dentry *d
 	w->check = check;
 	w->inline_left = depth == 0;	/* fragments: else a recorded name went first */
 	w->pkey_set = 0;
+	w->at_root = 0;
+	w->cacheable = 1;
 	__builtin_memset(&w->pkey, 0, sizeof(w->pkey));
 	if (!d) {
 		w->flags = FW_F_UNRESOLVED;

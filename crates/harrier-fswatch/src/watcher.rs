@@ -54,7 +54,7 @@ impl Stats {
         format!(
             "{} events in {:.1}s: {} received, {} dropped (ring full {}, no ring {}); \
              {} filtered out in the kernel, {} failed syscalls, {} unresolved, {} without entry record, \
-             {} inode slots full, {} paths lost, {} paths stale{}",
+             {} inode slots full, {} paths lost, {} paths stale, verdict cache {} hits {} misses{}",
             k.events,
             self.duration_s,
             self.received,
@@ -68,6 +68,8 @@ impl Stats {
             k.slots_full,
             self.paths_lost,
             self.paths_stale,
+            k.cache_hits,
+            k.cache_misses,
             if self.missing_hooks.is_empty() {
                 String::new()
             } else {
@@ -160,6 +162,7 @@ impl Watcher {
         rodata.recursive = cfg.recursive;
         rodata.follow = cfg.follow;
         rodata.prefilter = cfg.prefilter;
+        rodata.vcache = cfg.uses_verdict_cache();
         let single = cfg.resolution == Resolution::SingleFragment;
         let fragments = cfg.resolution == Resolution::Fragments;
         if single {
@@ -191,6 +194,10 @@ impl Watcher {
         }
         // The fragments map only where it is used (it is preallocated).
         open.maps.fragments.set_max_entries(if fragments { 65536 } else { 1 })?;
+        // The verdict cache likewise (an LRU is preallocated; the BPF side's size when on).
+        if !cfg.uses_verdict_cache() {
+            open.maps.verdicts.set_max_entries(1)?;
+        }
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
         let mut skel = skel;
@@ -232,7 +239,7 @@ impl Watcher {
         };
         // The exits first: a record a ctime hook opens is always closed by
         // its syscall's exit.
-        let exits = crate::syscalls::exit_tracepoints(cfg.events)?;
+        let exits = crate::syscalls::exit_tracepoints(cfg.events, cfg.uses_verdict_cache())?;
         {
             let obj = w.skel.object();
             let mut progs = obj.progs_mut();

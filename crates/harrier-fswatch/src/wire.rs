@@ -169,10 +169,14 @@ pub struct KernelStats {
     pub unresolved: u64,
     pub no_entry: u64,
     pub slots_full: u64,
+    /// Watch checks the verdict cache decided (bpf/include/fswatch/cache.h).
+    pub cache_hits: u64,
+    /// Watch checks that climbed to the root or to a watched ancestor.
+    pub cache_misses: u64,
 }
 
 impl KernelStats {
-    pub const SIZE: usize = 64;
+    pub const SIZE: usize = 80;
 
     pub fn from_bytes(b: &[u8]) -> KernelStats {
         let f = |i: usize| u64_at(b, i * 8);
@@ -185,6 +189,8 @@ impl KernelStats {
             unresolved: f(5),
             no_entry: f(6),
             slots_full: f(7),
+            cache_hits: f(8),
+            cache_misses: f(9),
         }
     }
 
@@ -197,6 +203,8 @@ impl KernelStats {
         self.unresolved += o.unresolved;
         self.no_entry += o.no_entry;
         self.slots_full += o.slots_full;
+        self.cache_hits += o.cache_hits;
+        self.cache_misses += o.cache_misses;
     }
 
     pub fn drops(&self) -> u64 {
