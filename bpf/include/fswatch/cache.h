@@ -19,8 +19,8 @@
  *   (chroot): either differing is a miss;
  * - the key holds the mount's never-reused id (mnt_id_unique, 6.8+) and the
  *   inode number, which only a removal (that bumps the generation) frees;
- * - directories of file systems whose dentries can change behind the
- *   kernel's back (d_revalidate: NFS, FUSE...) are never cached.
+ * - directories of file systems whose directories can move behind the
+ *   kernel's back (not in fw_local_fs: NFS, FUSE...) are never cached.
  */
 #ifndef HARRIER_FSWATCH_CACHE_H
 #define HARRIER_FSWATCH_CACHE_H

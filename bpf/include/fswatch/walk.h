@@ -36,8 +36,31 @@ static __always_inline void fw_check_watch(struct fw_walk *w, struct dentry *d)
 		w->watched = 1;
 }
 
-#define DCACHE_OP_REVALIDATE_ 0x4
-#define DCACHE_OP_WEAK_REVALIDATE_ 0x800
+/*
+ * File systems whose directories move only through this kernel's syscalls
+ * (the verdict cache's invalidations see them all). Network and FUSE file
+ * systems are not among them: a server can rename behind our back. (Not
+ * d_revalidate: ext4 sets it for fscrypt on every dentry.)
+ */
+static __always_inline bool fw_local_fs(unsigned long magic)
+{
+	switch (magic) {
+	case 0xEF53:		/* ext2/3/4 */
+	case 0x58465342:	/* xfs */
+	case 0x9123683E:	/* btrfs */
+	case 0x01021994:	/* tmpfs */
+	case 0x858458f6:	/* ramfs */
+	case 0xF2F52010:	/* f2fs */
+	case 0xca451a4e:	/* bcachefs */
+	case 0x794c7630:	/* overlayfs */
+	case 0xE0F5E1E2:	/* erofs */
+	case 0x73717368:	/* squashfs */
+	case 0x4d44:		/* vfat */
+	case 0x2011BAB0:	/* exfat */
+		return true;
+	}
+	return false;
+}
 
 #define FW_FRAGS_ON (resolution == FW_RES_FRAGS)
 
@@ -111,7 +134,7 @@ static long fw_walk_step(__u32 i, void *ctx)
 			fw_set_pkey(w, &c->fkey);
 		__builtin_memset(&c->frag.parent, 0, sizeof(c->frag.parent));
 	}
-	if (w->check && (d->d_flags & (DCACHE_OP_REVALIDATE_ | DCACHE_OP_WEAK_REVALIDATE_)))
+	if (w->check && !fw_local_fs(d->d_sb->s_magic))
 		w->cacheable = 0;	/* NFS, FUSE...: may move without a local syscall */
 	if (w->dentry == w->root_dentry && w->mnt == w->root_mnt) {
 		w->at_root = 1;
