@@ -31,21 +31,6 @@
 __u64 fw_gen = 1;
 __s64 fw_busy = 0;
 
-struct fw_vkey {
-	__u64 mnt_uid;
-	__u64 ino;
-	__u32 dev;
-	__u32 pad;
-};
-
-struct fw_verdict {
-	__u64 gen;
-	__u64 ns_event;
-	__u64 root_uid;	/* the task's root: mount id, inode */
-	__u64 root_ino;
-	__u64 watched;
-};
-
 /* Per CPU: no cache line shared between CPUs; user space sets the size (1: off). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
@@ -53,6 +38,19 @@ struct {
 	__type(key, struct fw_vkey);
 	__type(value, struct fw_verdict);
 } verdicts SEC(".maps");
+
+/* The path cache: per directory (the same key), its absolute path up to
+ * FW_PCACHE_MAX bytes, so that a watched event's walk with names stops at
+ * the leaf's directory: the cost no longer grows with depth. Same validity
+ * as the verdicts. Per CPU: an entry is only read and written by its CPU
+ * (another CPU's eviction zeroes it, which the generation check after the
+ * copy sees). User space sets the size (1: off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct fw_vkey);
+	__type(value, struct fw_pcval);
+} dirpaths SEC(".maps");
 
 static __always_inline void fw_gen_bump(void)
 {
@@ -223,6 +221,95 @@ static __always_inline void fw_check_cached(struct fw_cpu *c, struct dentry *d0,
 climb:
 	c->stats.cache_misses++;
 	fw_walk(c, 0, d0, m0, t, FW_PATH_MAX, depth, 1);
+}
+
+/* Bounds v by max where the verifier sees it (clang drops a mask it can prove useless). */
+#define fw_vc_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
+
+/*
+ * The walk with names of d (in mount m) into path buffer b, through the path
+ * cache: the leaf's own step (its name and watch check), then its
+ * directory's cached path; on a miss, the walk to the root, whose directory
+ * part is then cached if nothing can have changed the tree meanwhile.
+ * Returns the start of the path, like fw_walk.
+ */
+static __always_inline __s32 fw_walk_names_cached(struct fw_cpu *c, __u32 b, struct dentry *d0,
+						  struct mount *m0, struct task_struct *t, __s32 pos,
+						  __u32 depth)
+{
+	struct fw_walk *w = &c->walk;
+	struct fw_vkey k = {};
+	struct fw_pcval *v;
+	struct dentry *d, *dir;
+	struct mount *m;
+	__u64 gen, busy, watched, leaf_watched;
+	__s32 at, start;
+	__u32 len;
+	__u64 n;
+
+	if (!fw_walk_init(c, b, d0, m0, t, pos, depth, 0))
+		return pos;
+	if (!m0)
+		return fw_walk_run(c);
+	d = bpf_core_cast(d0, struct dentry);
+	m = bpf_core_cast(m0, struct mount);
+	if (depth == 0) {
+		/* A mount's root or the task's root: their parent is elsewhere. */
+		if (d == m->mnt.mnt_root || d->d_parent == d || (__u64)d0 == w->root_dentry)
+			return fw_walk_run(c);
+		fw_walk_step(0, 0);
+		if (!w->dentry)
+			return w->pos;
+	}
+	dir = bpf_core_cast((void *)w->dentry, struct dentry);
+	leaf_watched = w->watched;
+	k.mnt_uid = fw_mnt_uid(m);
+	k.ino = dir->d_inode->i_ino;
+	k.dev = dir->d_sb->s_dev;
+	gen = *(volatile __u64 *)&fw_gen;
+	asm volatile("" ::: "memory");
+	busy = *(volatile __s64 *)&fw_busy;
+	fw_vc_expect(&c->pval.v, m, t, gen);
+	if (!busy && k.mnt_uid) {
+		v = bpf_map_lookup_elem(&dirpaths, &k);
+		if (v && v->v.gen == gen && v->v.ns_event == c->pval.v.ns_event &&
+		    v->v.root_uid == c->pval.v.root_uid && v->v.root_ino == c->pval.v.root_ino) {
+			len = v->len;
+			at = w->pos - (__s32)len;
+			if (len > 0 && len < FW_PCACHE_MAX && at >= 0) {
+				n = len;
+				fw_vc_clamp(n, FW_PCACHE_MAX - 1);
+				bpf_probe_read_kernel(FW_BUF(c, w->buf) + (at & (FW_PATH_MAX - 1)), n, v->path);
+				watched = v->v.watched;
+				asm volatile("" ::: "memory");
+				if (*(volatile __u64 *)&v->v.gen == gen) {
+					c->stats.path_hits++;
+					w->pos = at;
+					w->watched |= watched;
+					w->dentry = 0;
+					return at;
+				}
+			}
+		}
+	}
+	c->stats.path_misses++;
+	start = w->pos;
+	fw_walk_run(c);
+	/* The directory's own verdict only: not when the leaf decided it. */
+	if (k.mnt_uid && !busy && !leaf_watched && w->cacheable && w->at_root &&
+	    !(w->flags & ~FW_F_DELETED)) {
+		at = w->pos;
+		len = start - at;
+		if (len > 0 && len < FW_PCACHE_MAX && at >= 0) {
+			c->pval.len = len;
+			c->pval.v.watched = w->watched;
+			n = len;
+			fw_vc_clamp(n, FW_PCACHE_MAX - 1);
+			bpf_probe_read_kernel(c->pval.path, n, FW_BUF(c, w->buf) + (at & (FW_PATH_MAX - 1)));
+			bpf_map_update_elem(&dirpaths, &k, &c->pval, BPF_ANY);
+		}
+	}
+	return w->pos;
 }
 
 #endif

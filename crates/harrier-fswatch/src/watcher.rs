@@ -54,7 +54,8 @@ impl Stats {
         format!(
             "{} events in {:.1}s: {} received, {} dropped (ring full {}, no ring {}); \
              {} filtered out in the kernel, {} failed syscalls, {} unresolved, {} without entry record, \
-             {} inode slots full, {} paths lost, {} paths stale, verdict cache {} hits {} misses{}",
+             {} inode slots full, {} paths lost, {} paths stale; caches: verdicts {} hits {} misses, \
+             paths {} hits {} misses{}",
             k.events,
             self.duration_s,
             self.received,
@@ -70,6 +71,8 @@ impl Stats {
             self.paths_stale,
             k.cache_hits,
             k.cache_misses,
+            k.path_hits,
+            k.path_misses,
             if self.missing_hooks.is_empty() {
                 String::new()
             } else {
@@ -118,6 +121,20 @@ pub fn missing_hooks() -> Vec<&'static str> {
     let missing = CTIME_HOOKS.iter().map(|(_, tp)| *tp).filter(|tp| !has_btf_tracepoint(btf, tp)).collect();
     unsafe { libbpf_sys::btf__free(btf) };
     missing
+}
+
+/// Entries of the per-CPU verdict and path caches (bpf/include/fswatch/cache.h):
+/// about 4 MiB of verdicts and 16 MiB of paths in all whatever the CPU count
+/// (each entry holds one value per CPU), 1 where a cache is off.
+fn cache_sizes(cfg: &Config, ncpus: usize) -> (u32, u32) {
+    if !cfg.uses_verdict_cache() {
+        return (1, 1);
+    }
+    const VERDICT: usize = 48; // struct fw_verdict and the LRU's per-CPU slot
+    const PATH: usize = 1024 + 48; // struct fw_pcval
+    let per = |budget: usize, size: usize, max: usize| (budget / (size * ncpus)).clamp(64, max) as u32;
+    let paths = if cfg.resolution == Resolution::Fragments { 1 } else { per(16 << 20, PATH, 4096) };
+    (per(4 << 20, VERDICT, 16384), paths)
 }
 
 /// The first mainline release with the timestamp tracepoints.
@@ -194,10 +211,10 @@ impl Watcher {
         }
         // The fragments map only where it is used (it is preallocated).
         open.maps.fragments.set_max_entries(if fragments { 65536 } else { 1 })?;
-        // The verdict cache likewise (an LRU is preallocated; the BPF side's size when on).
-        if !cfg.uses_verdict_cache() {
-            open.maps.verdicts.set_max_entries(1)?;
-        }
+        // The verdict and path caches likewise (LRUs are preallocated, per CPU).
+        let (verdicts, dirpaths) = cache_sizes(cfg, ncpus);
+        open.maps.verdicts.set_max_entries(verdicts)?;
+        open.maps.dirpaths.set_max_entries(dirpaths)?;
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
         let mut skel = skel;

@@ -173,10 +173,14 @@ pub struct KernelStats {
     pub cache_hits: u64,
     /// Watch checks that climbed to the root or to a watched ancestor.
     pub cache_misses: u64,
+    /// Paths whose directory part came from the path cache.
+    pub path_hits: u64,
+    /// Paths walked to the root with names.
+    pub path_misses: u64,
 }
 
 impl KernelStats {
-    pub const SIZE: usize = 80;
+    pub const SIZE: usize = 96;
 
     pub fn from_bytes(b: &[u8]) -> KernelStats {
         let f = |i: usize| u64_at(b, i * 8);
@@ -191,6 +195,8 @@ impl KernelStats {
             slots_full: f(7),
             cache_hits: f(8),
             cache_misses: f(9),
+            path_hits: f(10),
+            path_misses: f(11),
         }
     }
 
@@ -205,6 +211,8 @@ impl KernelStats {
         self.slots_full += o.slots_full;
         self.cache_hits += o.cache_hits;
         self.cache_misses += o.cache_misses;
+        self.path_hits += o.path_hits;
+        self.path_misses += o.path_misses;
     }
 
     pub fn drops(&self) -> u64 {

@@ -616,9 +616,32 @@ fn table(mode: Resolution, prefilter: bool, mode_name: &str) -> (usize, Vec<Stri
             },
         ),
         case(
+            "cache: a watched directory's path cached, its parent renamed, then a child touched",
+            {
+                let (d, f) = (j("pp/qq"), j("pp/qq/f"));
+                move || {
+                    std::fs::create_dir_all(&d).unwrap();
+                    touch(&f);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (j("pp"), j("pp2"), j("pp2/qq/f"));
+                move || {
+                    rename(&a, &b);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (j("pp"), j("pp2"), j("pp2/qq/f"));
+                move || vec![moved("rename", &a, &b), want("open", &f)]
+            },
+        ),
+        case(
             "cache: a tmpfs moved (mount --move) from outside below the watched tree",
             {
-                let (root, mp, d, f) = (r.clone(), r.join("out/mv"), r.join("out/mv/d"), r.join("out/mv/d/f"));
+                let (root, mp, d, f) =
+                    (r.clone(), r.join("out/mv"), r.join("out/mv/d"), r.join("out/mv/d/f"));
                 move || {
                     // MS_MOVE refuses a mount whose parent is shared.
                     make_private(&root);
