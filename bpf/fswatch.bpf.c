@@ -136,9 +136,10 @@ int fw_sys_exit(struct fw_exit_ctx *ctx)
 		f = fw_fd_file(t, s.cls == FW_C_FD_RET ? ret : (int)fw_arg(regs, 0));
 		if (!f)
 			goto unresolved;
-		a = BPF_CORE_READ(f, f_path.dentry);
+		f = bpf_core_cast(f, struct file);
+		a = f->f_path.dentry;
 		pl->dentry[0] = (__u64)a;
-		pl->mnt[0] = (__u64)fw_real_mount(BPF_CORE_READ(f, f_path.mnt));
+		pl->mnt[0] = (__u64)fw_real_mount(f->f_path.mnt);
 		/* open: created if its directory's ctime changed. */
 		if (p && s.cls == FW_C_FD_RET) {
 			__u64 pi = (__u64)BPF_CORE_READ(a, d_parent, d_inode);

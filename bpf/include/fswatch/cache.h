@@ -70,13 +70,16 @@ static __always_inline __u64 fw_mnt_uid(struct mount *m)
 static __always_inline void fw_vc_expect(struct fw_verdict *e, struct mount *m, struct task_struct *t,
 					 __u64 gen)
 {
+	/* Plain loads (the verifier makes them fault-safe): a helper call per
+	 * field would cost more than the map lookup this serves. */
 	struct mnt_namespace *ns = m->mnt_ns;
-	struct mount *rm = fw_real_mount(BPF_CORE_READ(t, fs, root.mnt));
+	struct fs_struct *fs = t->fs;
+	struct mount *rm = fw_real_mount(fs->root.mnt);
 
 	e->gen = gen;
 	e->ns_event = ns ? ns->event : 0;
 	e->root_uid = rm ? fw_mnt_uid(bpf_core_cast(rm, struct mount)) : 0;
-	e->root_ino = BPF_CORE_READ(t, fs, root.dentry, d_inode, i_ino);
+	e->root_ino = fs->root.dentry->d_inode->i_ino;
 	e->watched = 0;
 }
 
@@ -183,7 +186,7 @@ static __always_inline void fw_check_cached(struct fw_cpu *c, struct dentry *d0,
 			return;
 		}
 		/* A mount's root or the task's root: their parent is elsewhere. */
-		if (d == m->mnt.mnt_root || d->d_parent == d || (__u64)d0 == (__u64)BPF_CORE_READ(t, fs, root.dentry))
+		if (d == m->mnt.mnt_root || d->d_parent == d || d == t->fs->root.dentry)
 			goto climb;
 		dir = d->d_parent;
 	}
