@@ -39,6 +39,7 @@ const volatile bool watch_all = 0;	/* no PATH: everything is watched */
 const volatile bool recursive = 1;	/* else only a watched inode and its directory's entries */
 const volatile bool follow = 1;	/* an entry renamed out of the watched tree stays watched */
 const volatile bool prefilter = 1;	/* the watch check before the path walk (off: to measure it) */
+const volatile bool vcache = 0;	/* the verdict cache (cache.h): recursive, prefilter, some PATH */
 const volatile __u32 resolution = FW_RES_RINGBUF;
 const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
@@ -47,6 +48,7 @@ const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 #include "fswatch/syscalls.h"
 #include "fswatch/inodes.h"
 #include "fswatch/walk.h"
+#include "fswatch/cache.h"
 #include "fswatch/mount.h"
 #include "fswatch/event.h"
 #include "fswatch/plan.h"
@@ -79,9 +81,12 @@ int fw_sys_exit(struct fw_exit_ctx *ctx)
 	int i, dir = 0;
 	__u32 npaths = 1;
 
+	t = bpf_get_current_task_btf();
+	/* Before any filter: every process's renames and rmdirs count. */
+	if (vcache)
+		fw_vc_exit(t, nr);
 	if (!s.kind)
 		return 0;
-	t = bpf_get_current_task_btf();
 	if (!fw_tgid_ok(t) || !(c = fw_cpu_get()))
 		return 0;
 	regs = (struct pt_regs *)bpf_task_pt_regs(t);
@@ -131,9 +136,10 @@ int fw_sys_exit(struct fw_exit_ctx *ctx)
 		f = fw_fd_file(t, s.cls == FW_C_FD_RET ? ret : (int)fw_arg(regs, 0));
 		if (!f)
 			goto unresolved;
-		a = BPF_CORE_READ(f, f_path.dentry);
+		f = bpf_core_cast(f, struct file);
+		a = f->f_path.dentry;
 		pl->dentry[0] = (__u64)a;
-		pl->mnt[0] = (__u64)fw_real_mount(BPF_CORE_READ(f, f_path.mnt));
+		pl->mnt[0] = (__u64)fw_real_mount(f->f_path.mnt);
 		/* open: created if its directory's ctime changed. */
 		if (p && s.cls == FW_C_FD_RET) {
 			__u64 pi = (__u64)BPF_CORE_READ(a, d_parent, d_inode);
@@ -217,6 +223,7 @@ int fw_sys_exit(struct fw_exit_ctx *ctx)
 
 		bpf_map_update_elem(&watched, &k, &one, BPF_ANY);
 		__sync_fetch_and_or(&watch_bits[(b >> 6) & (FW_WATCH_BITS / 64 - 1)], 1ULL << (b & 63));
+		fw_gen_bump();	/* "unwatched" verdicts below it are wrong now */
 	}
 	fw_emit(s.kind, nr, ret);
 	return 0;

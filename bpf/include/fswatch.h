@@ -67,6 +67,10 @@ struct fw_stats {
 	__u64 unresolved;	/* events carrying FW_F_UNRESOLVED */
 	__u64 no_entry;		/* an exit by path found no inode recorded (in flight at attach): reported unresolved */
 	__u64 slots_full;	/* more inodes changed in one syscall than FW_SLOTS */
+	__u64 cache_hits;	/* watch checks decided by the verdict cache (fswatch/cache.h) */
+	__u64 cache_misses;	/* watch checks that climbed (the verdict then cached if it could be) */
+	__u64 path_hits;	/* paths whose directory part came from the path cache */
+	__u64 path_misses;	/* paths walked to the root (the directory's then cached if it could be) */
 };
 
 /* How paths reach user space (--resolution). */

@@ -66,7 +66,12 @@ __noinline int fw_path(__u32 b, __u32 check)
 		pl->mnt[b] = (__u64)mp.mnt;
 		pl->mnt_flags[b] = mp.flags;
 	}
-	pos = fw_walk(c, b, d, mp.mnt, t, pos, depth, check);
+	if (check && vcache)
+		fw_check_cached(c, d, mp.mnt, t, depth);
+	else if (!check && vcache && resolution != FW_RES_FRAGS)
+		pos = fw_walk_names_cached(c, b, d, mp.mnt, t, pos, depth);
+	else
+		pos = fw_walk(c, b, d, mp.mnt, t, pos, depth, check);
 	pl->watched |= c->walk.watched;
 	if (check)
 		return 0;

@@ -35,8 +35,8 @@ static __always_inline bool fw_hashed(struct dentry *d)
 	return BPF_CORE_READ(d, d_hash.pprev) != 0;
 }
 
-#define PF_IO_WORKER_ 0x00000010
-#define PF_KTHREAD_ 0x00200000
+/* cache.h: a directory changed (invalidates the verdict cache). */
+static __always_inline void fw_vc_dir_changed(struct task_struct *t);
 
 /* An inode's ctime changed: if a selected syscall that names an entry is in
  * flight in this task, remember the inode and its name and parent as they
@@ -54,6 +54,9 @@ static __always_inline int fw_changed(struct inode *inode)
 	long nr;
 	__u32 n;
 
+	/* A directory moved or removed: the verdict cache's entries go. */
+	if (vcache && (inode->i_mode & S_IFMT_) == S_IFDIR_)
+		fw_vc_dir_changed(t);
 	/* Kernel threads and io_uring workers make no syscall of their own. */
 	if (t->flags & (PF_KTHREAD_ | PF_IO_WORKER_))
 		return 0;

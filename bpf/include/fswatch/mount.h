@@ -120,11 +120,12 @@ static __always_inline struct fw_mount_pick fw_mount_for(struct fw_cpu *c, struc
 /* The file behind descriptor fd of task t, or NULL. */
 static __always_inline struct file *fw_fd_file(struct task_struct *t, __s64 fd)
 {
-	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
-	struct file **fds = BPF_CORE_READ(fdt, fd);
+	/* Plain loads but for the slot (a variable index): see walk.h. */
+	struct fdtable *fdt = t->files->fdt;
+	struct file **fds = fdt->fd;
 	struct file *f = 0;
 
-	if (fd >= 0 && fd < BPF_CORE_READ(fdt, max_fds))
+	if (fd >= 0 && fd < fdt->max_fds)
 		bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
 	return f;
 }

@@ -7,7 +7,8 @@
 #ifndef HARRIER_FSWATCH_STATE_H
 #define HARRIER_FSWATCH_STATE_H
 
-#define FW_PATHBUF (FW_PATH_MAX + 512)	/* room past FW_PATH_MAX for masked copies */
+#define FW_PCACHE_MAX 1024	/* the longest directory path the path cache keeps (cache.h) */
+#define FW_PATHBUF (FW_PATH_MAX + FW_PCACHE_MAX)	/* room past FW_PATH_MAX for masked copies */
 
 /* Path buffer b of this CPU (struct fw_cpu). */
 #define FW_BUF(c, b) ((c)->path + ((b) & 1) * FW_PATHBUF)
@@ -27,6 +28,8 @@ struct fw_walk {
 	__u32 check;	/* the watch check only: no names, stop at the first watched inode */
 	__u32 inline_left;	/* fragments: the leaf's name still to go into the event */
 	__u32 pkey_set;
+	__u32 at_root;	/* the climb ended at the task's root */
+	__u32 cacheable;	/* no dentry climbed can change behind the kernel's back */
 	struct fw_fkey pkey;	/* fragments: the key of the leaf's directory */
 };
 
@@ -71,6 +74,32 @@ struct fw_mscan {
 	__u32 hint_seen;	/* the hint's root was met */
 };
 
+/* The verdict and path caches' key: a directory (cache.h). */
+struct fw_vkey {
+	__u64 mnt_uid;
+	__u64 ino;
+	__u32 dev;
+	__u32 pad;
+};
+
+/* What a cached entry must match besides its key, and the verdict. */
+struct fw_verdict {
+	__u64 gen;
+	__u64 ns_event;
+	__u64 root_uid;	/* the task's root: mount id, inode */
+	__u64 root_ino;
+	__u64 watched;
+};
+
+/* The path cache's value: a directory's absolute path (ringbuf and
+ * single-fragment modes) and its verdict. */
+struct fw_pcval {
+	struct fw_verdict v;
+	__u32 len;
+	__u32 pad;
+	char path[FW_PCACHE_MAX];
+};
+
 struct fw_cpu {
 	struct fw_stats stats;
 	struct fw_walk walk;
@@ -80,6 +109,7 @@ struct fw_cpu {
 	__u64 frag_seq;	/* single-fragment: paths this CPU has put in its path ring */
 	struct fw_fkey fkey;	/* fragments: the key being written, and its value */
 	struct fw_frag frag;
+	struct fw_pcval pval;	/* a path cache entry being written */
 };
 
 HR_CPU_STATE_MAP(struct fw_cpu);
@@ -151,7 +181,8 @@ struct fw_slot {
 struct fw_pending {
 	__u32 nr;
 	__u8 nslots;
-	__u8 pad[3];
+	__u8 pad;
+	__u16 inval_nr;	/* a rename or rmdir counted in fw_busy until its exit (cache.h) */
 	struct fw_slot slots[FW_SLOTS];
 };
 
@@ -161,6 +192,9 @@ struct {
 	__type(key, int);
 	__type(value, struct fw_pending);
 } pending SEC(".maps");
+
+#define PF_IO_WORKER_ 0x00000010
+#define PF_KTHREAD_ 0x00200000
 
 static __always_inline bool fw_tgid_ok(struct task_struct *t)
 {

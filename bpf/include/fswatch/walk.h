@@ -36,6 +36,32 @@ static __always_inline void fw_check_watch(struct fw_walk *w, struct dentry *d)
 		w->watched = 1;
 }
 
+/*
+ * File systems whose directories move only through this kernel's syscalls
+ * (the verdict cache's invalidations see them all). Network and FUSE file
+ * systems are not among them: a server can rename behind our back. (Not
+ * d_revalidate: ext4 sets it for fscrypt on every dentry.)
+ */
+static __always_inline bool fw_local_fs(unsigned long magic)
+{
+	switch (magic) {
+	case 0xEF53:		/* ext2/3/4 */
+	case 0x58465342:	/* xfs */
+	case 0x9123683E:	/* btrfs */
+	case 0x01021994:	/* tmpfs */
+	case 0x858458f6:	/* ramfs */
+	case 0xF2F52010:	/* f2fs */
+	case 0xca451a4e:	/* bcachefs */
+	case 0x794c7630:	/* overlayfs */
+	case 0xE0F5E1E2:	/* erofs */
+	case 0x73717368:	/* squashfs */
+	case 0x4d44:		/* vfat */
+	case 0x2011BAB0:	/* exfat */
+		return true;
+	}
+	return false;
+}
+
 #define FW_FRAGS_ON (resolution == FW_RES_FRAGS)
 
 static __always_inline void fw_key_of(struct fw_fkey *k, struct dentry *d, struct mount *m, bool has_mnt)
@@ -108,7 +134,10 @@ static long fw_walk_step(__u32 i, void *ctx)
 			fw_set_pkey(w, &c->fkey);
 		__builtin_memset(&c->frag.parent, 0, sizeof(c->frag.parent));
 	}
+	if (!fw_local_fs(d->d_sb->s_magic))
+		w->cacheable = 0;	/* NFS, FUSE...: may move without a local syscall */
 	if (w->dentry == w->root_dentry && w->mnt == w->root_mnt) {
+		w->at_root = 1;
 		fw_check_watch(w, d);
 		if (frags && w->inline_left)
 			fw_set_pkey(w, &c->frag.parent);	/* the event is on "/" */
@@ -200,14 +229,10 @@ static long fw_walk_step(__u32 i, void *ctx)
 	return 0;
 }
 
-/*
- * Walks d (in mount mnt) up to the root into path buffer b, after whatever
- * is already at [pos, FW_PATH_MAX). Returns the start of the path; the flags
- * and whether a watched inode was passed stay in c->walk. `check`: only
- * whether a watched inode is passed (no path, no flags).
- */
-static __always_inline __s32 fw_walk(struct fw_cpu *c, __u32 b, struct dentry *d, struct mount *mnt,
-				     struct task_struct *t, __s32 pos, __u32 depth, bool check)
+/* Sets up c->walk for a walk of d (in mount mnt) into path buffer b after
+ * whatever is at [pos, FW_PATH_MAX); false: nothing to walk (flagged). */
+static __always_inline bool fw_walk_init(struct fw_cpu *c, __u32 b, struct dentry *d, struct mount *mnt,
+					 struct task_struct *t, __s32 pos, __u32 depth, bool check)
 {
 	struct fw_walk *w = &c->walk;
 	struct mount *root = fw_real_mount(BPF_CORE_READ(t, fs, root.mnt));
@@ -224,16 +249,40 @@ static __always_inline __s32 fw_walk(struct fw_cpu *c, __u32 b, struct dentry *d
 	w->check = check;
 	w->inline_left = depth == 0;	/* fragments: else a recorded name went first */
 	w->pkey_set = 0;
+	w->at_root = 0;
+	w->cacheable = 1;
 	__builtin_memset(&w->pkey, 0, sizeof(w->pkey));
 	if (!d) {
 		w->flags = FW_F_UNRESOLVED;
-		return pos;
+		return false;
 	}
 	if (!check && !fw_hashed(d) && BPF_CORE_READ(d, d_parent) != d)
 		w->flags |= FW_F_DELETED;
+	return true;
+}
+
+/* The rest of a walk set up by fw_walk_init. */
+static __always_inline __s32 fw_walk_run(struct fw_cpu *c)
+{
+	struct fw_walk *w = &c->walk;
+
 	if (bpf_loop(FW_DEPTH_MAX, fw_walk_step, 0, 0) == FW_DEPTH_MAX && w->dentry)
 		w->flags |= FW_F_TRUNCATED;
 	return w->pos;
+}
+
+/*
+ * Walks d (in mount mnt) up to the root into path buffer b, after whatever
+ * is already at [pos, FW_PATH_MAX). Returns the start of the path; the flags
+ * and whether a watched inode was passed stay in c->walk. `check`: only
+ * whether a watched inode is passed (no path, no flags).
+ */
+static __always_inline __s32 fw_walk(struct fw_cpu *c, __u32 b, struct dentry *d, struct mount *mnt,
+				     struct task_struct *t, __s32 pos, __u32 depth, bool check)
+{
+	if (!fw_walk_init(c, b, d, mnt, t, pos, depth, check))
+		return pos;
+	return fw_walk_run(c);
 }
 
 /* "/" + name at the end of buffer b: the first step of a walk from the parent. */

@@ -34,12 +34,18 @@ pub struct Opts {
     /// Opens only (FSProbe's scenarios: each operation an open and a close).
     pub opens: bool,
     pub buffer_size: usize,
+    /// fswatch's verdict and path caches (Config::verdict_cache).
+    pub cache: bool,
 }
 
 /// `pid`: fswatch reports only this process (the benchmark's workload).
 pub fn run(kind: &str, path: &Path, pid: Option<u32>, bpf_stats: bool, o: Opts) -> Result<()> {
     match kind {
         "fswatch" | "fswatch-unwatched" => fswatch(path, pid, bpf_stats, true, Resolution::Ringbuf, o),
+        // The verdict and path caches off: what they save, in the same run.
+        "fswatch-nocache" | "fswatch-unwatched-nocache" => {
+            fswatch(path, pid, bpf_stats, true, Resolution::Ringbuf, Opts { cache: false, ..o })
+        }
         "fswatch-unwatched-walk" => fswatch(path, pid, bpf_stats, false, Resolution::Ringbuf, o),
         "fswatch-single-fragment" => fswatch(path, pid, bpf_stats, true, Resolution::SingleFragment, o),
         "fswatch-fragments" => fswatch(path, pid, bpf_stats, true, Resolution::Fragments, o),
@@ -47,7 +53,8 @@ pub fn run(kind: &str, path: &Path, pid: Option<u32>, bpf_stats: bool, o: Opts) 
         "fanotify" => fanotify(path, o),
         _ => bail!(
             "unknown watcher '{kind}' (expected fswatch, fswatch-single-fragment, fswatch-fragments, \
-             fswatch-unwatched, fswatch-unwatched-walk, inotify or fanotify)"
+             fswatch-unwatched, fswatch-unwatched-walk, fswatch-nocache, fswatch-unwatched-nocache, \
+             inotify or fanotify)"
         ),
     }
 }
@@ -112,6 +119,7 @@ fn fswatch(
     cfg.paths.push(path.to_path_buf());
     cfg.pid = pid;
     cfg.prefilter = prefilter;
+    cfg.verdict_cache = opts.cache;
     cfg.resolution = res;
     cfg.buffer_size = opts.buffer_size;
     cfg.events = harrier_fswatch::parse_events(if opts.opens {

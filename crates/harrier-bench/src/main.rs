@@ -343,7 +343,7 @@ fn main() -> ExitCode {
         Cmd::Fs(args) => fs::run(args),
         Cmd::FsScenarios(args) => fs_scen::run(args),
         Cmd::FsWatch { kind, path, pid, bpf_stats, opens, buffer_size } => {
-            fs_watch::run(&kind, &path, pid, bpf_stats, fs_watch::Opts { opens, buffer_size })
+            fs_watch::run(&kind, &path, pid, bpf_stats, fs_watch::Opts { opens, buffer_size, cache: true })
         }
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),
     };

@@ -63,6 +63,11 @@ pub struct Config {
     /// The watch check before the path walk (the default): events outside
     /// the watched paths build no path. Off only to measure what it saves.
     pub prefilter: bool,
+    /// The verdict cache (bpf/include/fswatch/cache.h): a directory's
+    /// watched/unwatched verdict kept per CPU, so the check of an event below
+    /// it needs no climb. Used with `recursive`, `prefilter` and some path;
+    /// off only to measure it.
+    pub verdict_cache: bool,
 }
 
 /// Every kind but modify, as FSProbe.
@@ -79,6 +84,7 @@ impl Default for Config {
             buffer_size: 8 << 20,
             pid: None,
             prefilter: true,
+            verdict_cache: true,
         }
     }
 }
@@ -135,6 +141,13 @@ fn statfs_type(path: &Path) -> Result<i64> {
         return Err(std::io::Error::last_os_error().into());
     }
     Ok(st.f_type as i64)
+}
+
+impl Config {
+    /// Whether the kernel side uses the verdict cache.
+    pub fn uses_verdict_cache(&self) -> bool {
+        self.verdict_cache && self.recursive && self.prefilter && !self.paths.is_empty()
+    }
 }
 
 pub fn validate(cfg: &Config) -> Result<()> {

@@ -49,11 +49,25 @@ pub fn selected(mask: u32) -> Vec<&'static str> {
     SYSCALLS.iter().filter(|(_, kinds)| kinds.iter().any(|k| mask & (1 << k) != 0)).map(|(n, _)| *n).collect()
 }
 
-/// (tracepoint name, id) of each selected syscall's exit tracepoint. A
-/// syscall this kernel lacks (fchmodat2 before 6.6) is left out: nothing
-/// can make it.
-pub fn exit_tracepoints(mask: u32) -> Result<Vec<(String, u64)>> {
-    let names: Vec<String> = selected(mask).iter().map(|n| format!("sys_exit_{n}")).collect();
+/// The syscalls that move or remove directories: with the verdict cache on,
+/// their exits are attached whatever the events (bpf/include/fswatch/cache.h
+/// ends their invalidation there).
+pub const SHAPE_CHANGERS: [&str; 5] = ["rename", "renameat", "renameat2", "rmdir", "unlinkat"];
+
+/// The selected syscalls, and with `shape` the ones that move or remove directories.
+pub fn attached(mask: u32, shape: bool) -> Vec<&'static str> {
+    let mut v = selected(mask);
+    if shape {
+        v.extend(SHAPE_CHANGERS.iter().filter(|n| !v.contains(n)).collect::<Vec<_>>());
+    }
+    v
+}
+
+/// (tracepoint name, id) of each attached syscall's exit tracepoint
+/// (`attached`). A syscall this kernel lacks (fchmodat2 before 6.6) is left
+/// out: nothing can make it.
+pub fn exit_tracepoints(mask: u32, shape: bool) -> Result<Vec<(String, u64)>> {
+    let names: Vec<String> = attached(mask, shape).iter().map(|n| format!("sys_exit_{n}")).collect();
     let ids = harrier_capture::tracefs::tracepoint_ids("syscalls", &names)?;
     let found: Vec<(String, u64)> = names.into_iter().zip(ids).filter_map(|(n, id)| Some((n, id?))).collect();
     if found.is_empty() {
@@ -79,5 +93,11 @@ mod tests {
         assert!(!selected(1 << 1).contains(&"write"), "modify's syscalls only with modify");
         assert_eq!(selected(0x1fe).len(), SYSCALLS.len(), "every kind: every syscall");
         assert!(watch_bit(u32::MAX, u64::MAX) < 8192);
+        let open_only = attached(1 << 1, true);
+        for n in SHAPE_CHANGERS {
+            assert!(open_only.contains(&n), "{n}: the verdict cache needs its exit");
+        }
+        assert_eq!(attached(0x1fe, true).len(), SYSCALLS.len(), "no syscall twice");
+        assert!(!attached(1 << 1, false).contains(&"rmdir"));
     }
 }

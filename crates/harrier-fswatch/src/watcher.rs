@@ -54,7 +54,8 @@ impl Stats {
         format!(
             "{} events in {:.1}s: {} received, {} dropped (ring full {}, no ring {}); \
              {} filtered out in the kernel, {} failed syscalls, {} unresolved, {} without entry record, \
-             {} inode slots full, {} paths lost, {} paths stale{}",
+             {} inode slots full, {} paths lost, {} paths stale; caches: verdicts {} hits {} misses, \
+             paths {} hits {} misses{}",
             k.events,
             self.duration_s,
             self.received,
@@ -68,6 +69,10 @@ impl Stats {
             k.slots_full,
             self.paths_lost,
             self.paths_stale,
+            k.cache_hits,
+            k.cache_misses,
+            k.path_hits,
+            k.path_misses,
             if self.missing_hooks.is_empty() {
                 String::new()
             } else {
@@ -118,6 +123,20 @@ pub fn missing_hooks() -> Vec<&'static str> {
     missing
 }
 
+/// Entries of the per-CPU verdict and path caches (bpf/include/fswatch/cache.h):
+/// about 4 MiB of verdicts and 16 MiB of paths in all whatever the CPU count
+/// (each entry holds one value per CPU), 1 where a cache is off.
+fn cache_sizes(cfg: &Config, ncpus: usize) -> (u32, u32) {
+    if !cfg.uses_verdict_cache() {
+        return (1, 1);
+    }
+    const VERDICT: usize = 48; // struct fw_verdict and the LRU's per-CPU slot
+    const PATH: usize = 1024 + 48; // struct fw_pcval
+    let per = |budget: usize, size: usize, max: usize| (budget / (size * ncpus)).clamp(64, max) as u32;
+    let paths = if cfg.resolution == Resolution::Fragments { 1 } else { per(16 << 20, PATH, 4096) };
+    (per(4 << 20, VERDICT, 16384), paths)
+}
+
 /// The first mainline release with the timestamp tracepoints.
 pub const HOOKS_SINCE: &str = "6.13";
 
@@ -160,6 +179,7 @@ impl Watcher {
         rodata.recursive = cfg.recursive;
         rodata.follow = cfg.follow;
         rodata.prefilter = cfg.prefilter;
+        rodata.vcache = cfg.uses_verdict_cache();
         let single = cfg.resolution == Resolution::SingleFragment;
         let fragments = cfg.resolution == Resolution::Fragments;
         if single {
@@ -191,6 +211,10 @@ impl Watcher {
         }
         // The fragments map only where it is used (it is preallocated).
         open.maps.fragments.set_max_entries(if fragments { 65536 } else { 1 })?;
+        // The verdict and path caches likewise (LRUs are preallocated, per CPU).
+        let (verdicts, dirpaths) = cache_sizes(cfg, ncpus);
+        open.maps.verdicts.set_max_entries(verdicts)?;
+        open.maps.dirpaths.set_max_entries(dirpaths)?;
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
         let mut skel = skel;
@@ -232,7 +256,7 @@ impl Watcher {
         };
         // The exits first: a record a ctime hook opens is always closed by
         // its syscall's exit.
-        let exits = crate::syscalls::exit_tracepoints(cfg.events)?;
+        let exits = crate::syscalls::exit_tracepoints(cfg.events, cfg.uses_verdict_cache())?;
         {
             let obj = w.skel.object();
             let mut progs = obj.progs_mut();

@@ -169,10 +169,18 @@ pub struct KernelStats {
     pub unresolved: u64,
     pub no_entry: u64,
     pub slots_full: u64,
+    /// Watch checks the verdict cache decided (bpf/include/fswatch/cache.h).
+    pub cache_hits: u64,
+    /// Watch checks that climbed to the root or to a watched ancestor.
+    pub cache_misses: u64,
+    /// Paths whose directory part came from the path cache.
+    pub path_hits: u64,
+    /// Paths walked to the root with names.
+    pub path_misses: u64,
 }
 
 impl KernelStats {
-    pub const SIZE: usize = 64;
+    pub const SIZE: usize = 96;
 
     pub fn from_bytes(b: &[u8]) -> KernelStats {
         let f = |i: usize| u64_at(b, i * 8);
@@ -185,6 +193,10 @@ impl KernelStats {
             unresolved: f(5),
             no_entry: f(6),
             slots_full: f(7),
+            cache_hits: f(8),
+            cache_misses: f(9),
+            path_hits: f(10),
+            path_misses: f(11),
         }
     }
 
@@ -197,6 +209,10 @@ impl KernelStats {
         self.unresolved += o.unresolved;
         self.no_entry += o.no_entry;
         self.slots_full += o.slots_full;
+        self.cache_hits += o.cache_hits;
+        self.cache_misses += o.cache_misses;
+        self.path_hits += o.path_hits;
+        self.path_misses += o.path_misses;
     }
 
     pub fn drops(&self) -> u64 {

@@ -43,6 +43,10 @@ fn touch(p: &Path) {
     unsafe { libc::close(fd) };
 }
 
+fn open_close(p: &Path) {
+    unsafe { libc::close(sys_open(p, libc::O_RDONLY)) };
+}
+
 fn mkdir(p: &Path) {
     ok(unsafe { libc::mkdir(c(p).as_ptr(), 0o755) } as i64, "mkdir");
 }
@@ -541,6 +545,172 @@ fn table(mode: Resolution, prefilter: bool, mode_name: &str) -> (usize, Vec<Stri
             },
             Vec::new,
         ),
+        // The verdict cache (bpf/include/fswatch/cache.h): each case below
+        // first opens a file outside, so that its directory's "unwatched"
+        // verdict is cached, then changes the tree so that the verdict is
+        // wrong, then touches the file: a stale verdict would lose the event.
+        case(
+            "cache: an unwatched directory renamed in, then a child touched",
+            {
+                let (u, f) = (r.join("out/u"), r.join("out/u/f"));
+                move || {
+                    mkdir(&u);
+                    touch(&f);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (r.join("out/u"), j("u"), j("u/f"));
+                move || {
+                    rename(&a, &b);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (r.join("out/u"), j("u"), j("u/f"));
+                move || vec![moved("rename", &a, &b), want("open", &f)]
+            },
+        ),
+        case(
+            "cache: an unwatched directory's parent renamed in, then a grandchild touched",
+            {
+                let (v, f) = (r.join("out/u2/v"), r.join("out/u2/v/f"));
+                move || {
+                    std::fs::create_dir_all(&v).unwrap();
+                    touch(&f);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (r.join("out/u2"), j("u2"), j("u2/v/f"));
+                move || {
+                    rename(&a, &b);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (r.join("out/u2"), j("u2"), j("u2/v/f"));
+                move || vec![moved("rename", &a, &b), want("open", &f)]
+            },
+        ),
+        case(
+            "cache: a watched directory renamed out (--follow), then a grandchild touched",
+            {
+                let (s, f) = (j("m/sub"), j("m/sub/f"));
+                move || {
+                    std::fs::create_dir_all(&s).unwrap();
+                    touch(&f);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (j("m"), r.join("out/m"), r.join("out/m/sub/f"));
+                move || {
+                    rename(&a, &b);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (j("m"), r.join("out/m"), r.join("out/m/sub/f"));
+                move || vec![moved("rename", &a, &b), want("open", &f)]
+            },
+        ),
+        case(
+            "cache: a watched directory's path cached, its parent renamed, then a child touched",
+            {
+                let (d, f) = (j("pp/qq"), j("pp/qq/f"));
+                move || {
+                    std::fs::create_dir_all(&d).unwrap();
+                    touch(&f);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (j("pp"), j("pp2"), j("pp2/qq/f"));
+                move || {
+                    rename(&a, &b);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (j("pp"), j("pp2"), j("pp2/qq/f"));
+                move || vec![moved("rename", &a, &b), want("open", &f)]
+            },
+        ),
+        case(
+            "cache: a tmpfs moved (mount --move) from outside below the watched tree",
+            {
+                let (root, mp, d, f) =
+                    (r.clone(), r.join("out/mv"), r.join("out/mv/d"), r.join("out/mv/d/f"));
+                move || {
+                    // MS_MOVE refuses a mount whose parent is shared.
+                    make_private(&root);
+                    mkdir(&mp);
+                    mount_tmpfs(&mp);
+                    mkdir(&d);
+                    touch(&f);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (r.join("out/mv"), j("mvto"), j("mvto/d/f"));
+                move || {
+                    mkdir(&b);
+                    move_mount(&a, &b);
+                    open_close(&f);
+                }
+            },
+            {
+                let (b, f) = (j("mvto"), j("mvto/d/f"));
+                move || vec![want("mkdir", &b), want("open", &f)]
+            },
+        ),
+        case(
+            "cache: an unwatched tree bind-mounted below the watched one, then a child touched",
+            {
+                let (d, f) = (r.join("out/bd/d"), r.join("out/bd/d/f"));
+                move || {
+                    std::fs::create_dir_all(&d).unwrap();
+                    touch(&f);
+                    open_close(&f);
+                }
+            },
+            {
+                let (a, b, f) = (r.join("out/bd"), j("bmt"), j("bmt/d/f"));
+                move || {
+                    mkdir(&b);
+                    bind_mount(&a, &b);
+                    open_close(&f);
+                }
+            },
+            {
+                let (b, f) = (j("bmt"), j("bmt/d/f"));
+                move || vec![want("mkdir", &b), want("open", &f)]
+            },
+        ),
+        case(
+            "cache: a tmpfs mounted below the watched tree, a directory made there, then touched",
+            {
+                let mp = j("tm");
+                move || {
+                    mkdir(&mp);
+                    mount_tmpfs(&mp);
+                    mkdir(&mp.join("d"));
+                    touch(&mp.join("d/f"));
+                }
+            },
+            {
+                let f = j("tm/d/f");
+                move || {
+                    open_close(&f);
+                    open_close(&f);
+                }
+            },
+            {
+                let f = j("tm/d/f");
+                move || vec![want("open", &f), want("open", &f)]
+            },
+        ),
         case(
             "a bind mount of an outside tree below the watched one",
             {
@@ -601,7 +771,7 @@ fn table(mode: Resolution, prefilter: bool, mode_name: &str) -> (usize, Vec<Stri
             failures.push(f);
         }
     }
-    for p in [j("sub"), j("bindin"), r.join("bindpt")] {
+    for p in [j("sub"), j("bindin"), r.join("bindpt"), j("mvto"), j("bmt"), j("tm")] {
         umount(&p);
     }
     let st = watcher.stop(|_| {}).unwrap();

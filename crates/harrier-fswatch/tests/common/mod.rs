@@ -35,6 +35,23 @@ pub fn bind_mount(from: &Path, to: &Path) {
     assert_eq!(rc, 0, "bind {} on {}: {}", from.display(), to.display(), std::io::Error::last_os_error());
 }
 
+/// mount --make-private: MS_MOVE refuses mounts below a shared one.
+pub fn make_private(at: &Path) {
+    let d = c(at);
+    let rc = unsafe {
+        libc::mount(std::ptr::null(), d.as_ptr(), std::ptr::null(), libc::MS_PRIVATE, std::ptr::null())
+    };
+    assert_eq!(rc, 0, "making {} private: {}", at.display(), std::io::Error::last_os_error());
+}
+
+/// mount --move.
+pub fn move_mount(from: &Path, to: &Path) {
+    let (s, d) = (c(from), c(to));
+    let rc =
+        unsafe { libc::mount(s.as_ptr(), d.as_ptr(), std::ptr::null(), libc::MS_MOVE, std::ptr::null()) };
+    assert_eq!(rc, 0, "moving {} to {}: {}", from.display(), to.display(), std::io::Error::last_os_error());
+}
+
 pub fn umount(at: &Path) {
     let d = c(at);
     unsafe { libc::umount2(d.as_ptr(), libc::MNT_DETACH) };

@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The verdict cache: per directory (mount's unique id, dev, inode), whether
+ * it or an ancestor up to the task's root is watched, so that the watch
+ * check of an event stops at the leaf's directory instead of climbing to the
+ * root. Only an "unwatched" verdict can lose an event (a "watched" one only
+ * sends the event to the walk with names, which checks again), so every way
+ * a directory's ancestors can change must make its entry invalid:
+ *
+ * - fw_gen, a generation every entry must match, is bumped when a directory
+ *   is renamed or removed (every directory ctime change outside the syscalls
+ *   known to leave the tree's shape alone: rename*, rmdir, io_uring, kernel
+ *   threads...), and by --follow;
+ * - fw_busy counts rename/rmdir syscalls between their first ctime change
+ *   (before the kernel's d_move) and their exit: while one is in flight the
+ *   cache is neither read nor written, so no walk of the old tree survives it;
+ * - the entry holds the mount namespace's event counter (bumped by the kernel
+ *   on every mount, umount, move and pivot_root in it) and the task's root
+ *   (chroot): either differing is a miss;
+ * - the key holds the mount's never-reused id (mnt_id_unique, 6.8+) and the
+ *   inode number, which only a removal (that bumps the generation) frees;
+ * - directories of file systems whose directories can move behind the
+ *   kernel's back (not in fw_local_fs: NFS, FUSE...) are never cached.
+ */
+#ifndef HARRIER_FSWATCH_CACHE_H
+#define HARRIER_FSWATCH_CACHE_H
+
+#define FW_VCACHE_MAX 16384	/* directories per CPU (LRU) */
+
+/* Bumped (atomically) by the invalidations above; user space never writes them. */
+__u64 fw_gen = 1;
+__s64 fw_busy = 0;
+
+/* Per CPU: no cache line shared between CPUs; user space sets the size (1: off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, FW_VCACHE_MAX);
+	__type(key, struct fw_vkey);
+	__type(value, struct fw_verdict);
+} verdicts SEC(".maps");
+
+/* The path cache: per directory (the same key), its absolute path up to
+ * FW_PCACHE_MAX bytes, so that a watched event's walk with names stops at
+ * the leaf's directory: the cost no longer grows with depth. Same validity
+ * as the verdicts. Per CPU: an entry is only read and written by its CPU
+ * (another CPU's eviction zeroes it, which the generation check after the
+ * copy sees). User space sets the size (1: off). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct fw_vkey);
+	__type(value, struct fw_pcval);
+} dirpaths SEC(".maps");
+
+static __always_inline void fw_gen_bump(void)
+{
+	__sync_fetch_and_add(&fw_gen, 1);
+}
+
+/* A mount's never-reused id (6.8+); 0: unknown, the cache is not used. */
+static __always_inline __u64 fw_mnt_uid(struct mount *m)
+{
+	if (!bpf_core_field_exists(struct mount, mnt_id_unique))
+		return 0;
+	return m->mnt_id_unique;
+}
+
+/* What an entry must match besides its key: the generation (read by the
+ * caller, before busy), the mount namespace's event counter, the root. */
+static __always_inline void fw_vc_expect(struct fw_verdict *e, struct mount *m, struct task_struct *t,
+					 __u64 gen)
+{
+	/* Plain loads (the verifier makes them fault-safe): a helper call per
+	 * field would cost more than the map lookup this serves. */
+	struct mnt_namespace *ns = m->mnt_ns;
+	struct fs_struct *fs = t->fs;
+	struct mount *rm = fw_real_mount(fs->root.mnt);
+
+	e->gen = gen;
+	e->ns_event = ns ? ns->event : 0;
+	e->root_uid = rm ? fw_mnt_uid(bpf_core_cast(rm, struct mount)) : 0;
+	e->root_ino = fs->root.dentry->d_inode->i_ino;
+	e->watched = 0;
+}
+
+/* The syscalls that change directories' ctimes but never move or free one
+ * (x86_64 numbers; anything else changing a directory invalidates). */
+static __always_inline bool fw_shape_safe(long nr, struct pt_regs *regs)
+{
+	switch (nr) {
+	case 2: case 85: case 257: case 437:		/* open, creat, openat, openat2 */
+	case 83: case 258: case 133: case 259:		/* mkdir(at), mknod(at) */
+	case 86: case 265: case 88: case 266:		/* link(at), symlink(at) */
+	case 87:					/* unlink */
+	case 90: case 91: case 268: case 452:		/* chmod family */
+	case 92: case 93: case 94: case 260:		/* chown family */
+	case 132: case 235: case 261: case 280:		/* utime family */
+	case 188: case 189: case 190: case 197: case 198: case 199: case 463: case 466: /* xattrs */
+	case 49:					/* bind (a unix socket's node) */
+		return true;
+	/* Not ioctl: btrfs deletes subvolumes with one. */
+	case 263:					/* unlinkat: not with AT_REMOVEDIR */
+		return !(fw_arg(regs, 2) & AT_REMOVEDIR_);
+	}
+	return false;
+}
+
+/* rename*, rmdir, unlinkat: their exits close what their first change opened. */
+static __always_inline bool fw_shape_tracked(long nr)
+{
+	return nr == 82 || nr == 264 || nr == 316 || nr == 84 || nr == 263;
+}
+
+/* A ctime hook saw a directory change: invalidate unless the syscall in
+ * flight cannot move or free a directory. */
+static __always_inline void fw_vc_dir_changed(struct task_struct *t)
+{
+	struct fw_pending *p;
+	struct pt_regs *regs;
+	long nr;
+
+	if (t->flags & (PF_KTHREAD_ | PF_IO_WORKER_)) {
+		fw_gen_bump();
+		return;
+	}
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (!regs) {
+		fw_gen_bump();
+		return;
+	}
+	nr = regs->orig_ax;
+	if (fw_shape_safe(nr, regs))
+		return;
+	if (fw_shape_tracked(nr)) {
+		p = bpf_task_storage_get(&pending, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (p && p->inval_nr != nr) {
+			/* busy before the generation: a walk that sees the new
+			 * generation also sees busy and stores nothing. */
+			p->inval_nr = nr;
+			__sync_fetch_and_add(&fw_busy, 1);
+		}
+	}
+	fw_gen_bump();
+}
+
+/* At a rename's or rmdir's exit (the change is done): invalidate again, then
+ * let the cache be used. */
+static __always_inline void fw_vc_exit(struct task_struct *t, long nr)
+{
+	struct fw_pending *p;
+
+	if (!fw_shape_tracked(nr))
+		return;
+	p = bpf_task_storage_get(&pending, t, 0, 0);
+	if (!p || p->inval_nr != nr)
+		return;
+	p->inval_nr = 0;
+	fw_gen_bump();
+	__sync_fetch_and_add(&fw_busy, -1);
+}
+
+/*
+ * The watch check (no names) of d in mount m, through the cache: the leaf
+ * itself, then its directory's entry; on a miss, the climb (fw_walk), whose
+ * verdict is stored for the directory if nothing can have changed the tree
+ * meanwhile. Sets c->walk.watched like a check-only fw_walk.
+ */
+static __always_inline void fw_check_cached(struct fw_cpu *c, struct dentry *d0, struct mount *m0,
+					    struct task_struct *t, __u32 depth)
+{
+	struct fw_walk *w = &c->walk;
+	struct fw_vkey k = {};
+	struct fw_verdict e, *v;
+	struct dentry *d, *dir;
+	struct mount *m;
+	__u64 gen, busy, watched;
+
+	if (!d0 || !m0)
+		goto climb;
+	d = bpf_core_cast(d0, struct dentry);
+	m = bpf_core_cast(m0, struct mount);
+	dir = d;
+	if (depth == 0) {
+		/* The leaf may be watched itself; files are not cached. */
+		if (fw_is_watched(d->d_sb->s_dev, d->d_inode->i_ino)) {
+			w->watched = 1;
+			return;
+		}
+		/* A mount's root or the task's root: their parent is elsewhere. */
+		if (d == m->mnt.mnt_root || d->d_parent == d || d == t->fs->root.dentry)
+			goto climb;
+		dir = d->d_parent;
+	}
+	k.mnt_uid = fw_mnt_uid(m);
+	if (!k.mnt_uid)
+		goto climb;
+	k.ino = dir->d_inode->i_ino;
+	k.dev = dir->d_sb->s_dev;
+	/* The generation before busy (fw_vc_dir_changed writes them the other way round). */
+	gen = *(volatile __u64 *)&fw_gen;
+	asm volatile("" ::: "memory");
+	busy = *(volatile __s64 *)&fw_busy;
+	fw_vc_expect(&e, m, t, gen);
+	if (!busy) {
+		v = bpf_map_lookup_elem(&verdicts, &k);
+		if (v && v->gen == gen && v->ns_event == e.ns_event && v->root_uid == e.root_uid &&
+		    v->root_ino == e.root_ino) {
+			watched = v->watched;
+			asm volatile("" ::: "memory");
+			/* Still ours: an eviction by another CPU zeroes this CPU's copy. */
+			if (*(volatile __u64 *)&v->gen == gen) {
+				c->stats.cache_hits++;
+				w->watched = watched;
+				return;
+			}
+		}
+	}
+	c->stats.cache_misses++;
+	fw_walk(c, 0, d0, m0, t, FW_PATH_MAX, depth, 1);
+	if (!busy && w->cacheable && (w->watched || w->at_root)) {
+		e.watched = w->watched;
+		bpf_map_update_elem(&verdicts, &k, &e, BPF_ANY);
+	}
+	return;
+climb:
+	c->stats.cache_misses++;
+	fw_walk(c, 0, d0, m0, t, FW_PATH_MAX, depth, 1);
+}
+
+/* Bounds v by max where the verifier sees it (clang drops a mask it can prove useless). */
+#define fw_vc_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
+
+/*
+ * The walk with names of d (in mount m) into path buffer b, through the path
+ * cache: the leaf's own step (its name and watch check), then its
+ * directory's cached path; on a miss, the walk to the root, whose directory
+ * part is then cached if nothing can have changed the tree meanwhile.
+ * Returns the start of the path, like fw_walk.
+ */
+static __always_inline __s32 fw_walk_names_cached(struct fw_cpu *c, __u32 b, struct dentry *d0,
+						  struct mount *m0, struct task_struct *t, __s32 pos,
+						  __u32 depth)
+{
+	struct fw_walk *w = &c->walk;
+	struct fw_vkey k = {};
+	struct fw_pcval *v;
+	struct dentry *d, *dir;
+	struct mount *m;
+	__u64 gen, busy, watched, leaf_watched;
+	__s32 at, start;
+	__u32 len;
+	__u64 n;
+
+	if (!fw_walk_init(c, b, d0, m0, t, pos, depth, 0))
+		return pos;
+	if (!m0)
+		return fw_walk_run(c);
+	d = bpf_core_cast(d0, struct dentry);
+	m = bpf_core_cast(m0, struct mount);
+	if (depth == 0) {
+		/* A mount's root or the task's root: their parent is elsewhere. */
+		if (d == m->mnt.mnt_root || d->d_parent == d || (__u64)d0 == w->root_dentry)
+			return fw_walk_run(c);
+		fw_walk_step(0, 0);
+		if (!w->dentry)
+			return w->pos;
+	}
+	dir = bpf_core_cast((void *)w->dentry, struct dentry);
+	leaf_watched = w->watched;
+	k.mnt_uid = fw_mnt_uid(m);
+	k.ino = dir->d_inode->i_ino;
+	k.dev = dir->d_sb->s_dev;
+	gen = *(volatile __u64 *)&fw_gen;
+	asm volatile("" ::: "memory");
+	busy = *(volatile __s64 *)&fw_busy;
+	fw_vc_expect(&c->pval.v, m, t, gen);
+	if (!busy && k.mnt_uid) {
+		v = bpf_map_lookup_elem(&dirpaths, &k);
+		if (v && v->v.gen == gen && v->v.ns_event == c->pval.v.ns_event &&
+		    v->v.root_uid == c->pval.v.root_uid && v->v.root_ino == c->pval.v.root_ino) {
+			len = v->len;
+			at = w->pos - (__s32)len;
+			if (len > 0 && len < FW_PCACHE_MAX && at >= 0) {
+				n = len;
+				fw_vc_clamp(n, FW_PCACHE_MAX - 1);
+				bpf_probe_read_kernel(FW_BUF(c, w->buf) + (at & (FW_PATH_MAX - 1)), n, v->path);
+				watched = v->v.watched;
+				asm volatile("" ::: "memory");
+				if (*(volatile __u64 *)&v->v.gen == gen) {
+					c->stats.path_hits++;
+					w->pos = at;
+					w->watched |= watched;
+					w->dentry = 0;
+					return at;
+				}
+			}
+		}
+	}
+	c->stats.path_misses++;
+	start = w->pos;
+	fw_walk_run(c);
+	/* The directory's own verdict only: not when the leaf decided it. */
+	if (k.mnt_uid && !busy && !leaf_watched && w->cacheable && w->at_root &&
+	    !(w->flags & ~FW_F_DELETED)) {
+		at = w->pos;
+		len = start - at;
+		if (len > 0 && len < FW_PCACHE_MAX && at >= 0) {
+			c->pval.len = len;
+			c->pval.v.watched = w->watched;
+			n = len;
+			fw_vc_clamp(n, FW_PCACHE_MAX - 1);
+			bpf_probe_read_kernel(c->pval.path, n, FW_BUF(c, w->buf) + (at & (FW_PATH_MAX - 1)));
+			bpf_map_update_elem(&dirpaths, &k, &c->pval, BPF_ANY);
+		}
+	}
+	return w->pos;
+}
+
+#endif
