@@ -85,11 +85,12 @@ fn a_warm_reader_drains_events_without_allocating() {
         let mut bytes_seen = 0usize;
         // Warm-up: the reader's arena and index grow to a batch's size.
         open_all(&files);
-        watcher.drain(|e| {
-            events += 1;
-            bytes_seen += e.path.len();
-        })
-        .unwrap();
+        watcher
+            .drain(|e| {
+                events += 1;
+                bytes_seen += e.path.len();
+            })
+            .unwrap();
         assert_eq!(events, N, "{name}: warm-up batch");
         for round in 0..3 {
             open_all(&files);
@@ -104,7 +105,10 @@ fn a_warm_reader_drains_events_without_allocating() {
             let allocated = asked() - before;
             assert_eq!(n, N, "{name}, round {round}: every open drained");
             assert!(paths_ok, "{name}, round {round}: a path outside {}", deep.display());
-            assert_eq!(allocated, 0, "{name}, round {round}: {allocated} bytes allocated draining {N} events");
+            assert_eq!(
+                allocated, 0,
+                "{name}, round {round}: {allocated} bytes allocated draining {N} events"
+            );
         }
         let st = watcher.stop(|_| {}).unwrap();
         assert_eq!(st.kernel.drops(), 0, "{name}: {}", st.report());
