@@ -149,9 +149,9 @@ fn fswatch(
         let mut events = 0u64;
         loop {
             let (stop, _) = stdin_ready(None, pace.interval.as_millis() as i32)?;
-            let before = w.bytes();
+            let before = w.pace_bytes();
             w.drain(|_| events += 1)?;
-            pace.update(w.bytes() - before, 1);
+            pace.update(w.pace_bytes() - before, 1);
             if stop {
                 break;
             }

@@ -223,9 +223,9 @@ pub fn run(a: FswatchArgs) -> Result<()> {
     let mut pace = harrier_capture::Pace::new(cfg.buffer_size);
     while !stop.load(Ordering::Relaxed) && !failed.get() && limit.is_none_or(|l| w.uptime() < l) {
         std::thread::sleep(pace.interval);
-        let before = w.bytes();
+        let before = w.pace_bytes();
         w.drain(&mut emit)?;
-        pace.update(w.bytes() - before, 1);
+        pace.update(w.pace_bytes() - before, 1);
         if format != Format::None && out.borrow_mut().flush().is_err() {
             break;
         }
