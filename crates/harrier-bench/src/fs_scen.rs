@@ -35,7 +35,7 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     rounds: usize,
     /// Operations (open + close) per round and watcher.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 50_000)]
     ops: u64,
     /// fswatch ring sizes to sweep, in 4 KiB pages (16 is the smallest ring fswatch takes).
     #[arg(long, default_value = "16,64,512,4096")]
@@ -55,7 +55,7 @@ pub struct Args {
     #[arg(long, default_value = "64")]
     rate_pages: String,
     /// Holds per search at most (the first is unthrottled).
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 5)]
     rate_steps: usize,
     /// No drop-free rate search.
     #[arg(long)]
