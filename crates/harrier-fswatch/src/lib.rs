@@ -177,7 +177,11 @@ mod tests {
     fn small_rings_are_drained_often() {
         use std::time::Duration;
         assert_eq!(max_wait(64 << 10), Duration::from_millis(5), "16 pages: Pace's minimum");
-        assert_eq!(max_wait(256 << 10), Duration::from_micros(7812), "64 pages fill in 7.8 ms at 32 MiB/s");
+        assert_eq!(
+            max_wait(256 << 10),
+            Duration::from_nanos(7_812_500),
+            "64 pages fill in 7.8 ms at 32 MiB/s"
+        );
         assert_eq!(max_wait(8 << 20), Duration::from_millis(50), "large rings: Pace's maximum");
     }
 
