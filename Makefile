@@ -45,7 +45,8 @@ bench-files: build
 bench-fs: build
 	target/release/harrier-bench fs $(BENCH_ARGS)
 
-# FSProbe's six scenarios (open+close), every resolution mode and ring size; --quick: minutes.
+# FSProbe's six scenarios (open+close), every resolution mode and ring size, and the highest
+# rate held without drops; full ~20 min, --quick: minutes.
 bench-fs-scenarios: build
 	target/release/harrier-bench fs-scenarios $(BENCH_ARGS)
 

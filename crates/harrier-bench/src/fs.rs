@@ -84,6 +84,10 @@ struct Sample {
     rss_kib: f64,
     bpf_ns: f64,
     exit_ns_run: f64,
+    /// The watcher process's allocations while reading (bytes, count) and
+    /// the events it had read by then.
+    alloc: (u64, u64),
+    loop_events: u64,
     /// Per fswatch program: (name, runs, ns).
     progs: Vec<(String, u64, u64)>,
 }
@@ -116,6 +120,8 @@ fn one(
         rss_kib: u("rss_kib") as f64,
         bpf_ns: if u("bpf_runs") > 0 { u("bpf_ns") as f64 / ops } else { f64::NAN },
         progs: serde_json::from_value(v["progs"].clone()).unwrap_or_default(),
+        alloc: (u("alloc_bytes"), u("allocs")),
+        loop_events: u("loop_events"),
         exit_ns_run: if u("exit_runs") > 0 { u("exit_ns") as f64 / u("exit_runs") as f64 } else { f64::NAN },
     })
 }
@@ -141,6 +147,16 @@ pub fn run(a: Args) -> Result<()> {
     }
     drop(scratch);
     report(&a, &kinds, &samples)
+}
+
+/// Bytes (and allocations) the watcher asked for while reading, per event read.
+fn alloc_per_event(v: &[Sample]) -> String {
+    let n: u64 = v.iter().map(|s| s.loop_events).sum();
+    if n == 0 {
+        return "-".into();
+    }
+    let (b, c): (u64, u64) = v.iter().fold((0, 0), |(b, c), s| (b + s.alloc.0, c + s.alloc.1));
+    format!("{} ({})", num(b as f64 / n as f64, 2), num(c as f64 / n as f64, 4))
 }
 
 fn med(v: &[Sample], f: impl Fn(&Sample) -> f64) -> f64 {
@@ -182,6 +198,7 @@ fn report(a: &Args, kinds: &[&str], samples: &[Vec<Sample>]) -> Result<()> {
             cell(med(v, |s| s.rss_kib) / 1024.0, 1),
             cell(med(v, |s| s.bpf_ns), 1),
             cell(med(v, |s| s.exit_ns_run), 1),
+            if idle { String::new() } else { alloc_per_event(v) },
         ]);
         if !idle {
             bars.push((k.to_string(), added));
@@ -200,6 +217,7 @@ fn report(a: &Args, kinds: &[&str], samples: &[Vec<Sample>]) -> Result<()> {
             "RSS MiB",
             "BPF ns/op",
             "BPF ns/exit run",
+            "alloc B/ev (allocs/ev)",
         ]
         .map(String::from)
         .to_vec(),
@@ -218,7 +236,9 @@ fn report(a: &Args, kinds: &[&str], samples: &[Vec<Sample>]) -> Result<()> {
          directory, paths built). fanotify: FAN_REPORT_DFID_NAME with a filesystem mark, records \
          counted per kind, handles not resolved to paths. RSS at the end of the run. BPF columns \
          (--bpf-stats{}): all fswatch programs' run time per workload operation, and the sys_exit \
-         program's mean per run (every syscall of the machine runs it).\n\n{}",
+         program's mean per run. `alloc B/ev (allocs/ev)`: what the watcher process \
+         asked its allocator for while reading, per event read (a counting global allocator; buffers \
+         growing to the largest drain count, amortised).\n\n{}",
         a.rounds,
         a.iters,
         a.fanout * a.fanout,

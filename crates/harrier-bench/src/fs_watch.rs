@@ -26,6 +26,19 @@ struct Out {
     /// Every fswatch program: (name, runs, ns).
     progs: Vec<(String, u64, u64)>,
     bytes: u64,
+    /// The allocator's (bytes, count) totals when the reading loop ended,
+    /// and the events it had handed out then (alloc_count.rs).
+    alloc_end: (u64, u64),
+    loop_events: u64,
+}
+
+impl Out {
+    /// Marks the end of the reading loop: allocations after it (closing
+    /// reports, stats) are not the reader's per-event work.
+    fn loop_done(&mut self) {
+        self.alloc_end = crate::alloc_count::totals();
+        self.loop_events = self.events;
+    }
 }
 
 /// How a bench-fs watcher runs: what it watches for, and fswatch's buffers.
@@ -79,8 +92,12 @@ fn serve(wait: impl FnOnce() -> Result<Out>) -> Result<()> {
     println!("ready");
     std::io::stdout().flush()?;
     let cpu0 = cpu_ms();
+    let alloc0 = crate::alloc_count::totals();
     let o = wait()?;
     let v = serde_json::json!({
+        "alloc_bytes": o.alloc_end.0.saturating_sub(alloc0.0),
+        "allocs": o.alloc_end.1.saturating_sub(alloc0.1),
+        "loop_events": o.loop_events,
         "events": o.events, "lost": o.lost, "cpu_ms": cpu_ms() - cpu0, "rss_kib": rss_kib(),
         "bpf_runs": o.bpf_runs, "bpf_ns": o.bpf_ns, "exit_runs": o.exit_runs, "exit_ns": o.exit_ns,
         "progs": o.progs, "bytes": o.bytes,
@@ -139,15 +156,17 @@ fn fswatch(
     serve(|| {
         let mut events = 0u64;
         loop {
-            let (stop, _) = stdin_ready(None, pace.interval.as_millis() as i32)?;
-            let before = w.bytes();
+            let wait = pace.interval.min(harrier_fswatch::max_wait(cfg.buffer_size));
+            let (stop, _) = stdin_ready(None, wait.as_millis().max(1) as i32)?;
+            let before = w.pace_bytes();
             w.drain(|_| events += 1)?;
-            pace.update(w.bytes() - before, 1);
+            pace.update(w.pace_bytes() - before, 1);
             if stop {
                 break;
             }
         }
         let mut o = Out { events, ..Out::default() };
+        o.loop_done();
         for (name, runs, ns) in w.prog_stats() {
             o.bpf_runs += runs;
             o.bpf_ns += ns;
@@ -198,9 +217,14 @@ fn inotify(root: &Path, opts: Opts) -> Result<()> {
             }
         }
     }
+    // The walk above opened every directory: with IN_OPEN that queued two
+    // events per directory (more than the 16,384-event queue in the large
+    // scenarios, hence an IN_Q_OVERFLOW). None is the workload's: discard
+    // them before saying ready.
+    let mut buf = vec![0u8; 64 << 10];
+    while unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
     serve(|| {
         let mut o = Out::default();
-        let mut buf = vec![0u8; 64 << 10];
         let mut path = PathBuf::new();
         loop {
             let (stop, _) = stdin_ready(Some(fd.as_raw_fd()), -1)?;
@@ -235,6 +259,7 @@ fn inotify(root: &Path, opts: Opts) -> Result<()> {
                 }
             }
             if stop {
+                o.loop_done();
                 return Ok(o);
             }
         }
@@ -298,6 +323,7 @@ fn fanotify(root: &Path, opts: Opts) -> Result<()> {
                 }
             }
             if stop {
+                o.loop_done();
                 return Ok(o);
             }
         }
@@ -323,11 +349,15 @@ pub fn with_watcher(
     let mut out = std::io::BufReader::new(child.stdout.take().context("the watcher's stdout")?);
     let mut stdin = child.stdin.take().context("the watcher's stdin")?;
     let r = (|| -> Result<(f64, serde_json::Value)> {
-        wait_ready(&mut out)?;
+        let line = read_line_within(&mut out, READY_WITHIN)
+            .with_context(|| format!("watcher {label} did not say ready"))?;
+        if line.trim() != "ready" {
+            bail!("watcher {label} did not start (said {:?})", line.trim());
+        }
         let measured = work()?;
         writeln!(stdin, "stop")?;
-        let mut line = String::new();
-        out.read_line(&mut line)?;
+        let line = read_line_within(&mut out, REPORT_WITHIN)
+            .with_context(|| format!("watcher {label} did not report"))?;
         let v = serde_json::from_str(&line).with_context(|| format!("watcher {label} said {line:?}"))?;
         Ok((measured, v))
     })();
@@ -343,12 +373,33 @@ pub fn with_watcher(
     Ok(r)
 }
 
-/// Reads the watcher's "ready".
-pub fn wait_ready(out: &mut impl BufRead) -> Result<()> {
+/// A watcher loads its BPF programs (or sets up its marks) within this.
+const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+/// A stopped watcher drains what is queued and reports within this (a full
+/// 4096-page ring of fragments events joins a few hundred thousand paths).
+const REPORT_WITHIN: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// One line from the watcher, or an error once `within` has passed (a
+/// stuck watcher fails its cell instead of hanging the run).
+fn read_line_within(
+    out: &mut std::io::BufReader<std::process::ChildStdout>,
+    within: std::time::Duration,
+) -> Result<String> {
+    let deadline = std::time::Instant::now() + within;
     let mut line = String::new();
-    out.read_line(&mut line)?;
-    if line.trim() != "ready" {
-        bail!("watcher did not start (said {:?})", line.trim());
+    // Only block in read_line once the pipe has something; a partial line
+    // is completed by the writer's very next write.
+    while out.buffer().is_empty() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            bail!("no answer within {} s", within.as_secs());
+        }
+        let mut p = libc::pollfd { fd: out.get_ref().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        if unsafe { libc::poll(&mut p, 1, ms) } > 0 {
+            break;
+        }
     }
-    Ok(())
+    out.read_line(&mut line)?;
+    Ok(line)
 }

@@ -1,10 +1,12 @@
 //! `harrier-bench`: Harrier's benchmarks (`make bench-capture`).
 
+mod alloc_count;
 mod capture;
 mod convert;
 mod costs;
 mod files;
 mod fs;
+mod fs_rate;
 mod fs_scen;
 mod fs_watch;
 mod fs_work;

@@ -222,10 +222,10 @@ pub fn run(a: FswatchArgs) -> Result<()> {
     let limit = a.duration.map(Duration::from_secs_f64);
     let mut pace = harrier_capture::Pace::new(cfg.buffer_size);
     while !stop.load(Ordering::Relaxed) && !failed.get() && limit.is_none_or(|l| w.uptime() < l) {
-        std::thread::sleep(pace.interval);
-        let before = w.bytes();
+        std::thread::sleep(pace.interval.min(harrier_fswatch::max_wait(cfg.buffer_size)));
+        let before = w.pace_bytes();
         w.drain(&mut emit)?;
-        pace.update(w.bytes() - before, 1);
+        pace.update(w.pace_bytes() - before, 1);
         if format != Format::None && out.borrow_mut().flush().is_err() {
             break;
         }

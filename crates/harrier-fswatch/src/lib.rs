@@ -150,6 +150,16 @@ impl Config {
     }
 }
 
+/// The longest a reader should wait between drains of rings of `buffer_size`
+/// bytes: the time they take to fill at 32 MiB/s (about the fastest an
+/// open+close producer fills them here), within Pace's 5-50 ms. A reader
+/// idling at Pace's 50 ms when a burst starts loses a small ring's overflow
+/// before its first drain (64 pages: from ~4 MB/s).
+pub fn max_wait(buffer_size: usize) -> std::time::Duration {
+    let fill = std::time::Duration::from_secs_f64(buffer_size as f64 / (32u64 << 20) as f64);
+    fill.clamp(harrier_capture::Pace::MIN, harrier_capture::Pace::MAX)
+}
+
 pub fn validate(cfg: &Config) -> Result<()> {
     let size = cfg.buffer_size;
     if !size.is_power_of_two() || !(64 << 10..=256 << 20).contains(&size) {
@@ -174,6 +184,18 @@ mod tests {
         );
         assert!(parse_events("").is_err());
         assert_eq!(Config::default().events & (1 << 8), 0, "modify is off by default");
+    }
+
+    #[test]
+    fn small_rings_are_drained_often() {
+        use std::time::Duration;
+        assert_eq!(max_wait(64 << 10), Duration::from_millis(5), "16 pages: Pace's minimum");
+        assert_eq!(
+            max_wait(256 << 10),
+            Duration::from_nanos(7_812_500),
+            "64 pages fill in 7.8 ms at 32 MiB/s"
+        );
+        assert_eq!(max_wait(8 << 20), Duration::from_millis(50), "large rings: Pace's maximum");
     }
 
     #[test]

@@ -95,6 +95,8 @@ pub struct Watcher {
     started: Instant,
     received: u64,
     bytes: u64,
+    /// What the reader's pace follows (Watcher::pace_bytes).
+    pace_bytes: u64,
     missing_hooks: Vec<String>,
     /// single-fragment's path rings.
     frags: Option<FragSlots>,
@@ -246,6 +248,7 @@ impl Watcher {
             started: Instant::now(),
             received: 0,
             bytes: 0,
+            pace_bytes: 0,
             missing_hooks,
             frags,
             fmap,
@@ -290,6 +293,7 @@ impl Watcher {
         let (fmap, join) = (&mut self.fmap, &mut self.join);
         // Bytes as the kernel wrote them (before path references are joined).
         let mut ring_bytes = 0u64;
+        let mut pace_bytes = 0u64;
         let mut lost = 0;
         let mut bad = None;
         for i in 0..self.rings.count() {
@@ -299,10 +303,16 @@ impl Watcher {
                 ring_bytes += rec.len() as u64;
                 match (frags, fmap.as_mut()) {
                     // At once: the path ring does not wait for the reader.
-                    (Some(fr), _) => match fr.resolve(rec, i, arena) {
-                        Ok(n) => lost += n,
-                        Err(e) => bad = Some(e),
-                    },
+                    (Some(fr), _) => {
+                        match fr.resolve(rec, i, arena) {
+                            Ok(n) => lost += n,
+                            Err(e) => bad = Some(e),
+                        }
+                        // The path ring fills faster than the event ring
+                        // (a whole path against a 12-byte reference): the
+                        // pace follows the paths.
+                        pace_bytes += (arena.len() - at) as u64;
+                    }
                     // At once too: the sooner, the fewer directories renamed since.
                     (None, Some(fm)) => {
                         if let Err(e) = fm.resolve(rec, arena, join) {
@@ -311,11 +321,15 @@ impl Watcher {
                     }
                     (None, None) => arena.extend_from_slice(rec),
                 }
+                if frags.is_none() {
+                    pace_bytes += rec.len() as u64;
+                }
                 order.push((ts, at as u32, (arena.len() - at) as u32));
             })?;
         }
         self.paths_lost += lost;
         self.bytes += ring_bytes;
+        self.pace_bytes += pace_bytes;
         if let Some(e) = bad {
             bail!("a corrupt fswatch record: {e}");
         }
@@ -379,6 +393,13 @@ impl Watcher {
     /// Bytes drained so far.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Bytes drained so far from the ring that fills first: the event rings,
+    /// or in single-fragment mode the path rings (each event's whole path).
+    /// A reader paces its drains on this (harrier_capture::Pace).
+    pub fn pace_bytes(&self) -> u64 {
+        self.pace_bytes
     }
 
     pub fn uptime(&self) -> Duration {
