@@ -213,6 +213,5 @@ pub fn attach_empty(syscalls: &str, dispatcher: bool) -> Result<EmptyPrograms> {
             })
             .collect::<Result<_>>()?
     };
-    drop(prog);
     Ok(EmptyPrograms { _links: links, _skel: skel })
 }

@@ -476,6 +476,16 @@ fn privileges(e: libbpf_rs::Error) -> anyhow::Error {
     }
 }
 
+/// Turns on the kernel's BPF run-time accounting (for every program on the
+/// machine, ~57 ns a run here) until the returned fd is closed.
+pub fn enable_run_time_stats() -> Result<OwnedFd> {
+    let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+    if fd < 0 {
+        bail!("BPF run-time stats refused: {}", std::io::Error::from_raw_os_error(-fd));
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::Pace;
@@ -500,12 +510,3 @@ mod tests {
     }
 }
 
-/// Turns on the kernel's BPF run-time accounting (for every program on the
-/// machine, ~57 ns a run here) until the returned fd is closed.
-pub fn enable_run_time_stats() -> Result<OwnedFd> {
-    let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-    if fd < 0 {
-        bail!("BPF run-time stats refused: {}", std::io::Error::from_raw_os_error(-fd));
-    }
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
