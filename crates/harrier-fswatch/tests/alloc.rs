@@ -9,44 +9,12 @@ mod common;
 use common::*;
 use harrier_capture::testing::bpf_available;
 use harrier_fswatch::Resolution;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
-struct Counting;
-
-thread_local! {
-    /// Bytes this thread asked the allocator for (a const, destructor-free
-    /// thread local: reading it never allocates).
-    static ASKED: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count(n: usize) {
-    let _ = ASKED.try_with(|c| c.set(c.get() + n as u64));
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count(l.size());
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        count(l.size());
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        count(new);
-        unsafe { System.realloc(p, l, new) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-}
-
 #[global_allocator]
-static A: Counting = Counting;
+static A: harrier_alloc_count::Counting = harrier_alloc_count::Counting;
 
+/// Bytes this thread has asked the allocator for.
 fn asked() -> u64 {
-    ASKED.with(|c| c.get())
+    harrier_alloc_count::this_thread().bytes
 }
 
 /// Opens and closes every file once: one open event each.

@@ -4,31 +4,8 @@
 mod common;
 
 use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
-struct Counting;
-
-thread_local! {
-    static COUNT: Cell<u64> = const { Cell::new(0) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static A: Counting = Counting;
+static A: harrier_alloc_count::Counting = harrier_alloc_count::Counting;
 
 /// CPU time of this thread: unlike wall time it does not count the time other jobs on a
 /// busy machine take the CPU away.
@@ -40,7 +17,7 @@ fn thread_cpu_ns() -> u64 {
 }
 
 fn allocations() -> u64 {
-    COUNT.with(|c| c.get())
+    harrier_alloc_count::this_thread().allocations
 }
 
 fn run(name: &str, files: &[(String, String)]) {

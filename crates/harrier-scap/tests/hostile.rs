@@ -4,27 +4,9 @@
 mod common;
 
 use common::build::*;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Counts the largest single allocation made while a test runs.
-struct Peak;
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
-unsafe impl GlobalAlloc for Peak {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LARGEST.fetch_max(l.size(), Ordering::Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LARGEST.fetch_max(n, Ordering::Relaxed);
-        System.realloc(p, l, n)
-    }
-}
+/// Gives the largest single allocation a test's thread made.
 #[global_allocator]
-static A: Peak = Peak;
+static A: harrier_alloc_count::Counting = harrier_alloc_count::Counting;
 
 fn err(bytes: Vec<u8>) -> String {
     match common::convert_bytes(bytes) {
@@ -208,10 +190,10 @@ fn a_block_claiming_more_than_a_gzip_stream_holds_allocates_only_what_arrives() 
     f.extend((200u32 << 20).to_le_bytes());
     f.extend([0u8; 1024]);
     let bytes = gz(&f);
-    LARGEST.store(0, Ordering::Relaxed);
+    harrier_alloc_count::reset_largest();
     let e = err(bytes);
     assert!(e.contains("decompressed byte") && e.contains("file ends inside a block"), "{e}");
-    let largest = LARGEST.load(Ordering::Relaxed);
+    let largest = harrier_alloc_count::this_thread().largest;
     assert!(largest < 4 << 20, "largest allocation {largest} bytes for a 1 KB block");
 }
 

@@ -3,24 +3,8 @@
 use harrier_schema::decode::decode;
 use harrier_state::testing::{fork, syscall, P};
 use harrier_state::State;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-}
-
 #[global_allocator]
-static A: Counting = Counting;
+static A: harrier_alloc_count::Counting = harrier_alloc_count::Counting;
 
 #[test]
 fn updates_of_existing_entries_and_lookups_do_not_allocate() {
@@ -38,7 +22,7 @@ fn updates_of_existing_entries_and_lookups_do_not_allocate() {
     ];
     let decoded: Vec<_> = events.iter().map(|b| decode(b).unwrap()).collect();
     s.apply(&decoded[0]); // warm-up
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = harrier_alloc_count::this_thread().allocations;
     let mut n = 0;
     for e in &decoded {
         s.apply(e);
@@ -47,7 +31,11 @@ fn updates_of_existing_entries_and_lookups_do_not_allocate() {
         n += s.process(me).map_or(0, |p| p.name().len());
     }
     s.end_batch();
-    assert_eq!(ALLOCS.load(Ordering::Relaxed) - before, 0, "allocations on the per-event path");
+    assert_eq!(
+        harrier_alloc_count::this_thread().allocations - before,
+        0,
+        "allocations on the per-event path"
+    );
     assert!(n > 0);
     assert!(s.fd(child, 3).unwrap().cloexec);
 }
