@@ -1,7 +1,6 @@
 //! `harrier convert`: legacy Falco/sysdig .scap captures into Harrier's
-//! exit-only events (crates/harrier-scap). Until Harrier's own capture file
-//! lands this prints the per-type table (`--stats`) and the converted stream
-//! as JSON lines (`--json`).
+//! exit-only events (crates/harrier-scap): a Harrier capture file, the
+//! per-type table (`--stats`), or the converted stream as JSON lines (`--json`).
 
 use anyhow::{bail, Context};
 use harrier_scap::{Converted, Converter, Snapshot};
@@ -23,6 +22,9 @@ pub struct ConvertArgs {
     /// Write the file uncompressed.
     #[arg(long)]
     no_compress: bool,
+    /// Store the events as wire records (block encoding 0), not packed.
+    #[arg(long)]
+    no_pack: bool,
     /// Print what was done per event type (merged, generic, foreign, skipped and why).
     #[arg(long)]
     stats: bool,
@@ -38,7 +40,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<()> {
             bail!("--json prints the stream; with an output file give --stats only");
         }
         let level = (!args.no_compress).then_some(args.compress_level);
-        let stats = crate::convert_file::write(&args.input, out, level)?;
+        let stats = crate::convert_file::write(&args.input, out, level, !args.no_pack)?;
         if args.stats {
             print!("{}", stats.table());
         }

@@ -94,7 +94,7 @@ fn add_thread(procs: &mut BTreeMap<u32, SnapProcess>, t: &ProcessSnapshot) {
 }
 
 /// Converts `input` into a capture file at `output`; returns the converter's stats.
-pub fn write(input: &Path, output: &Path, level: Option<i32>) -> anyhow::Result<Stats> {
+pub fn write(input: &Path, output: &Path, level: Option<i32>, packed: bool) -> anyhow::Result<Stats> {
     let conv = Converter::open(input).with_context(|| input.display().to_string())?;
     let file = std::fs::File::create(output).with_context(|| format!("creating {}", output.display()))?;
     let mut info = FileInfo {
@@ -104,7 +104,7 @@ pub fn write(input: &Path, output: &Path, level: Option<i32>) -> anyhow::Result<
         writer: format!("harrier {} convert", env!("CARGO_PKG_VERSION")),
         settings: serde_json::json!({ "converted_from": input.display().to_string() }),
     };
-    let opts = Options { compression: level, ..Options::default() };
+    let opts = Options { compression: level, packed, ..Options::default() };
     // The header is written once the machine block (first in the file) named the host.
     let mut file = Some(BufWriter::new(file));
     let mut w: Option<Writer<BufWriter<std::fs::File>>> = None;

@@ -55,5 +55,18 @@ fn a_converted_capture_reads_back_event_for_event() {
     assert_eq!(read.lines().count(), connects, "{read}");
     // The rules run on it as on a live capture (no alert expected from curl's syscalls).
     harrier(&["run", "--replay", file_s]);
+
+    // Wire records (--no-pack) read back the same events from unpacked blocks.
+    let wire = file.with_extension("wire.hrcap");
+    let wire_s = wire.to_str().unwrap();
+    harrier(&["convert", input, wire_s, "--no-pack"]);
+    assert_eq!(harrier(&["read", wire_s]), harrier(&["read", file_s]), "packed and wire files read alike");
+    let packed_blocks = |f: &str| -> u64 {
+        let j: serde_json::Value = serde_json::from_str(&harrier(&["inspect", f, "--json"])).unwrap();
+        j["packed_blocks"].as_u64().unwrap()
+    };
+    assert!(packed_blocks(file_s) > 0, "convert packs by default");
+    assert_eq!(packed_blocks(wire_s), 0, "--no-pack");
     std::fs::remove_file(&file).unwrap();
+    std::fs::remove_file(&wire).unwrap();
 }

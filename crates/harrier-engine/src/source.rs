@@ -437,8 +437,21 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     FieldArg::Key(k) => v.index_of(k),
                     FieldArg::None => None,
                 };
-                if let Some(i) = i {
-                    self.param_value(i, field == EvtRawarg, out);
+                match i {
+                    Some(i) => self.param_value(i, field == EvtRawarg, out),
+                    // Falco's execve exit calls the executable's flags `flags` (execveat has
+                    // its own `flags`, found above).
+                    None if arg.key() == Some("flags") => {
+                        if let Some(Param::UInt(bits)) = v.named("exe_flags") {
+                            let raw = field == EvtRawarg;
+                            out(if raw {
+                                Value::U64(bits)
+                            } else {
+                                Value::Flags { bits, renderer: "exe_flags" }
+                            });
+                        }
+                    }
+                    None => {}
                 }
             }
             EvtArgs | EvtInfo => {

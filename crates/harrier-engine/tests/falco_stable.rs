@@ -216,3 +216,29 @@ fn module_injection_needs_a_container_and_cap_sys_module() {
     assert_eq!((f["evt.type"].as_str(), f["evt.res"].as_str()), (Some("finit_module"), Some("SUCCESS")));
     assert_eq!(hits[0].priority, "Warning");
 }
+
+/// Falco's parameter names that Harrier's table spells otherwise reach the parameter at run
+/// time: `evt.arg.name` is unlinkat's `path` (Falco's incubating "Delete or rename shell
+/// history" tests it), and `evt.arg.flags` on execve is the executable's flags, by name.
+#[test]
+fn falco_parameter_names_resolve_at_run_time() {
+    let rule = "- rule: history\n  desc: d\n  condition: evt.type = unlinkat and evt.arg.name endswith \"ash_history\"\n  output: removed %evt.arg.name\n  priority: WARNING\n\
+- rule: exec\n  desc: d\n  condition: evt.type = execve and proc.name = upper\n  output: ran exe_flags=%evt.arg.flags raw=%evt.rawarg.flags\n  priority: NOTICE\n";
+    let rules = RuleSet::load(&[("t.yaml", rule)], &opts()).unwrap();
+    let (mut e, got) = engine(rules);
+    let tid = 4_300_001;
+    spawn(&mut e, tid, "/usr/bin/bash", "/");
+    let unlink = |ts, path: &str| {
+        syscall(ts, tid, "unlinkat", 0, &[("dirfd", P::I(-100)), ("path", P::B(path.as_bytes()))])
+    };
+    e.on_event(&unlink(4, "/root/.bash_history"));
+    e.on_event(&unlink(5, "/root/.profile"));
+    let exe = 4_300_002;
+    e.on_event(&fork(6, tid, exe, exe, "bash"));
+    e.on_event(&exec(7, exe, exe, "upper", "/"));
+    e.on_event(&syscall(8, exe, "execve", 0, &[("exe", P::B(b"/upper")), ("exe_flags", P::I(3))]));
+    let a = alerts(e, &got);
+    assert_eq!(a.len(), 2, "one history removal, one exec: {a:#?}");
+    assert!(a[0].output.ends_with("removed /root/.bash_history"), "{}", a[0].output);
+    assert!(a[1].output.ends_with("ran exe_flags=EXE_UPPER_LAYER|EXE_FROM_MEMFD raw=3"), "{}", a[1].output);
+}

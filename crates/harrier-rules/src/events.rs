@@ -234,6 +234,7 @@ pub fn param_events(falco_name: &str) -> EventSet {
         let Some(params) = sc.params else { continue };
         let has = name == "ret"
             || params.iter().any(|p| p.name == name)
+            || (name == "flags" && params.iter().any(|p| p.name == "exe_flags"))
             || (falco_name == "fd" && FD_CREATING.contains(&sc.name));
         if has {
             s.insert(EventType(sc.nr as u16));

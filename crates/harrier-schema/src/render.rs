@@ -14,7 +14,7 @@ pub const RENDERERS: &[&str] = &[
     "open_flags", "mode", "at_flags", "resolve_flags", "rename_flags", "fcntl_cmd",
     "mount_flags", "umount_flags", "clone_flags", "prctl_option", "ptrace_request", "signal",
     "socket_family", "socket_type", "msg_flags", "shutdown_how", "sockopt_level", "clockid",
-    "epoll_op", "epoll_events", "capabilities",
+    "epoll_op", "epoll_events", "capabilities", "exe_flags",
 ];
 
 /// Renders `value` with the named decoder; None if the renderer name is unknown.
@@ -41,6 +41,7 @@ pub fn render(renderer: &str, value: u64) -> Option<String> {
         "epoll_op" => enumeration(value, EPOLL_CTL),
         "epoll_events" => flags(value, EPOLL),
         "capabilities" => capabilities(value),
+        "exe_flags" => flags(value, EXE),
         _ => return None,
     })
 }
@@ -204,6 +205,9 @@ mod tables {
         (0o140000, "S_IFSOCK"), (0o120000, "S_IFLNK"), (0o100000, "S_IFREG"), (0o60000, "S_IFBLK"),
         (0o40000, "S_IFDIR"), (0o20000, "S_IFCHR"), (0o10000, "S_IFIFO"),
     ];
+
+    /// execve's exe_flags bits (harrier-state's Process::exe_flags), by Falco's names.
+    pub(super) const EXE: Table = &[(1, "EXE_UPPER_LAYER"), (2, "EXE_FROM_MEMFD")];
 
     /// 0x200 is also AT_EACCESS (faccessat) and AT_HANDLE_FID; the table only uses
     /// at_flags for unlinkat/linkat/fchownat/execveat, where AT_REMOVEDIR is right.
@@ -381,6 +385,12 @@ mod tests {
 
     fn r(renderer: &str, value: u64) -> String {
         render(renderer, value).unwrap()
+    }
+
+    #[test]
+    fn exe_flags_by_falcos_names() {
+        assert_eq!(r("exe_flags", 3), "EXE_UPPER_LAYER|EXE_FROM_MEMFD");
+        assert_eq!(r("exe_flags", 2), "EXE_FROM_MEMFD");
     }
 
     #[test]
