@@ -49,6 +49,7 @@ const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 #include "fswatch/inodes.h"
 #include "fswatch/walk.h"
 #include "fswatch/cache.h"
+#include "fswatch/inval.h"
 #include "fswatch/mount.h"
 #include "fswatch/event.h"
 #include "fswatch/plan.h"

@@ -182,7 +182,7 @@ struct fw_pending {
 	__u32 nr;
 	__u8 nslots;
 	__u8 pad;
-	__u16 inval_nr;	/* a rename or rmdir counted in fw_busy until its exit (cache.h) */
+	__u16 pad2;
 	struct fw_slot slots[FW_SLOTS];
 };
 
