@@ -380,11 +380,8 @@ impl Watcher {
     /// The caches' generation now (`Stats::generation`), read from the
     /// object's mmapped .data; 0 if libbpf could not map it.
     pub fn generation(&self) -> u64 {
-        match self.skel.maps.data_data.as_deref() {
-            // The kernel bumps it atomically: read it once, as it is now.
-            Some(d) => unsafe { std::ptr::read_volatile(&d.fw_gen) },
-            None => 0,
-        }
+        // The kernel bumps it behind our back: read it afresh each time.
+        self.skel.maps.data_data.as_deref().map_or(0, |d| unsafe { std::ptr::read_volatile(&d.fw_gen) })
     }
 
     /// Run-time statistics of each attached program: (name, runs, ns), as
