@@ -49,6 +49,7 @@ const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 #include "fswatch/inodes.h"
 #include "fswatch/walk.h"
 #include "fswatch/cache.h"
+#include "fswatch/inval.h"
 #include "fswatch/mount.h"
 #include "fswatch/event.h"
 #include "fswatch/plan.h"
@@ -127,8 +128,12 @@ int fw_sys_exit(struct fw_exit_ctx *ctx)
 	pl->name_slot[1] = -1;
 	pl->pos[0] = -1;
 	pl->pos[1] = -1;
-	if (p && s.cls != FW_C_FD_RET && s.cls != FW_C_FD_ARG)
-		pl->hint = (__u64)fw_hint(t, regs, s);
+	if (p && s.cls != FW_C_FD_RET && s.cls != FW_C_FD_ARG) {
+		/* Worked out only if several mounts show the entry (mount.h). */
+		pl->hint_want = 1;
+		pl->hint_path = s.path;
+		pl->hint_dirfd = s.dirfd;
+	}
 
 	switch (s.cls) {
 	case FW_C_FD_RET:

@@ -8,9 +8,9 @@
  * a directory's ancestors can change must make its entry invalid:
  *
  * - fw_gen, a generation every entry must match, is bumped when a directory
- *   is renamed or removed (every directory ctime change outside the syscalls
- *   known to leave the tree's shape alone: rename*, rmdir, io_uring, kernel
- *   threads...), and by --follow;
+ *   is renamed or removed (inval.h: a directory's ctime change outside the
+ *   syscalls known to leave the tree's shape alone; a rename whose moved
+ *   entry is not proven a file), and by --follow;
  * - fw_busy counts rename/rmdir syscalls between their first ctime change
  *   (before the kernel's d_move) and their exit: while one is in flight the
  *   cache is neither read nor written, so no walk of the old tree survives it;
@@ -105,60 +105,6 @@ static __always_inline bool fw_shape_safe(long nr, struct pt_regs *regs)
 	return false;
 }
 
-/* rename*, rmdir, unlinkat: their exits close what their first change opened. */
-static __always_inline bool fw_shape_tracked(long nr)
-{
-	return nr == 82 || nr == 264 || nr == 316 || nr == 84 || nr == 263;
-}
-
-/* A ctime hook saw a directory change: invalidate unless the syscall in
- * flight cannot move or free a directory. */
-static __always_inline void fw_vc_dir_changed(struct task_struct *t)
-{
-	struct fw_pending *p;
-	struct pt_regs *regs;
-	long nr;
-
-	if (t->flags & (PF_KTHREAD_ | PF_IO_WORKER_)) {
-		fw_gen_bump();
-		return;
-	}
-	regs = (struct pt_regs *)bpf_task_pt_regs(t);
-	if (!regs) {
-		fw_gen_bump();
-		return;
-	}
-	nr = regs->orig_ax;
-	if (fw_shape_safe(nr, regs))
-		return;
-	if (fw_shape_tracked(nr)) {
-		p = bpf_task_storage_get(&pending, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (p && p->inval_nr != nr) {
-			/* busy before the generation: a walk that sees the new
-			 * generation also sees busy and stores nothing. */
-			p->inval_nr = nr;
-			__sync_fetch_and_add(&fw_busy, 1);
-		}
-	}
-	fw_gen_bump();
-}
-
-/* At a rename's or rmdir's exit (the change is done): invalidate again, then
- * let the cache be used. */
-static __always_inline void fw_vc_exit(struct task_struct *t, long nr)
-{
-	struct fw_pending *p;
-
-	if (!fw_shape_tracked(nr))
-		return;
-	p = bpf_task_storage_get(&pending, t, 0, 0);
-	if (!p || p->inval_nr != nr)
-		return;
-	p->inval_nr = 0;
-	fw_gen_bump();
-	__sync_fetch_and_add(&fw_busy, -1);
-}
-
 /*
  * The watch check (no names) of d in mount m, through the cache: the leaf
  * itself, then its directory's entry; on a miss, the climb (fw_walk), whose
@@ -196,7 +142,7 @@ static __always_inline void fw_check_cached(struct fw_cpu *c, struct dentry *d0,
 		goto climb;
 	k.ino = dir->d_inode->i_ino;
 	k.dev = dir->d_sb->s_dev;
-	/* The generation before busy (fw_vc_dir_changed writes them the other way round). */
+	/* The generation before busy (inval.h writes them the other way round). */
 	gen = *(volatile __u64 *)&fw_gen;
 	asm volatile("" ::: "memory");
 	busy = *(volatile __s64 *)&fw_busy;

@@ -62,7 +62,7 @@ __noinline int fw_path(__u32 b, __u32 check)
 		mp.flags = pl->mnt_flags[b];
 	} else if (d) {
 		/* Picked once: the second pass reuses it. */
-		mp = fw_mount_for(c, t, d, (struct mount *)pl->hint);
+		mp = fw_mount_for(c, t, d, pl);
 		pl->mnt[b] = (__u64)mp.mnt;
 		pl->mnt_flags[b] = mp.flags;
 	}

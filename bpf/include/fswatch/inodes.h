@@ -35,8 +35,9 @@ static __always_inline bool fw_hashed(struct dentry *d)
 	return BPF_CORE_READ(d, d_hash.pprev) != 0;
 }
 
-/* cache.h: a directory changed (invalidates the verdict cache). */
-static __always_inline void fw_vc_dir_changed(struct task_struct *t);
+/* inval.h: whether an inode's change invalidates the verdict and path caches. */
+static __always_inline void fw_vc_changed(struct task_struct *t, struct inode *inode, struct pt_regs *regs,
+					  long nr);
 
 /* An inode's ctime changed: if a selected syscall that names an entry is in
  * flight in this task, remember the inode and its name and parent as they
@@ -54,16 +55,18 @@ static __always_inline int fw_changed(struct inode *inode)
 	long nr;
 	__u32 n;
 
-	/* A directory moved or removed: the verdict cache's entries go. */
-	if (vcache && (inode->i_mode & S_IFMT_) == S_IFDIR_)
-		fw_vc_dir_changed(t);
 	/* Kernel threads and io_uring workers make no syscall of their own. */
-	if (t->flags & (PF_KTHREAD_ | PF_IO_WORKER_))
-		return 0;
-	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	regs = 0;
+	nr = -1;
+	if (!(t->flags & (PF_KTHREAD_ | PF_IO_WORKER_)))
+		regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (regs)
+		nr = regs->orig_ax;
+	/* A directory moved or removed: the caches' entries go (inval.h). */
+	if (vcache)
+		fw_vc_changed(t, inode, regs, nr);
 	if (!regs)
 		return 0;
-	nr = regs->orig_ax;
 	sy = fw_sys_of(nr);
 	/* fd-based syscalls (write's mtime, fchmod) find their file at exit. */
 	if (!sy.kind || sy.cls == FW_C_FD_ARG || !fw_tgid_ok(t))

@@ -18,6 +18,41 @@ struct fw_mount_pick {
 	__u32 flags;
 };
 
+/*
+ * The scan's answer when it found exactly one mount, per CPU, direct-mapped
+ * by super block: (super block, mount namespace, its id) → the mount, valid
+ * while the namespace's `event` is what it was before the scan. The kernel
+ * sets `event` from one global counter on every mount, umount, move or
+ * propagation into that namespace (touch_mnt_namespace), so no other
+ * namespace, nor this one after any change to its mounts, has the same
+ * value: an entry that matches names the same single mount. Saves the scan
+ * (a bpf_loop and a helper read per field) for every event named by path.
+ */
+#define FW_MPICKS 64
+
+struct fw_mpick {
+	__u64 sb;
+	__u64 ns;
+	__u64 ns_id;
+	__u64 event;
+	__u64 mnt;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_MPICKS);
+	__type(key, __u32);
+	__type(value, struct fw_mpick);
+} mpicks SEC(".maps");
+
+/* A namespace's never-reused id (ns_common.ns_id, 6.18); 0 where it has none. */
+static __always_inline __u64 fw_ns_id(struct mnt_namespace *ns)
+{
+	if (!bpf_core_field_exists(struct ns_common, ns_id))
+		return 0;
+	return BPF_CORE_READ(ns, ns.ns_id);
+}
+
 /* One mount of the super block's list (6.8+: s_mounts, mnt_next_for_sb). */
 static long fw_mscan_step(__u32 i, void *ctx)
 {
@@ -71,52 +106,6 @@ static long fw_mclimb_step(__u32 i, void *ctx)
 	return 0;
 }
 
-static __always_inline struct fw_mount_pick fw_mount_for(struct fw_cpu *c, struct task_struct *t,
-							 struct dentry *d, struct mount *hint)
-{
-	struct fw_mount_pick r = { 0, 0 };
-	struct super_block *sb = BPF_CORE_READ(d, d_sb);
-	struct fw_mscan *ms = &c->mscan;
-	bool hint_ok = hint && BPF_CORE_READ(hint, mnt.mnt_sb) == sb;
-
-	ms->ns = (__u64)BPF_CORE_READ(t, nsproxy, mnt_ns);
-	ms->sroot = (__u64)BPF_CORE_READ(sb, s_root);
-	ms->first = 0;
-	ms->whole = 0;
-	ms->count = 0;
-	if (bpf_core_field_exists(struct mount, mnt_next_for_sb)) {
-		ms->m = (__u64)BPF_CORE_READ(sb, s_mounts);
-		bpf_loop(FW_MOUNTS_MAX, fw_mscan_step, 0, 0);
-	} else {
-		/* Older kernels keep a list_head there: only the hint is used. */
-		ms->count = 2;
-	}
-	if (ms->count == 1) {
-		r.mnt = (struct mount *)ms->first;
-	} else {
-		/* Several: those whose root is an ancestor of d can show it. The
-		 * starting mount if it is one of them, else the deepest (a bind
-		 * mount of a subtree is the more specific view). */
-		ms->d = (__u64)d;
-		ms->deepest = -1;
-		ms->hint_seen = 0;
-		ms->hint_root = hint_ok ? (__u64)BPF_CORE_READ(hint, mnt.mnt_root) : 0;
-		bpf_loop(FW_DEPTH_MAX, fw_mclimb_step, 0, 0);
-		if (hint_ok && ms->hint_seen)
-			r.mnt = hint;
-		else if (ms->deepest >= 0)
-			r.mnt = (struct mount *)ms->mnts[ms->deepest & (FW_CANDS - 1)];
-		else if (ms->whole)
-			r.mnt = (struct mount *)ms->whole;
-		else
-			r.mnt = (struct mount *)ms->first;
-		r.flags |= FW_F_MOUNT_GUESS;
-	}
-	if (!r.mnt)
-		r.flags |= FW_F_UNRESOLVED;
-	return r;
-}
-
 /* The file behind descriptor fd of task t, or NULL. */
 static __always_inline struct file *fw_fd_file(struct task_struct *t, __s64 fd)
 {
@@ -149,6 +138,92 @@ static __always_inline struct mount *fw_hint(struct task_struct *t, struct pt_re
 		return fw_real_mount(BPF_CORE_READ(t, fs, pwd.mnt));
 	f = fw_fd_file(t, dirfd);
 	return f ? fw_real_mount(BPF_CORE_READ(f, f_path.mnt)) : 0;
+}
+
+/* The plan's hint, worked out once, when a pick needs it. */
+static __always_inline struct mount *fw_plan_hint(struct task_struct *t, struct fw_plan *pl)
+{
+	struct fw_sys s = { 0, 0, pl->hint_path, pl->hint_dirfd };
+	struct pt_regs *regs;
+
+	if (!pl->hint_want || pl->hint)
+		return (struct mount *)pl->hint;
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	if (regs)
+		pl->hint = (__u64)fw_hint(t, regs, s);
+	return (struct mount *)pl->hint;
+}
+
+static __always_inline struct fw_mount_pick fw_mount_for(struct fw_cpu *c, struct task_struct *t,
+							 struct dentry *d, struct fw_plan *pl)
+{
+	struct fw_mount_pick r = { 0, 0 };
+	struct super_block *sb = BPF_CORE_READ(d, d_sb);
+	struct mnt_namespace *ns = BPF_CORE_READ(t, nsproxy, mnt_ns);
+	struct fw_mscan *ms = &c->mscan;
+	struct fw_mpick *pk = 0;
+	__u64 ns_id = 0, event = 0;
+	struct mount *hint;
+	__u32 slot;
+	bool hint_ok;
+
+	if (bpf_core_field_exists(struct mount, mnt_next_for_sb) && ns) {
+		/* The event before the scan: a change during it makes the entry stale. */
+		event = BPF_CORE_READ(ns, event);
+		ns_id = fw_ns_id(ns);
+		slot = ((__u64)sb >> 10) & (FW_MPICKS - 1);
+		pk = bpf_map_lookup_elem(&mpicks, &slot);
+		if (pk && event && pk->sb == (__u64)sb && pk->ns == (__u64)ns && pk->ns_id == ns_id &&
+		    pk->event == event && pk->mnt) {
+			r.mnt = (struct mount *)pk->mnt;
+			return r;
+		}
+	}
+	ms->ns = (__u64)ns;
+	ms->sroot = (__u64)BPF_CORE_READ(sb, s_root);
+	ms->first = 0;
+	ms->whole = 0;
+	ms->count = 0;
+	if (bpf_core_field_exists(struct mount, mnt_next_for_sb)) {
+		ms->m = (__u64)BPF_CORE_READ(sb, s_mounts);
+		bpf_loop(FW_MOUNTS_MAX, fw_mscan_step, 0, 0);
+	} else {
+		/* Older kernels keep a list_head there: only the hint is used. */
+		ms->count = 2;
+	}
+	if (ms->count == 1) {
+		r.mnt = (struct mount *)ms->first;
+		if (pk && event) {
+			pk->sb = (__u64)sb;
+			pk->ns = (__u64)ns;
+			pk->ns_id = ns_id;
+			pk->event = event;
+			pk->mnt = ms->first;
+		}
+	} else {
+		/* Several: those whose root is an ancestor of d can show it. The
+		 * starting mount if it is one of them, else the deepest (a bind
+		 * mount of a subtree is the more specific view). */
+		hint = fw_plan_hint(t, pl);
+		hint_ok = hint && BPF_CORE_READ(hint, mnt.mnt_sb) == sb;
+		ms->d = (__u64)d;
+		ms->deepest = -1;
+		ms->hint_seen = 0;
+		ms->hint_root = hint_ok ? (__u64)BPF_CORE_READ(hint, mnt.mnt_root) : 0;
+		bpf_loop(FW_DEPTH_MAX, fw_mclimb_step, 0, 0);
+		if (hint_ok && ms->hint_seen)
+			r.mnt = hint;
+		else if (ms->deepest >= 0)
+			r.mnt = (struct mount *)ms->mnts[ms->deepest & (FW_CANDS - 1)];
+		else if (ms->whole)
+			r.mnt = (struct mount *)ms->whole;
+		else
+			r.mnt = (struct mount *)ms->first;
+		r.flags |= FW_F_MOUNT_GUESS;
+	}
+	if (!r.mnt)
+		r.flags |= FW_F_UNRESOLVED;
+	return r;
 }
 
 #endif

@@ -42,7 +42,11 @@ struct fw_plan {
 	__u64 dentry[2];	/* walk from here (the parent, when a name is put first) */
 	__u64 mnt[2];		/* the mount: a struct file's, or picked (once, by the first pass) */
 	__u32 mnt_flags[2];	/* how the mount was picked (FW_F_MOUNT_GUESS...) */
-	__u64 hint;		/* struct mount * the syscall's path started from */
+	__u64 hint;		/* struct mount * the syscall's path started from (mount.h: fw_plan_hint) */
+	__s8 hint_path;		/* for it, when wanted: the path and dirfd arguments (struct fw_sys) */
+	__s8 hint_dirfd;
+	__u8 hint_want;		/* an entry by path: the hint can be worked out if several mounts need it */
+	__u8 hint_pad[5];
 	__s32 name_slot[2];	/* a recorded name to put first, or -1 */
 	__u32 extra[2];		/* flags to add */
 	/* results */
@@ -182,7 +186,7 @@ struct fw_pending {
 	__u32 nr;
 	__u8 nslots;
 	__u8 pad;
-	__u16 inval_nr;	/* a rename or rmdir counted in fw_busy until its exit (cache.h) */
+	__u16 pad2;
 	struct fw_slot slots[FW_SLOTS];
 };
 

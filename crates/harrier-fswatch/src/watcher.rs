@@ -46,6 +46,10 @@ pub struct Stats {
     /// fragments: paths with a directory renamed after the event (reported
     /// empty, flagged unresolved: the name it had then is gone).
     pub paths_stale: u64,
+    /// The verdict and path caches' generation (bpf/include/fswatch/inval.h):
+    /// how many times they were invalidated since the start, plus one. Moved
+    /// by any process on the machine that moves or removes a directory.
+    pub generation: u64,
 }
 
 impl Stats {
@@ -55,7 +59,7 @@ impl Stats {
             "{} events in {:.1}s: {} received, {} dropped (ring full {}, no ring {}); \
              {} filtered out in the kernel, {} failed syscalls, {} unresolved, {} without entry record, \
              {} inode slots full, {} paths lost, {} paths stale; caches: verdicts {} hits {} misses, \
-             paths {} hits {} misses{}",
+             paths {} hits {} misses, generation {}{}",
             k.events,
             self.duration_s,
             self.received,
@@ -73,6 +77,7 @@ impl Stats {
             k.cache_misses,
             k.path_hits,
             k.path_misses,
+            self.generation,
             if self.missing_hooks.is_empty() {
                 String::new()
             } else {
@@ -368,7 +373,15 @@ impl Watcher {
             missing_hooks: self.missing_hooks.clone(),
             paths_lost: self.paths_lost + self.join.missing,
             paths_stale: self.join.stale,
+            generation: self.generation(),
         })
+    }
+
+    /// The caches' generation now (`Stats::generation`), read from the
+    /// object's mmapped .data; 0 if libbpf could not map it.
+    pub fn generation(&self) -> u64 {
+        // The kernel bumps it behind our back: read it afresh each time.
+        self.skel.maps.data_data.as_deref().map_or(0, |d| unsafe { std::ptr::read_volatile(&d.fw_gen) })
     }
 
     /// Run-time statistics of each attached program: (name, runs, ns), as

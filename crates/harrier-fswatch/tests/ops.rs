@@ -55,6 +55,22 @@ fn rename(a: &Path, b: &Path) {
     ok(unsafe { libc::rename(c(a).as_ptr(), c(b).as_ptr()) } as i64, "rename");
 }
 
+/// renameat2(RENAME_EXCHANGE): a and b trade places.
+fn exchange(a: &Path, b: &Path) {
+    const RENAME_EXCHANGE: libc::c_uint = 2;
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            c(a).as_ptr(),
+            libc::AT_FDCWD,
+            c(b).as_ptr(),
+            RENAME_EXCHANGE,
+        )
+    };
+    ok(rc, "renameat2(RENAME_EXCHANGE)");
+}
+
 struct Case {
     name: &'static str,
     setup: Box<dyn Fn()>,
@@ -635,6 +651,125 @@ fn table(mode: Resolution, prefilter: bool, mode_name: &str) -> (usize, Vec<Stri
             {
                 let (a, b, f) = (j("pp"), j("pp2"), j("pp2/qq/f"));
                 move || vec![moved("rename", &a, &b), want("open", &f)]
+            },
+        ),
+        // File renames keep the caches (bpf/include/fswatch/inval.h): the
+        // renamed files and the cached directories must still be right.
+        case(
+            "cache: files renamed within, across and over others (caches kept), then touched",
+            {
+                let (k, k2, kk) = (r.join("out/k"), r.join("out/k2"), j("kk"));
+                move || {
+                    for d in [&k, &k2, &kk] {
+                        mkdir(d);
+                    }
+                    for f in [k.join("f1"), k.join("f2"), kk.join("g"), kk.join("o")] {
+                        touch(&f);
+                    }
+                    open_close(&k.join("f1"));
+                    open_close(&kk.join("g"));
+                }
+            },
+            {
+                let (k, k2, kk, h2) = (r.join("out/k"), r.join("out/k2"), j("kk"), j("h2"));
+                move || {
+                    rename(&k.join("f1"), &k.join("f3"));
+                    rename(&k.join("f3"), &k2.join("f4"));
+                    rename(&k2.join("f4"), &k.join("f2"));
+                    rename(&kk.join("g"), &kk.join("h"));
+                    rename(&kk.join("h"), &h2);
+                    rename(&h2, &kk.join("o"));
+                    open_close(&kk.join("o"));
+                    open_close(&k.join("f2"));
+                }
+            },
+            {
+                let (kk, h2) = (j("kk"), j("h2"));
+                move || {
+                    vec![
+                        moved("rename", kk.join("g"), kk.join("h")),
+                        moved("rename", kk.join("h"), &h2),
+                        moved("rename", &h2, kk.join("o")),
+                        want("open", kk.join("o")),
+                    ]
+                }
+            },
+        ),
+        case(
+            "cache: an unwatched directory exchanged with a watched file (RENAME_EXCHANGE), then a child touched",
+            {
+                let (xd, xf) = (r.join("out/xd"), j("xf"));
+                move || {
+                    mkdir(&xd);
+                    touch(&xd.join("f"));
+                    touch(&xf);
+                    open_close(&xd.join("f"));
+                }
+            },
+            {
+                let (xd, xf) = (r.join("out/xd"), j("xf"));
+                move || {
+                    exchange(&xd, &xf);
+                    open_close(&xf.join("f"));
+                }
+            },
+            {
+                let (xd, xf) = (r.join("out/xd"), j("xf"));
+                move || vec![moved("rename", &xd, &xf), want("open", xf.join("f"))]
+            },
+        ),
+        case(
+            "cache: an unwatched directory renamed over an empty watched one, then a child touched",
+            {
+                let (od, ed) = (r.join("out/od"), j("ed"));
+                move || {
+                    mkdir(&od);
+                    touch(&od.join("f"));
+                    mkdir(&ed);
+                    open_close(&od.join("f"));
+                }
+            },
+            {
+                let (od, ed) = (r.join("out/od"), j("ed"));
+                move || {
+                    rename(&od, &ed);
+                    open_close(&ed.join("f"));
+                }
+            },
+            {
+                let (od, ed) = (r.join("out/od"), j("ed"));
+                move || vec![moved("rename", &od, &ed), want("open", ed.join("f"))]
+            },
+        ),
+        case(
+            "cache: a watched directory's path cached, the directory removed and made again, then touched",
+            {
+                let rd = j("rd");
+                move || {
+                    mkdir(&rd);
+                    touch(&rd.join("f"));
+                    open_close(&rd.join("f"));
+                }
+            },
+            {
+                let rd = j("rd");
+                move || {
+                    ok(unsafe { libc::unlink(c(rd.join("f")).as_ptr()) } as i64, "unlink");
+                    ok(unsafe { libc::rmdir(c(&rd).as_ptr()) } as i64, "rmdir");
+                    mkdir(&rd);
+                    touch(&rd.join("f"));
+                }
+            },
+            {
+                let rd = j("rd");
+                move || {
+                    vec![
+                        want("unlink", rd.join("f")),
+                        want("rmdir", &rd),
+                        want("mkdir", &rd),
+                        flagged(want("open", rd.join("f")), &["created"]),
+                    ]
+                }
             },
         ),
         case(
