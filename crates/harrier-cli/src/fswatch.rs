@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use harrier_fswatch::wire::{flag_names, FsEvent};
-use harrier_fswatch::{parse_events, Config, Resolution, Watcher, DEFAULT_EVENTS};
+use harrier_fswatch::{parse_events, Config, Resolution, Watcher, Woke, DEFAULT_EVENTS};
 use harrier_state::Users;
 use serde_json::json;
 use std::collections::HashMap;
@@ -41,7 +41,7 @@ pub struct FswatchArgs {
     /// Write events to this file instead of stdout.
     #[arg(short = 'o', long = "output")]
     output: Option<PathBuf>,
-    /// Size of each per-CPU ring, e.g. 8M (a power of two, 64K to 256M).
+    /// Size of each per-CPU ring, e.g. 8M (a power of two, 32K to 256M).
     #[arg(long, default_value = "8M")]
     buffer_size: String,
     /// Events held for output before a write to the output.
@@ -222,10 +222,15 @@ pub fn run(a: FswatchArgs) -> Result<()> {
     let limit = a.duration.map(Duration::from_secs_f64);
     let mut pace = harrier_capture::Pace::new(cfg.buffer_size);
     while !stop.load(Ordering::Relaxed) && !failed.get() && limit.is_none_or(|l| w.uptime() < l) {
-        std::thread::sleep(pace.interval.min(harrier_fswatch::max_wait(cfg.buffer_size)));
+        // The timer, or sooner a ring's doorbell (half full).
+        let woke = w.wait(pace.interval.min(harrier_fswatch::max_wait(cfg.buffer_size)))?;
         let before = w.pace_bytes();
         w.drain(&mut emit)?;
-        pace.update(w.pace_bytes() - before, 1);
+        // After a doorbell less than the interval passed: bytes over the
+        // interval would understate the rate.
+        if woke == Woke::Timeout {
+            pace.update(w.pace_bytes() - before, 1);
+        }
         if format != Format::None && out.borrow_mut().flush().is_err() {
             break;
         }
