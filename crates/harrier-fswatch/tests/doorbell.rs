@@ -71,7 +71,8 @@ fn a_burst_past_half_a_ring_rings_the_doorbell() {
         mkdir(&w);
         let mut watcher = small(&w, "mkdir", res);
         assert_eq!(watcher.wait(Duration::from_millis(1)).unwrap(), Woke::Timeout, "{res:?}: nothing yet");
-        let want: Vec<String> = (0..BURST).map(|i| w.join(format!("d{i:03}")).to_string_lossy().into_owned()).collect();
+        let want: Vec<String> =
+            (0..BURST).map(|i| w.join(format!("d{i:03}")).to_string_lossy().into_owned()).collect();
         {
             let _pin = Pinned::here();
             for p in &want {
@@ -106,7 +107,11 @@ fn below_half_the_reader_sleeps_until_its_timeout() {
     for i in 0..5 {
         mkdir(&w.join(format!("d{i}")));
     }
-    assert_eq!(watcher.wait(Duration::from_millis(20)).unwrap(), Woke::Timeout, "5 events are far below half");
+    assert_eq!(
+        watcher.wait(Duration::from_millis(20)).unwrap(),
+        Woke::Timeout,
+        "5 events are far below half"
+    );
     assert_eq!(drain(&mut watcher).len(), 5);
     assert_eq!(watcher.stop(|_| {}).unwrap().wakeups, 0);
 }
@@ -129,16 +134,23 @@ fn eight_page_rings_work_end_to_end() {
         mkdir(&w);
         let mut watcher = small(&w, "mkdir,rename,unlink,rmdir", res);
         mkdir(&w.join("a"));
+        mkdir(&w.join("b"));
         std::fs::write(w.join("a/f"), b"x").unwrap();
-        std::fs::rename(w.join("a/f"), w.join("g")).unwrap();
-        std::fs::remove_file(w.join("g")).unwrap();
+        std::fs::rename(w.join("a/f"), w.join("b/g")).unwrap();
+        std::fs::remove_file(w.join("b/g")).unwrap();
         std::fs::remove_dir(w.join("a")).unwrap();
         let got: Vec<(String, String)> = drain(&mut watcher).into_iter().map(|s| (s.kind, s.path)).collect();
         let p = |s: &str| w.join(s).to_string_lossy().into_owned();
         let k = |s: &str| s.to_string();
         assert_eq!(
             got,
-            [(k("mkdir"), p("a")), (k("rename"), p("g")), (k("unlink"), p("g")), (k("rmdir"), p("a"))],
+            [
+                (k("mkdir"), p("a")),
+                (k("mkdir"), p("b")),
+                (k("rename"), p("b/g")),
+                (k("unlink"), p("b/g")),
+                (k("rmdir"), p("a"))
+            ],
             "{res:?}"
         );
         let st = watcher.stop(|_| {}).unwrap();
