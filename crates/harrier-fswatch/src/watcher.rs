@@ -240,8 +240,11 @@ impl Watcher {
         }
         let rings = ArrayRings::map_with_slack(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size, RING_SLACK)?;
         let bell = Doorbell::new(&skel.maps.doorbell).context("the doorbell ring")?;
-        let path_tails =
-            if single { Some(PathTails::map(skel.maps.frags.as_fd(), ncpus, cfg.buffer_size)?) } else { None };
+        let path_tails = if single {
+            Some(PathTails::map(skel.maps.frags.as_fd(), ncpus, cfg.buffer_size)?)
+        } else {
+            None
+        };
         let frags = match cfg.resolution {
             Resolution::SingleFragment => {
                 Some(FragSlots::map(skel.maps.frags.as_fd(), ncpus, cfg.buffer_size)?)
