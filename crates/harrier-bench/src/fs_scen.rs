@@ -57,6 +57,9 @@ pub struct Args {
     /// Holds per search at most (the first is unthrottled).
     #[arg(long, default_value_t = 5)]
     rate_steps: usize,
+    /// fswatch readers' nice value (harrier fswatch --nice), e.g. -5.
+    #[arg(long, allow_negative_numbers = true)]
+    reader_nice: Option<i32>,
     /// No drop-free rate search.
     #[arg(long)]
     no_rate: bool,
@@ -149,6 +152,9 @@ fn watch_args(c: &Col, a: &Args, watch: &Path) -> Vec<String> {
     args.extend(["--opens".into(), "--buffer-size".into(), (c.pages.max(8) * 4096).to_string()]);
     if a.bpf_stats {
         args.push("--bpf-stats".into());
+    }
+    if let (Some(n), true) = (a.reader_nice, c.kind.starts_with("fswatch")) {
+        args.push(format!("--nice={n}"));
     }
     args
 }

@@ -51,6 +51,8 @@ pub struct Opts {
     pub buffer_size: usize,
     /// fswatch's verdict and path caches (Config::verdict_cache).
     pub cache: bool,
+    /// fswatch: the reader's nice value (harrier fswatch --nice).
+    pub nice: Option<i32>,
 }
 
 /// `pid`: fswatch reports only this process (the benchmark's workload).
@@ -154,6 +156,9 @@ fn fswatch(
         })
         .flatten();
     let mut w = harrier_fswatch::Watcher::start(&cfg)?;
+    if let Some(n) = opts.nice {
+        harrier_fswatch::set_reader_nice(n)?;
+    }
     let mut pace = harrier_capture::Pace::new(cfg.buffer_size);
     serve(|| {
         let mut events = 0u64;

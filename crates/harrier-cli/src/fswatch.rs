@@ -56,6 +56,9 @@ pub struct FswatchArgs {
     /// Also write the final statistics as JSON to this file.
     #[arg(long)]
     stats_json: Option<PathBuf>,
+    /// The reader's nice value (-20..19), e.g. -5: drains sooner on a busy machine.
+    #[arg(long, allow_negative_numbers = true)]
+    nice: Option<i32>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -76,6 +79,11 @@ fn config(a: &FswatchArgs) -> Result<(Config, Format)> {
     if let Some(d) = a.duration {
         if !(d > 0.0 && d.is_finite()) {
             bail!("duration must be a positive number of seconds, not {d}");
+        }
+    }
+    if let Some(n) = a.nice {
+        if !(-20..=19).contains(&n) {
+            bail!("nice value {n} must be between -20 and 19");
         }
     }
     if a.queue_size == 0 {
@@ -193,6 +201,9 @@ pub fn run(a: FswatchArgs) -> Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
     let mut w = Watcher::start(&cfg)?;
+    if let Some(n) = a.nice {
+        harrier_fswatch::set_reader_nice(n)?;
+    }
     say!(
         "harrier fswatch: watching {} ({} resolution, {}recursive); Ctrl-C to stop",
         if cfg.paths.is_empty() {

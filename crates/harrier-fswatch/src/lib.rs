@@ -176,6 +176,19 @@ pub fn wake_level(buffer_size: usize) -> u64 {
     (buffer_size.saturating_sub(RING_SLACK) / 2) as u64
 }
 
+/// Sets the calling thread's nice value (-20..19): a reader that runs ahead
+/// of the producers and other jobs keeps small rings drained on a busy machine.
+pub fn set_reader_nice(nice: i32) -> Result<()> {
+    if !(-20..=19).contains(&nice) {
+        bail!("nice value {nice} must be between -20 and 19");
+    }
+    // PRIO_PROCESS with 0: the calling thread on Linux.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+        bail!("setting the reader's nice value to {nice}: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 pub fn validate(cfg: &Config) -> Result<()> {
     let size = cfg.buffer_size;
     if !size.is_power_of_two() || !(MIN_BUFFER..=256 << 20).contains(&size) {
