@@ -73,4 +73,23 @@ static __always_inline void hr_aring_commit(struct hr_aring *r, __u64 start, __u
 	*(volatile __u64 *)&r->head = start + ((len + 7) & ~7ULL);
 }
 
+/*
+ * For a reader that sleeps until woken (fswatch): whether the commit that
+ * moved ring r's head to `head` should wake it. Due once the fill (head -
+ * tail) is `level` or more, and then once per tail value: pad1[0] keeps tail
+ * + 1 from the last time it was due, so a reader that has not drained since
+ * is not woken again, and one that has is woken by the next commit above the
+ * level. One load and a compare per event below the level. Capture's rings
+ * never call it (their pad1 stays unused there).
+ */
+static __always_inline bool hr_aring_wake_due(struct hr_aring *r, __u64 head, __u64 level)
+{
+	__u64 tail = *(volatile __u64 *)&r->tail;
+
+	if (head - tail < level || r->pad1[0] == tail + 1)
+		return false;
+	r->pad1[0] = tail + 1;
+	return true;
+}
+
 #endif

@@ -6,6 +6,8 @@
 #ifndef HARRIER_FSWATCH_EVENT_H
 #define HARRIER_FSWATCH_EVENT_H
 
+#include "doorbell.h"
+
 /* hr_aring_reserve counts drops by the capture engine's reasons. */
 _Static_assert(FW_DROP_RING_FULL == HR_DROP_RING_FULL && FW_DROP_NO_RING == HR_DROP_NO_RING,
 	       "fswatch's drop reasons must match harrier.h's");
@@ -139,7 +141,11 @@ static __always_inline __u32 fw_put_frag(struct fw_cpu *c, __u8 *ev, __u64 off, 
 		bpf_probe_read_kernel(rec + FW_FRAG_HDR, n, FW_BUF(c, b) + (pos & (FW_PATH_MAX - 1)));
 		asm volatile("" ::: "memory");
 		*(volatile __u64 *)rec = seq;
-		r->head = head + ((FW_FRAG_HDR + n + 7) & ~7ULL);
+		head += (FW_FRAG_HDR + n + 7) & ~7ULL;
+		r->head = head;
+		/* The reader sets this ring's tail to where its drains got (never
+		 * waited for: only the doorbell reads it). */
+		fw_ring_bell(r, head);
 	}
 	/* seq 0 (no path ring): the reader flags the path. */
 	*(__u16 *)(ev + at) = FW_FRAG_REF;
@@ -216,6 +222,7 @@ __noinline int fw_emit(__u32 kind, __u32 nr, __s64 ret)
 	len += fw_put_path(c, ev, len, 1, pl->pos[1]);
 	h->len = len;
 	hr_aring_commit(r, start, len);
+	fw_ring_bell(r, start + ((len + 7) & ~7ULL));
 	return 0;
 }
 

@@ -37,8 +37,8 @@ pub struct Args {
     /// Operations (open + close) per round and watcher.
     #[arg(long, default_value_t = 50_000)]
     ops: u64,
-    /// fswatch ring sizes to sweep, in 4 KiB pages (16 is the smallest ring fswatch takes).
-    #[arg(long, default_value = "16,64,512,4096")]
+    /// fswatch ring sizes to sweep, in 4 KiB pages (8 is the smallest ring fswatch takes).
+    #[arg(long, default_value = "8,64,512,4096")]
     pages: String,
     /// Watchers: none, fswatch (every resolution mode and ring size),
     /// fswatch-unwatched, inotify, fanotify.
@@ -57,6 +57,9 @@ pub struct Args {
     /// Holds per search at most (the first is unthrottled).
     #[arg(long, default_value_t = 5)]
     rate_steps: usize,
+    /// fswatch readers' nice value (harrier fswatch --nice), e.g. -5.
+    #[arg(long, allow_negative_numbers = true)]
+    reader_nice: Option<i32>,
     /// No drop-free rate search.
     #[arg(long)]
     no_rate: bool,
@@ -146,9 +149,12 @@ struct Col {
 fn watch_args(c: &Col, a: &Args, watch: &Path) -> Vec<String> {
     let mut args =
         vec![c.kind.to_string(), watch.display().to_string(), "--pid".into(), std::process::id().to_string()];
-    args.extend(["--opens".into(), "--buffer-size".into(), (c.pages.max(16) * 4096).to_string()]);
+    args.extend(["--opens".into(), "--buffer-size".into(), (c.pages.max(8) * 4096).to_string()]);
     if a.bpf_stats {
         args.push("--bpf-stats".into());
+    }
+    if let (Some(n), true) = (a.reader_nice, c.kind.starts_with("fswatch")) {
+        args.push(format!("--nice={n}"));
     }
     args
 }

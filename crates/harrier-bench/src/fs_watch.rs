@@ -30,6 +30,8 @@ struct Out {
     /// and the events it had handed out then (alloc_count.rs).
     alloc_end: (u64, u64),
     loop_events: u64,
+    /// fswatch: waits its doorbell ended (a ring half full).
+    wakeups: u64,
 }
 
 impl Out {
@@ -49,6 +51,8 @@ pub struct Opts {
     pub buffer_size: usize,
     /// fswatch's verdict and path caches (Config::verdict_cache).
     pub cache: bool,
+    /// fswatch: the reader's nice value (harrier fswatch --nice).
+    pub nice: Option<i32>,
 }
 
 /// `pid`: fswatch reports only this process (the benchmark's workload).
@@ -100,7 +104,7 @@ fn serve(wait: impl FnOnce() -> Result<Out>) -> Result<()> {
         "loop_events": o.loop_events,
         "events": o.events, "lost": o.lost, "cpu_ms": cpu_ms() - cpu0, "rss_kib": rss_kib(),
         "bpf_runs": o.bpf_runs, "bpf_ns": o.bpf_ns, "exit_runs": o.exit_runs, "exit_ns": o.exit_ns,
-        "progs": o.progs, "bytes": o.bytes,
+        "progs": o.progs, "bytes": o.bytes, "wakeups": o.wakeups,
     });
     println!("{v}");
     Ok(())
@@ -152,15 +156,22 @@ fn fswatch(
         })
         .flatten();
     let mut w = harrier_fswatch::Watcher::start(&cfg)?;
+    if let Some(n) = opts.nice {
+        harrier_fswatch::set_reader_nice(n)?;
+    }
     let mut pace = harrier_capture::Pace::new(cfg.buffer_size);
     serve(|| {
         let mut events = 0u64;
         loop {
-            let wait = pace.interval.min(harrier_fswatch::max_wait(cfg.buffer_size));
-            let (stop, _) = stdin_ready(None, wait.as_millis().max(1) as i32)?;
+            // As the CLI: the timer, or sooner a ring's doorbell; stdin is
+            // looked at after each wake-up (a stop waits one interval at most).
+            let woke = w.wait(pace.interval.min(harrier_fswatch::max_wait(cfg.buffer_size)))?;
+            let (stop, _) = stdin_ready(None, 0)?;
             let before = w.pace_bytes();
             w.drain(|_| events += 1)?;
-            pace.update(w.pace_bytes() - before, 1);
+            if woke == harrier_fswatch::Woke::Timeout {
+                pace.update(w.pace_bytes() - before, 1);
+            }
             if stop {
                 break;
             }
@@ -179,6 +190,7 @@ fn fswatch(
         // Ring-full drops, and single-fragment's paths whose slot was reused.
         o.lost = s.kernel.drops() + s.paths_lost;
         o.bytes = s.bytes;
+        o.wakeups = s.wakeups;
         Ok(o)
     })
 }

@@ -110,6 +110,9 @@ enum Cmd {
         opens: bool,
         #[arg(long, default_value_t = 8 << 20)]
         buffer_size: usize,
+        /// fswatch: the reader's nice value (harrier fswatch --nice).
+        #[arg(long, allow_negative_numbers = true)]
+        nice: Option<i32>,
     },
     /// (internal) a workload: COUNT raw syscalls NR per thread after a line on stdin.
     #[command(hide = true)]
@@ -344,9 +347,13 @@ fn main() -> ExitCode {
             }),
         Cmd::Fs(args) => fs::run(args),
         Cmd::FsScenarios(args) => fs_scen::run(args),
-        Cmd::FsWatch { kind, path, pid, bpf_stats, opens, buffer_size } => {
-            fs_watch::run(&kind, &path, pid, bpf_stats, fs_watch::Opts { opens, buffer_size, cache: true })
-        }
+        Cmd::FsWatch { kind, path, pid, bpf_stats, opens, buffer_size, nice } => fs_watch::run(
+            &kind,
+            &path,
+            pid,
+            bpf_stats,
+            fs_watch::Opts { opens, buffer_size, cache: true, nice },
+        ),
         Cmd::Loop { nr, count, threads } => workload::syscall_loop(nr, count, threads),
     };
     match r {

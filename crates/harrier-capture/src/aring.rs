@@ -16,11 +16,23 @@ pub struct ArrayRings {
     count: usize,
     entry: usize,
     size: usize,
+    /// No record starts later than `size - slack`, none is longer.
+    slack: usize,
 }
 
 impl ArrayRings {
     /// Maps `count` rings of `size` data bytes (the map's value is `ARING_DATA + size`).
     pub fn map(fd: BorrowedFd<'_>, count: usize, size: usize) -> Result<ArrayRings> {
+        Self::map_with_slack(fd, count, size, ARING_SLACK)
+    }
+
+    /// As `map`, for a producer whose records are at most `slack` bytes (and
+    /// that starts none later than `size - slack`): fswatch's are smaller
+    /// than the capture engine's, so its rings can be smaller.
+    pub fn map_with_slack(fd: BorrowedFd<'_>, count: usize, size: usize, slack: usize) -> Result<ArrayRings> {
+        if slack < HEADER_LEN || slack >= size {
+            bail!("rings of {size} bytes cannot keep {slack} bytes of slack");
+        }
         let entry = ARING_DATA + size;
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize };
         let len = (count * entry).div_ceil(page) * page;
@@ -30,7 +42,7 @@ impl ArrayRings {
         if base == libc::MAP_FAILED {
             bail!("mapping the rings: {}", std::io::Error::last_os_error());
         }
-        Ok(ArrayRings { base: base.cast(), len, count, entry, size })
+        Ok(ArrayRings { base: base.cast(), len, count, entry, size, slack })
     }
 
     pub fn count(&self) -> usize {
@@ -45,7 +57,7 @@ impl ArrayRings {
         let head = unsafe { &*(ring as *const AtomicU64) }.load(Ordering::Acquire);
         let tail_word = unsafe { &*(ring.add(64) as *const AtomicU64) };
         let data = unsafe { ring.add(ARING_DATA) };
-        let (mask, last) = (self.size as u64 - 1, (self.size - ARING_SLACK) as u64);
+        let (mask, last) = (self.size as u64 - 1, (self.size - self.slack) as u64);
         let mut tail = tail_word.load(Ordering::Relaxed);
         let mut n = 0;
         while tail < head {
@@ -54,10 +66,10 @@ impl ArrayRings {
                 tail += mask + 1 - off;
                 continue;
             }
-            // SAFETY: off <= size - ARING_SLACK, and a record is at most that long.
+            // SAFETY: off <= size - slack, and a record is at most that long.
             let rec = unsafe { data.add(off as usize) };
             let len = u16::from_le_bytes(unsafe { [*rec.add(14), *rec.add(15)] }) as usize;
-            if !(HEADER_LEN..=ARING_SLACK).contains(&len) {
+            if !(HEADER_LEN..=self.slack).contains(&len) {
                 bail!("ring {i}: a record of {len} bytes at offset {off}: the ring is corrupt");
             }
             f(unsafe { std::slice::from_raw_parts(rec, len) });

@@ -31,6 +31,10 @@ fn bad_input_gets_one_line() {
     assert_one_line_error(&["--format", "xml", "/tmp"], "unknown format 'xml'");
     assert_one_line_error(&["--resolution", "magic", "/tmp"], "unknown resolution mode 'magic'");
     assert_one_line_error(&["--buffer-size", "1000", "/tmp"], "power of two");
+    // 8 pages is the smallest ring; 4 pages and 512 MiB are refused.
+    assert_one_line_error(&["--buffer-size", "16K", "/tmp"], "between 32K and 256M");
+    assert_one_line_error(&["--buffer-size", "512M", "/tmp"], "between 32K and 256M");
+    assert_one_line_error(&["--nice", "40", "/tmp"], "nice value 40 must be between -20 and 19");
 }
 
 #[test]

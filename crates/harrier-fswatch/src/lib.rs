@@ -11,11 +11,13 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod doorbell;
 mod frags;
 pub mod syscalls;
 mod watcher;
 pub mod wire;
 
+pub use doorbell::Woke;
 pub use watcher::{missing_hooks, Stats, Watcher, HOOKS_SINCE};
 pub use wire::FsEvent;
 
@@ -56,7 +58,7 @@ pub struct Config {
     pub recursive: bool,
     pub follow: bool,
     pub resolution: Resolution,
-    /// Bytes per per-CPU ring: a power of two from 64K to 256M.
+    /// Bytes per per-CPU ring: a power of two from 32K (8 pages) to 256M.
     pub buffer_size: usize,
     /// Only this process (thread group): tests and benchmarks.
     pub pid: Option<u32>,
@@ -160,10 +162,37 @@ pub fn max_wait(buffer_size: usize) -> std::time::Duration {
     fill.clamp(harrier_capture::Pace::MIN, harrier_capture::Pace::MAX)
 }
 
+/// Room at the end of a ring: no record starts later than `size -
+/// RING_SLACK` (so none wraps), none is longer. fswatch's own (its largest
+/// record, rounded to 8), not the capture engine's ~24 KiB: 8-page rings work.
+pub const RING_SLACK: usize = (wire::EVENT_MAX + 7) & !7;
+
+/// The smallest ring (8 pages): room for about three of the largest records, hundreds of usual ones.
+pub const MIN_BUFFER: usize = 32 << 10;
+
+/// The fill (bytes) at which a ring rings the reader's doorbell: half of
+/// what it can hold.
+pub fn wake_level(buffer_size: usize) -> u64 {
+    (buffer_size.saturating_sub(RING_SLACK) / 2) as u64
+}
+
+/// Sets the calling thread's nice value (-20..19): a reader that runs ahead
+/// of the producers and other jobs keeps small rings drained on a busy machine.
+pub fn set_reader_nice(nice: i32) -> Result<()> {
+    if !(-20..=19).contains(&nice) {
+        bail!("nice value {nice} must be between -20 and 19");
+    }
+    // PRIO_PROCESS with 0: the calling thread on Linux.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+        bail!("setting the reader's nice value to {nice}: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 pub fn validate(cfg: &Config) -> Result<()> {
     let size = cfg.buffer_size;
-    if !size.is_power_of_two() || !(64 << 10..=256 << 20).contains(&size) {
-        bail!("buffer size {size} must be a power of two between 64K and 256M");
+    if !size.is_power_of_two() || !(MIN_BUFFER..=256 << 20).contains(&size) {
+        bail!("buffer size {size} must be a power of two between 32K and 256M");
     }
     if cfg.events == 0 {
         bail!("no events selected");
@@ -196,6 +225,22 @@ mod tests {
             "64 pages fill in 7.8 ms at 32 MiB/s"
         );
         assert_eq!(max_wait(8 << 20), Duration::from_millis(50), "large rings: Pace's maximum");
+    }
+
+    #[test]
+    fn ring_sizes_from_8_pages() {
+        let cfg = |buffer_size| Config { buffer_size, ..Config::default() };
+        for ok in [32 << 10, 64 << 10, 256 << 20] {
+            validate(&cfg(ok)).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in [16 << 10, 48 << 10, 512 << 20] {
+            assert_eq!(
+                validate(&cfg(bad)).unwrap_err().to_string(),
+                format!("buffer size {bad} must be a power of two between 32K and 256M")
+            );
+        }
+        assert_eq!(RING_SLACK, 8280, "the largest record (two 4 KiB paths), rounded to 8");
+        assert_eq!(wake_level(32 << 10), (32768 - 8280) / 2);
     }
 
     #[test]

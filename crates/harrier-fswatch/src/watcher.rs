@@ -1,12 +1,13 @@
 //! A running watcher: the loaded BPF object, its per-CPU rings (the capture
 //! engine's reader, harrier_capture::aring) and its attachments.
 
+use crate::doorbell::{Doorbell, PathTails, Woke};
 use crate::frags::{FragMap, FragSlots, JoinStats};
 use crate::wire::{FsEvent, KernelStats};
-use crate::{validate, watch_key, Config, Resolution};
+use crate::{validate, wake_level, watch_key, Config, Resolution, RING_SLACK};
 use anyhow::{anyhow, bail, Context, Result};
 use harrier_capture::aring::ArrayRings;
-use harrier_schema::wire::{ARING_DATA, ARING_SLACK};
+use harrier_schema::wire::ARING_DATA;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags};
 use std::mem::MaybeUninit;
@@ -50,6 +51,8 @@ pub struct Stats {
     /// how many times they were invalidated since the start, plus one. Moved
     /// by any process on the machine that moves or removes a directory.
     pub generation: u64,
+    /// Waits (Watcher::wait) the doorbell ended: a ring passed half full.
+    pub wakeups: u64,
 }
 
 impl Stats {
@@ -59,7 +62,7 @@ impl Stats {
             "{} events in {:.1}s: {} received, {} dropped (ring full {}, no ring {}); \
              {} filtered out in the kernel, {} failed syscalls, {} unresolved, {} without entry record, \
              {} inode slots full, {} paths lost, {} paths stale; caches: verdicts {} hits {} misses, \
-             paths {} hits {} misses, generation {}{}",
+             paths {} hits {} misses, generation {}; {} doorbell wake-ups{}",
             k.events,
             self.duration_s,
             self.received,
@@ -78,6 +81,7 @@ impl Stats {
             k.path_hits,
             k.path_misses,
             self.generation,
+            self.wakeups,
             if self.missing_hooks.is_empty() {
                 String::new()
             } else {
@@ -95,6 +99,10 @@ pub struct Watcher {
     // Field order is drop order: detach first, then free the object.
     links: Vec<Link>,
     rings: ArrayRings,
+    bell: Doorbell,
+    /// single-fragment: the path rings' tails, for the doorbell.
+    path_tails: Option<PathTails>,
+    wakeups: u64,
     skel: FswatchSkel<'static>,
     ncpus: usize,
     started: Instant,
@@ -196,7 +204,8 @@ impl Watcher {
             rodata.resolution = 2; // FW_RES_FRAGS
         }
         rodata.aring_mask = cfg.buffer_size as u64 - 1;
-        rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
+        rodata.aring_last = (cfg.buffer_size - RING_SLACK) as u64;
+        rodata.wake_level = wake_level(cfg.buffer_size);
 
         let missing_hooks: Vec<String> = missing_hooks().iter().map(|tp| tp.to_string()).collect();
         let mut wanted: Vec<&str> = vec![EXIT_PROG];
@@ -234,7 +243,13 @@ impl Watcher {
             let bss = skel.maps.bss_data.as_deref_mut().ok_or_else(|| anyhow!("no .bss"))?;
             bss.watch_bits[b / 64] |= 1 << (b % 64);
         }
-        let rings = ArrayRings::map(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size)?;
+        let rings = ArrayRings::map_with_slack(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size, RING_SLACK)?;
+        let bell = Doorbell::new(&skel.maps.doorbell).context("the doorbell ring")?;
+        let path_tails = if single {
+            Some(PathTails::map(skel.maps.frags.as_fd(), ncpus, cfg.buffer_size)?)
+        } else {
+            None
+        };
         let frags = match cfg.resolution {
             Resolution::SingleFragment => {
                 Some(FragSlots::map(skel.maps.frags.as_fd(), ncpus, cfg.buffer_size)?)
@@ -248,6 +263,9 @@ impl Watcher {
         let mut w = Watcher {
             links: Vec::new(),
             rings,
+            bell,
+            path_tails,
+            wakeups: 0,
             skel,
             ncpus,
             started: Instant::now(),
@@ -289,6 +307,17 @@ impl Watcher {
         Ok(w)
     }
 
+    /// Sleeps until a ring passes half full (its doorbell) or `timeout`
+    /// passes, whichever comes first; a reader then drains. A ring that
+    /// passed half full while the reader was busy rings at once.
+    pub fn wait(&mut self, timeout: Duration) -> Result<Woke> {
+        let woke = self.bell.wait(timeout)?;
+        if woke == Woke::Doorbell {
+            self.wakeups += 1;
+        }
+        Ok(woke)
+    }
+
     /// Hands every event drained from the rings to `f`, in time order
     /// across CPUs within this drain.
     pub fn drain(&mut self, mut f: impl FnMut(&FsEvent)) -> Result<usize> {
@@ -302,6 +331,7 @@ impl Watcher {
         let mut lost = 0;
         let mut bad = None;
         for i in 0..self.rings.count() {
+            let path_head = self.path_tails.as_ref().map(|t| t.head(i));
             self.rings.consume(i, &mut |rec: &[u8]| {
                 let ts = u64::from_le_bytes(rec[..8].try_into().unwrap());
                 let at = arena.len();
@@ -331,6 +361,9 @@ impl Watcher {
                 }
                 order.push((ts, at as u32, (arena.len() - at) as u32));
             })?;
+            if let (Some(t), Some(h)) = (&self.path_tails, path_head) {
+                t.set_tail(i, h);
+            }
         }
         self.paths_lost += lost;
         self.bytes += ring_bytes;
@@ -374,6 +407,7 @@ impl Watcher {
             paths_lost: self.paths_lost + self.join.missing,
             paths_stale: self.join.stale,
             generation: self.generation(),
+            wakeups: self.wakeups,
         })
     }
 
