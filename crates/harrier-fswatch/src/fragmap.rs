@@ -257,7 +257,8 @@ mod tests {
             v[24..28].copy_from_slice(&(name.len() as u32).to_le_bytes());
             v[32..32 + name.len()].copy_from_slice(name.as_bytes());
             let k = fkey(key);
-            let rc = unsafe { libbpf_sys::bpf_map_update_elem(self.0, k.as_ptr().cast(), v.as_ptr().cast(), 0) };
+            let rc =
+                unsafe { libbpf_sys::bpf_map_update_elem(self.0, k.as_ptr().cast(), v.as_ptr().cast(), 0) };
             assert_eq!(rc, 0, "updating the map");
         }
     }

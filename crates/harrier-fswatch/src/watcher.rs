@@ -256,9 +256,11 @@ impl Watcher {
         let fmap = fragments.then(|| {
             use std::os::fd::AsRawFd;
             // The kernel's fragment write counter, in the mmapped .bss.
-            let writes = skel.maps.bss_data.as_deref().map(|b| {
-                std::ptr::addr_of!(b.fw_frag_writes).cast::<std::sync::atomic::AtomicU64>()
-            });
+            let writes = skel
+                .maps
+                .bss_data
+                .as_deref()
+                .map(|b| std::ptr::addr_of!(b.fw_frag_writes).cast::<std::sync::atomic::AtomicU64>());
             // SAFETY: the .bss mapping lives as long as the skeleton, which
             // the watcher drops only after it stops reading; BPF writes the
             // counter with atomic adds only.

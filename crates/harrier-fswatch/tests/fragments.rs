@@ -140,8 +140,15 @@ fn a_renamed_directory_gets_its_new_path_with_both_caches_warm() {
     touch(&w.join("q/d/f"));
     let got = drain(&mut watcher);
     assert_eq!(got.len(), 2, "{got:?}");
-    assert_eq!((got[0].kind.as_str(), got[0].path.clone(), got[0].source.clone()), ("rename", p("q"), Some(p("p"))));
-    assert_eq!((got[1].kind.as_str(), got[1].path.clone()), ("open", p("q/d/f")), "the new path, not the cached one");
+    assert_eq!(
+        (got[0].kind.as_str(), got[0].path.clone(), got[0].source.clone()),
+        ("rename", p("q"), Some(p("p")))
+    );
+    assert_eq!(
+        (got[1].kind.as_str(), got[1].path.clone()),
+        ("open", p("q/d/f")),
+        "the new path, not the cached one"
+    );
     assert_eq!(got[1].flags & F_UNRESOLVED, 0, "{:?}", got[1]);
     let st = watcher.stop(|_| {}).unwrap();
     assert!(st.frag_flushes > warm.frag_flushes, "the reader emptied its cache: {st:?}");
