@@ -19,8 +19,9 @@
  * One object (libbpf-cargo builds one per .bpf.c), in parts under
  * include/fswatch/: state.h (maps), syscalls.h (what is reported),
  * inodes.h (the entry and ctime hooks), walk.h (dentry walk and watch
- * check), mount.h (which mount), event.h (paths and the record), plan.h
- * (which inode is which); the exit hook, which ties them, is here.
+ * check), cache.h and chain.h (what spares the climbs), mount.h (which
+ * mount), event.h (paths and the record), plan.h (which inode is which);
+ * the exit hook, which ties them, is here.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -50,6 +51,7 @@ const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 #include "fswatch/walk.h"
 #include "fswatch/cache.h"
 #include "fswatch/inval.h"
+#include "fswatch/chain.h"
 #include "fswatch/mount.h"
 #include "fswatch/event.h"
 #include "fswatch/plan.h"

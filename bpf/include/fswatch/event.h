@@ -72,6 +72,8 @@ __noinline int fw_path(__u32 b, __u32 check)
 		fw_check_cached(c, d, mp.mnt, t, depth);
 	else if (!check && vcache && resolution != FW_RES_FRAGS)
 		pos = fw_walk_names_cached(c, b, d, mp.mnt, t, pos, depth);
+	else if (!check && vcache)
+		pos = fw_walk_frags_cached(c, b, d, mp.mnt, t, pos, depth);
 	else
 		pos = fw_walk(c, b, d, mp.mnt, t, pos, depth, check);
 	pl->watched |= c->walk.watched;

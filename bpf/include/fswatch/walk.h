@@ -71,6 +71,13 @@ static __always_inline void fw_key_of(struct fw_fkey *k, struct dentry *d, struc
 	k->ino = d->d_inode->i_ino;
 }
 
+/* fragments: bumped after every insert or rewrite of a `fragments` entry
+ * (and so after every LRU eviction, which only an insert makes), before the
+ * event that needs it is published. The reader empties its cache of entries
+ * when it moved (fragmap.rs); the chain cache (chain.h) trusts no chain across
+ * it. In .bss: user space reads it through the skeleton's mapping. */
+__u64 fw_frag_writes = 0;
+
 /* fragments: c->fkey → (c->frag.parent, name), written only if the map does
  * not say so already: `changed` moves only when the directory did. */
 static __always_inline void fw_frag_put(struct fw_cpu *c, const unsigned char *name, __u32 len)
@@ -97,6 +104,9 @@ static __always_inline void fw_frag_put(struct fw_cpu *c, const unsigned char *n
 	}
 	v->changed = bpf_ktime_get_ns();
 	bpf_map_update_elem(&fragments, &c->fkey, v, BPF_ANY);
+	/* After the update (a reader that sees the count sees the entry);
+	 * a locked add: ordered before the event's publication. */
+	__sync_fetch_and_add(&fw_frag_writes, 1);
 }
 
 /* fragments: the leaf's directory is `k` (0: none above). */

@@ -12,6 +12,7 @@
 //! ```
 
 mod doorbell;
+mod fragmap;
 mod frags;
 pub mod syscalls;
 mod watcher;
@@ -29,7 +30,7 @@ use std::path::{Path, PathBuf};
 /// path in the event. `SingleFragment`: the whole path in a record of a
 /// mmapped per-CPU path ring, the event naming it. `Fragments`: directories
 /// in a kernel LRU map keyed by (dev, mount id, inode), the event naming
-/// the leaf's directory; the reader joins them (frags.rs).
+/// the leaf's directory; the reader joins them (fragmap.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolution {
     Fragments,

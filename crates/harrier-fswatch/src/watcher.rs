@@ -2,7 +2,8 @@
 //! engine's reader, harrier_capture::aring) and its attachments.
 
 use crate::doorbell::{Doorbell, PathTails, Woke};
-use crate::frags::{FragMap, FragSlots, JoinStats};
+use crate::fragmap::{FragMap, JoinStats};
+use crate::frags::FragSlots;
 use crate::wire::{FsEvent, KernelStats};
 use crate::{validate, wake_level, watch_key, Config, Resolution, RING_SLACK};
 use anyhow::{anyhow, bail, Context, Result};
@@ -53,6 +54,12 @@ pub struct Stats {
     pub generation: u64,
     /// Waits (Watcher::wait) the doorbell ended: a ring passed half full.
     pub wakeups: u64,
+    /// fragments: directory lookups (syscalls) the reader made; a warm
+    /// cache makes none (fragmap.rs).
+    pub frag_lookups: u64,
+    /// fragments: times the reader emptied its cache because the kernel
+    /// wrote a fragment.
+    pub frag_flushes: u64,
 }
 
 impl Stats {
@@ -152,6 +159,15 @@ fn cache_sizes(cfg: &Config, ncpus: usize) -> (u32, u32) {
     (per(4 << 20, VERDICT, 16384), paths)
 }
 
+/// Entries of fragments mode's per-CPU chain cache (bpf/include/fswatch/chain.h):
+/// as many as the verdicts (56-byte values), 1 where it is off.
+fn chain_cache_size(cfg: &Config, ncpus: usize) -> u32 {
+    if !cfg.uses_verdict_cache() || cfg.resolution != Resolution::Fragments {
+        return 1;
+    }
+    ((4usize << 20) / (56 * ncpus)).clamp(64, 16384) as u32
+}
+
 /// The first mainline release with the timestamp tracepoints.
 pub const HOOKS_SINCE: &str = "6.13";
 
@@ -231,6 +247,7 @@ impl Watcher {
         let (verdicts, dirpaths) = cache_sizes(cfg, ncpus);
         open.maps.verdicts.set_max_entries(verdicts)?;
         open.maps.dirpaths.set_max_entries(dirpaths)?;
+        open.maps.fchains.set_max_entries(chain_cache_size(cfg, ncpus))?;
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
         let mut skel = skel;
@@ -258,7 +275,16 @@ impl Watcher {
         };
         let fmap = fragments.then(|| {
             use std::os::fd::AsRawFd;
-            FragMap::new(skel.maps.fragments.as_fd().as_raw_fd())
+            // The kernel's fragment write counter, in the mmapped .bss.
+            let writes = skel
+                .maps
+                .bss_data
+                .as_deref()
+                .map(|b| std::ptr::addr_of!(b.fw_frag_writes).cast::<std::sync::atomic::AtomicU64>());
+            // SAFETY: the .bss mapping lives as long as the skeleton, which
+            // the watcher drops only after it stops reading; BPF writes the
+            // counter with atomic adds only.
+            unsafe { FragMap::new(skel.maps.fragments.as_fd().as_raw_fd(), writes) }
         });
         let mut w = Watcher {
             links: Vec::new(),
@@ -408,6 +434,8 @@ impl Watcher {
             paths_stale: self.join.stale,
             generation: self.generation(),
             wakeups: self.wakeups,
+            frag_lookups: self.join.lookups,
+            frag_flushes: self.join.flushes,
         })
     }
 
