@@ -87,49 +87,6 @@ fn unwatched_opens_are_decided_by_the_cache() {
     off.stop(|_| {}).unwrap();
 }
 
-fn rename(a: &Path, b: &Path) {
-    ok(unsafe { libc::rename(c(a).as_ptr(), c(b).as_ptr()) } as i64, &format!("rename {a:?} {b:?}"));
-}
-
-/// renameat2(RENAME_EXCHANGE): a and b trade places.
-fn exchange(a: &Path, b: &Path) {
-    const RENAME_EXCHANGE: libc::c_uint = 2;
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            c(a).as_ptr(),
-            libc::AT_FDCWD,
-            c(b).as_ptr(),
-            RENAME_EXCHANGE,
-        )
-    };
-    ok(rc, "renameat2(RENAME_EXCHANGE)");
-}
-
-/// Keeps this thread on the CPU it runs on (the caches are per CPU, so a
-/// repeated open hits only on the CPU that stored the entry); restored on drop.
-struct Pinned(libc::cpu_set_t);
-
-impl Pinned {
-    fn here() -> Pinned {
-        unsafe {
-            let mut old: libc::cpu_set_t = std::mem::zeroed();
-            ok(libc::sched_getaffinity(0, std::mem::size_of_val(&old), &mut old) as i64, "sched_getaffinity");
-            let mut one: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(ok(libc::sched_getcpu() as i64, "sched_getcpu") as usize, &mut one);
-            ok(libc::sched_setaffinity(0, std::mem::size_of_val(&one), &one) as i64, "sched_setaffinity");
-            Pinned(old)
-        }
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&self.0), &self.0) };
-    }
-}
-
 /// Tries a file rename up to this many times: any process on the machine
 /// that moves a directory meanwhile moves the generation too (or makes the
 /// caches busy); a rule that bumps on every rename fails every try.

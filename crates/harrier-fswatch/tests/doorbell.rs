@@ -19,29 +19,6 @@ fn mkdir(p: &Path) {
     ok(unsafe { libc::mkdir(c(p).as_ptr(), 0o755) } as i64, "mkdir");
 }
 
-/// This thread on the CPU it is on, until dropped: its events then all go
-/// to one ring, so a burst's size is that ring's fill.
-struct Pinned(libc::cpu_set_t);
-
-impl Pinned {
-    fn here() -> Pinned {
-        unsafe {
-            let mut old: libc::cpu_set_t = std::mem::zeroed();
-            ok(libc::sched_getaffinity(0, std::mem::size_of_val(&old), &mut old) as i64, "sched_getaffinity");
-            let mut one: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(ok(libc::sched_getcpu() as i64, "sched_getcpu") as usize, &mut one);
-            ok(libc::sched_setaffinity(0, std::mem::size_of_val(&one), &one) as i64, "sched_setaffinity");
-            Pinned(old)
-        }
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&self.0), &self.0) };
-    }
-}
-
 fn small(w: &Path, events: &str, resolution: Resolution) -> Watcher {
     let cfg = Config {
         paths: vec![w.to_path_buf()],

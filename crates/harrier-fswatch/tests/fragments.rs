@@ -25,36 +25,18 @@ fn touch(p: &Path) {
     unsafe { libc::close(fd as i32) };
 }
 
-fn rename(a: &Path, b: &Path) {
-    ok(unsafe { libc::rename(c(a).as_ptr(), c(b).as_ptr()) } as i64, "rename");
-}
-
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// One test at a time, on the CPU it started on: the kernel's caches are
 /// per CPU, so an event meets the entries the events before it left.
-struct Pinned {
+struct Turn {
+    _pin: Pinned,
     _serial: MutexGuard<'static, ()>,
-    old: libc::cpu_set_t,
 }
 
-fn pinned() -> Pinned {
+fn pinned() -> Turn {
     let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    unsafe {
-        let mut old: libc::cpu_set_t = std::mem::zeroed();
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        ok(libc::sched_getaffinity(0, size, &mut old) as i64, "sched_getaffinity");
-        let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(ok(libc::sched_getcpu() as i64, "sched_getcpu") as usize, &mut one);
-        ok(libc::sched_setaffinity(0, size, &one) as i64, "sched_setaffinity");
-        Pinned { _serial: serial, old }
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.old) };
-    }
+    Turn { _pin: Pinned::here(), _serial: serial }
 }
 
 fn paths(got: &[Seen]) -> Vec<String> {

@@ -51,26 +51,6 @@ fn mkdir(p: &Path) {
     ok(unsafe { libc::mkdir(c(p).as_ptr(), 0o755) } as i64, "mkdir");
 }
 
-fn rename(a: &Path, b: &Path) {
-    ok(unsafe { libc::rename(c(a).as_ptr(), c(b).as_ptr()) } as i64, "rename");
-}
-
-/// renameat2(RENAME_EXCHANGE): a and b trade places.
-fn exchange(a: &Path, b: &Path) {
-    const RENAME_EXCHANGE: libc::c_uint = 2;
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            c(a).as_ptr(),
-            libc::AT_FDCWD,
-            c(b).as_ptr(),
-            RENAME_EXCHANGE,
-        )
-    };
-    ok(rc, "renameat2(RENAME_EXCHANGE)");
-}
-
 struct Case {
     name: &'static str,
     setup: Box<dyn Fn()>,

@@ -147,3 +147,47 @@ pub fn supported() -> bool {
     assert!(msg.contains(&want) && !msg.contains('\n'), "{msg}");
     false
 }
+
+pub fn rename(a: &Path, b: &Path) {
+    ok(unsafe { libc::rename(c(a).as_ptr(), c(b).as_ptr()) } as i64, &format!("rename {a:?} {b:?}"));
+}
+
+/// renameat2(RENAME_EXCHANGE): a and b trade places.
+pub fn exchange(a: &Path, b: &Path) {
+    const RENAME_EXCHANGE: libc::c_uint = 2;
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            c(a).as_ptr(),
+            libc::AT_FDCWD,
+            c(b).as_ptr(),
+            RENAME_EXCHANGE,
+        )
+    };
+    ok(rc, "renameat2(RENAME_EXCHANGE)");
+}
+
+/// Keeps this thread on the CPU it runs on until dropped: the kernel's
+/// caches and rings are per CPU, so the events of a pinned thread meet the
+/// entries its earlier events left, and fill one ring.
+pub struct Pinned(libc::cpu_set_t);
+
+impl Pinned {
+    pub fn here() -> Pinned {
+        unsafe {
+            let mut old: libc::cpu_set_t = std::mem::zeroed();
+            ok(libc::sched_getaffinity(0, std::mem::size_of_val(&old), &mut old) as i64, "sched_getaffinity");
+            let mut one: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(ok(libc::sched_getcpu() as i64, "sched_getcpu") as usize, &mut one);
+            ok(libc::sched_setaffinity(0, std::mem::size_of_val(&one), &one) as i64, "sched_setaffinity");
+            Pinned(old)
+        }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&self.0), &self.0) };
+    }
+}
