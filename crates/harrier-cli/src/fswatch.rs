@@ -233,7 +233,7 @@ pub fn run(a: FswatchArgs) -> Result<()> {
     let limit = a.duration.map(Duration::from_secs_f64);
     let mut pace = harrier_capture::Pace::new(cfg.buffer_size);
     while !stop.load(Ordering::Relaxed) && !failed.get() && limit.is_none_or(|l| w.uptime() < l) {
-        // The timer, or sooner a ring's doorbell (half full).
+        // The timer, or sooner a ring's doorbell (a quarter full).
         let woke = w.wait(pace.interval.min(harrier_fswatch::max_wait(cfg.buffer_size)))?;
         let before = w.pace_bytes();
         w.drain(&mut emit)?;

@@ -1,5 +1,5 @@
 //! The reader's wake-up (bpf/include/fswatch/doorbell.h): a one-page BPF
-//! ringbuf a CPU writes one record to when one of its rings passes half
+//! ringbuf a CPU writes one record to when one of its rings passes a quarter
 //! full. The reader sleeps on it (epoll, through libbpf's ring_buffer) with
 //! its timer as the timeout. Also the path rings' tails, which only the
 //! doorbell reads: the reader moves them as it drains.
@@ -15,7 +15,7 @@ use std::time::Duration;
 /// Why `Watcher::wait` returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Woke {
-    /// A ring passed half full: drain now.
+    /// A ring passed its wake level: drain now.
     Doorbell,
     /// The timeout passed (or a signal came) with every ring below half.
     Timeout,

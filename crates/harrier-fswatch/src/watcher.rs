@@ -52,7 +52,7 @@ pub struct Stats {
     /// how many times they were invalidated since the start, plus one. Moved
     /// by any process on the machine that moves or removes a directory.
     pub generation: u64,
-    /// Waits (Watcher::wait) the doorbell ended: a ring passed half full.
+    /// Waits (Watcher::wait) the doorbell ended: a ring passed its wake level.
     pub wakeups: u64,
     /// fragments: directory lookups (syscalls) the reader made; a warm
     /// cache makes none (fragmap.rs).
@@ -333,9 +333,9 @@ impl Watcher {
         Ok(w)
     }
 
-    /// Sleeps until a ring passes half full (its doorbell) or `timeout`
+    /// Sleeps until a ring passes its wake level (its doorbell) or `timeout`
     /// passes, whichever comes first; a reader then drains. A ring that
-    /// passed half full while the reader was busy rings at once.
+    /// passed it while the reader was busy rings at once.
     pub fn wait(&mut self, timeout: Duration) -> Result<Woke> {
         let woke = self.bell.wait(timeout)?;
         if woke == Woke::Doorbell {
