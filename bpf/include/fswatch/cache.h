@@ -83,6 +83,14 @@ static __always_inline void fw_vc_expect(struct fw_verdict *e, struct mount *m, 
 	e->watched = 0;
 }
 
+/* Whether the entry `have` still holds: stored with the generation, mount
+ * namespace and root that `want` (fw_vc_expect) expects now. */
+static __always_inline bool fw_vc_same(const struct fw_verdict *have, const struct fw_verdict *want)
+{
+	return have->gen == want->gen && have->ns_event == want->ns_event &&
+	       have->root_uid == want->root_uid && have->root_ino == want->root_ino;
+}
+
 /* The syscalls that change directories' ctimes but never move or free one
  * (x86_64 numbers; anything else changing a directory invalidates). */
 static __always_inline bool fw_shape_safe(long nr, struct pt_regs *regs)
@@ -149,8 +157,7 @@ static __always_inline void fw_check_cached(struct fw_cpu *c, struct dentry *d0,
 	fw_vc_expect(&e, m, t, gen);
 	if (!busy) {
 		v = bpf_map_lookup_elem(&verdicts, &k);
-		if (v && v->gen == gen && v->ns_event == e.ns_event && v->root_uid == e.root_uid &&
-		    v->root_ino == e.root_ino) {
+		if (v && fw_vc_same(v, &e)) {
 			watched = v->watched;
 			asm volatile("" ::: "memory");
 			/* Still ours: an eviction by another CPU zeroes this CPU's copy. */
@@ -173,6 +180,72 @@ climb:
 	fw_walk(c, 0, d0, m0, t, FW_PATH_MAX, depth, 1);
 }
 
+/* What the cached walks (the path cache below, fragments' chain cache in
+ * chain.h) know before their lookup: the leaf's directory and its key, and
+ * the generation and busy count read in that order (inval.h writes them the
+ * other way round). */
+struct fw_dir_probe {
+	struct fw_vkey k;
+	struct dentry *dir;
+	struct mount *m;
+	__u64 gen, busy, leaf_watched;
+};
+
+/*
+ * Starts the walk of path b from d (in mount m0) and takes the leaf's own
+ * step (its name, its watch check). 0: the walk is over already (a mount's
+ * or the task's root, no mount, nothing above), its result in *done; 1: p
+ * describes the leaf's directory for a cache lookup.
+ */
+static __always_inline int fw_dir_probe(struct fw_cpu *c, __u32 b, struct dentry *d0, struct mount *m0,
+					struct task_struct *t, __s32 pos, __u32 depth,
+					struct fw_dir_probe *p, __s32 *done)
+{
+	struct fw_walk *w = &c->walk;
+	struct dentry *d;
+
+	if (!fw_walk_init(c, b, d0, m0, t, pos, depth, 0)) {
+		*done = pos;
+		return 0;
+	}
+	if (!m0) {
+		*done = fw_walk_run(c);
+		return 0;
+	}
+	d = bpf_core_cast(d0, struct dentry);
+	p->m = bpf_core_cast(m0, struct mount);
+	if (depth == 0) {
+		/* A mount's root or the task's root: their parent is elsewhere. */
+		if (d == p->m->mnt.mnt_root || d->d_parent == d || (__u64)d0 == w->root_dentry) {
+			*done = fw_walk_run(c);
+			return 0;
+		}
+		fw_walk_step(0, 0);	/* the leaf's name; fragments: pkey, its directory */
+		if (!w->dentry) {
+			*done = w->pos;
+			return 0;
+		}
+	}
+	p->dir = bpf_core_cast((void *)w->dentry, struct dentry);
+	p->leaf_watched = w->watched;
+	p->k.mnt_uid = fw_mnt_uid(p->m);
+	p->k.ino = p->dir->d_inode->i_ino;
+	p->k.dev = p->dir->d_sb->s_dev;
+	p->gen = *(volatile __u64 *)&fw_gen;
+	asm volatile("" ::: "memory");
+	p->busy = *(volatile __s64 *)&fw_busy;
+	return 1;
+}
+
+/* Whether the walk that missed may store the directory's entry: nothing can
+ * have changed meanwhile, it reached the root, and the verdict is the
+ * directory's own (not the leaf's). */
+static __always_inline bool fw_dir_storable(const struct fw_walk *w, const struct fw_dir_probe *p)
+{
+	return p->k.mnt_uid && !p->busy && !p->leaf_watched && w->cacheable && w->at_root &&
+	       !(w->flags & ~FW_F_DELETED);
+}
+
 /* Bounds v by max where the verifier sees it (clang drops a mask it can prove useless). */
 #define fw_vc_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
 
@@ -188,42 +261,20 @@ static __always_inline __s32 fw_walk_names_cached(struct fw_cpu *c, __u32 b, str
 						  __u32 depth)
 {
 	struct fw_walk *w = &c->walk;
-	struct fw_vkey k = {};
+	struct fw_dir_probe p = {};
 	struct fw_pcval *v;
-	struct dentry *d, *dir;
-	struct mount *m;
-	__u64 gen, busy, watched, leaf_watched;
-	__s32 at, start;
+	__u64 gen, watched;
+	__s32 at, start, done;
 	__u32 len;
 	__u64 n;
 
-	if (!fw_walk_init(c, b, d0, m0, t, pos, depth, 0))
-		return pos;
-	if (!m0)
-		return fw_walk_run(c);
-	d = bpf_core_cast(d0, struct dentry);
-	m = bpf_core_cast(m0, struct mount);
-	if (depth == 0) {
-		/* A mount's root or the task's root: their parent is elsewhere. */
-		if (d == m->mnt.mnt_root || d->d_parent == d || (__u64)d0 == w->root_dentry)
-			return fw_walk_run(c);
-		fw_walk_step(0, 0);
-		if (!w->dentry)
-			return w->pos;
-	}
-	dir = bpf_core_cast((void *)w->dentry, struct dentry);
-	leaf_watched = w->watched;
-	k.mnt_uid = fw_mnt_uid(m);
-	k.ino = dir->d_inode->i_ino;
-	k.dev = dir->d_sb->s_dev;
-	gen = *(volatile __u64 *)&fw_gen;
-	asm volatile("" ::: "memory");
-	busy = *(volatile __s64 *)&fw_busy;
-	fw_vc_expect(&c->pval.v, m, t, gen);
-	if (!busy && k.mnt_uid) {
-		v = bpf_map_lookup_elem(&dirpaths, &k);
-		if (v && v->v.gen == gen && v->v.ns_event == c->pval.v.ns_event &&
-		    v->v.root_uid == c->pval.v.root_uid && v->v.root_ino == c->pval.v.root_ino) {
+	if (!fw_dir_probe(c, b, d0, m0, t, pos, depth, &p, &done))
+		return done;
+	gen = p.gen;
+	fw_vc_expect(&c->pval.v, p.m, t, gen);
+	if (!p.busy && p.k.mnt_uid) {
+		v = bpf_map_lookup_elem(&dirpaths, &p.k);
+		if (v && fw_vc_same(&v->v, &c->pval.v)) {
 			len = v->len;
 			at = w->pos - (__s32)len;
 			if (len > 0 && len < FW_PCACHE_MAX && at >= 0) {
@@ -245,9 +296,7 @@ static __always_inline __s32 fw_walk_names_cached(struct fw_cpu *c, __u32 b, str
 	c->stats.path_misses++;
 	start = w->pos;
 	fw_walk_run(c);
-	/* The directory's own verdict only: not when the leaf decided it. */
-	if (k.mnt_uid && !busy && !leaf_watched && w->cacheable && w->at_root &&
-	    !(w->flags & ~FW_F_DELETED)) {
+	if (fw_dir_storable(w, &p)) {
 		at = w->pos;
 		len = start - at;
 		if (len > 0 && len < FW_PCACHE_MAX && at >= 0) {
@@ -256,7 +305,7 @@ static __always_inline __s32 fw_walk_names_cached(struct fw_cpu *c, __u32 b, str
 			n = len;
 			fw_vc_clamp(n, FW_PCACHE_MAX - 1);
 			bpf_probe_read_kernel(c->pval.path, n, FW_BUF(c, w->buf) + (at & (FW_PATH_MAX - 1)));
-			bpf_map_update_elem(&dirpaths, &k, &c->pval, BPF_ANY);
+			bpf_map_update_elem(&dirpaths, &p.k, &c->pval, BPF_ANY);
 		}
 	}
 	return w->pos;

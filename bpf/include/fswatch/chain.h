@@ -46,51 +46,28 @@ static __always_inline __s32 fw_walk_frags_cached(struct fw_cpu *c, __u32 b, str
 						  __u32 depth)
 {
 	struct fw_walk *w = &c->walk;
-	struct fw_vkey k = {};
+	struct fw_dir_probe p = {};
 	struct fw_chain e, *v;
-	struct dentry *d, *dir;
-	struct mount *m;
-	__u64 gen, busy, writes, watched, leaf_watched;
+	__u64 writes, watched;
+	__s32 done;
 
-	if (!fw_walk_init(c, b, d0, m0, t, pos, depth, 0))
-		return pos;
-	if (!m0)
-		return fw_walk_run(c);
-	d = bpf_core_cast(d0, struct dentry);
-	m = bpf_core_cast(m0, struct mount);
-	if (depth == 0) {
-		/* A mount's root or the task's root: their parent is elsewhere. */
-		if (d == m->mnt.mnt_root || d->d_parent == d || (__u64)d0 == w->root_dentry)
-			return fw_walk_run(c);
-		fw_walk_step(0, 0);	/* the leaf's name; pkey: its directory */
-		if (!w->dentry)
-			return w->pos;
-	}
-	dir = bpf_core_cast((void *)w->dentry, struct dentry);
-	leaf_watched = w->watched;
-	k.mnt_uid = fw_mnt_uid(m);
-	k.ino = dir->d_inode->i_ino;
-	k.dev = dir->d_sb->s_dev;
-	/* The generation before busy (fw_vc_dir_changed writes them the other
-	 * way round); the write count before the walk. */
-	gen = *(volatile __u64 *)&fw_gen;
+	if (!fw_dir_probe(c, b, d0, m0, t, pos, depth, &p, &done))
+		return done;
+	/* Before the walk, so the walk's own writes make its entry a miss once. */
 	writes = *(volatile __u64 *)&fw_frag_writes;
-	asm volatile("" ::: "memory");
-	busy = *(volatile __s64 *)&fw_busy;
-	fw_vc_expect(&e.v, m, t, gen);
+	fw_vc_expect(&e.v, p.m, t, p.gen);
 	e.writes = writes;
-	if (!busy && k.mnt_uid) {
-		v = bpf_map_lookup_elem(&fchains, &k);
-		if (v && v->v.gen == gen && v->writes == writes && v->v.ns_event == e.v.ns_event &&
-		    v->v.root_uid == e.v.root_uid && v->v.root_ino == e.v.root_ino) {
+	if (!p.busy && p.k.mnt_uid) {
+		v = bpf_map_lookup_elem(&fchains, &p.k);
+		if (v && fw_vc_same(&v->v, &e.v) && v->writes == writes) {
 			watched = v->v.watched;
 			asm volatile("" ::: "memory");
 			/* Still ours: an eviction by another CPU zeroes this CPU's copy. */
-			if (*(volatile __u64 *)&v->v.gen == gen) {
+			if (*(volatile __u64 *)&v->v.gen == p.gen) {
 				c->stats.path_hits++;
 				/* A walk from the directory itself: its key is the event's. */
 				if (!w->pkey_set) {
-					fw_key_of(&c->fkey, dir, m, true);
+					fw_key_of(&c->fkey, p.dir, p.m, true);
 					fw_set_pkey(w, &c->fkey);
 				}
 				w->watched |= watched;
@@ -101,11 +78,9 @@ static __always_inline __s32 fw_walk_frags_cached(struct fw_cpu *c, __u32 b, str
 	}
 	c->stats.path_misses++;
 	fw_walk_run(c);
-	/* The directory's own verdict only: not when the leaf decided it. */
-	if (k.mnt_uid && !busy && !leaf_watched && w->cacheable && w->at_root &&
-	    !(w->flags & ~FW_F_DELETED)) {
+	if (fw_dir_storable(w, &p)) {
 		e.v.watched = w->watched;
-		bpf_map_update_elem(&fchains, &k, &e, BPF_ANY);
+		bpf_map_update_elem(&fchains, &p.k, &e, BPF_ANY);
 	}
 	return w->pos;
 }

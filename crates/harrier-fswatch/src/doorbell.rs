@@ -1,13 +1,10 @@
 //! The reader's wake-up (bpf/include/fswatch/doorbell.h): a one-page BPF
 //! ringbuf a CPU writes one record to when one of its rings passes a quarter
 //! full. The reader sleeps on it (epoll, through libbpf's ring_buffer) with
-//! its timer as the timeout. Also the path rings' tails, which only the
-//! doorbell reads: the reader moves them as it drains.
+//! its timer as the timeout.
 
-use anyhow::{anyhow, bail, Result};
-use harrier_schema::wire::ARING_DATA;
+use anyhow::{bail, Result};
 use libbpf_rs::{MapCore, RingBuffer, RingBufferBuilder};
-use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +14,7 @@ use std::time::Duration;
 pub enum Woke {
     /// A ring passed its wake level: drain now.
     Doorbell,
-    /// The timeout passed (or a signal came) with every ring below half.
+    /// The timeout passed (or a signal came) with every ring below its wake level.
     Timeout,
 }
 
@@ -49,52 +46,5 @@ impl Doorbell {
             bail!("waiting on the doorbell: {}", std::io::Error::from_raw_os_error(-n));
         }
         Ok(if self.rung.load(Ordering::Relaxed) > before { Woke::Doorbell } else { Woke::Timeout })
-    }
-}
-
-/// The path rings' (single-fragment) head and tail words, mapped.
-pub(crate) struct PathTails {
-    base: *mut u8,
-    len: usize,
-    count: usize,
-    entry: usize,
-}
-
-impl PathTails {
-    pub fn map(fd: BorrowedFd<'_>, count: usize, size: usize) -> Result<PathTails> {
-        let entry = ARING_DATA + size;
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize };
-        let len = (count * entry).div_ceil(page) * page;
-        let prot = libc::PROT_READ | libc::PROT_WRITE;
-        let base =
-            unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
-        if base == libc::MAP_FAILED {
-            return Err(anyhow!("mapping the path rings' tails: {}", std::io::Error::last_os_error()));
-        }
-        Ok(PathTails { base: base.cast(), len, count, entry })
-    }
-
-    fn word(&self, ring: usize, at: usize) -> &AtomicU64 {
-        assert!(ring < self.count);
-        // SAFETY: inside the mapping, 8-byte aligned (entries are multiples of 8).
-        unsafe { &*(self.base.add(ring * self.entry + at) as *const AtomicU64) }
-    }
-
-    /// Path ring `ring`'s head: read before draining its events.
-    pub fn head(&self, ring: usize) -> u64 {
-        self.word(ring, 0).load(Ordering::Acquire)
-    }
-
-    /// Marks path ring `ring` read up to `head` (as read before the drain:
-    /// the paths of the events drained are before it, give or take the one
-    /// event being written then).
-    pub fn set_tail(&self, ring: usize, head: u64) {
-        self.word(ring, 64).store(head, Ordering::Release);
-    }
-}
-
-impl Drop for PathTails {
-    fn drop(&mut self) {
-        unsafe { libc::munmap(self.base.cast(), self.len) };
     }
 }

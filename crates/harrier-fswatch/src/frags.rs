@@ -15,7 +15,8 @@ const HDR: usize = 16;
 /// A path by reference: u32 offset, u64 seq (FW_FRAG_REF).
 pub const FRAG_REF: usize = 12;
 
-/// The per-CPU path rings, mapped read-only.
+/// The per-CPU path rings, mapped: paths are only read; the reader writes
+/// each ring's tail, which only the doorbell reads (bpf/include/fswatch/doorbell.h).
 pub struct FragSlots {
     base: *mut u8,
     len: usize,
@@ -24,20 +25,38 @@ pub struct FragSlots {
     size: usize,
 }
 
-// The mapping is only read, through &self, with the kernel's seq protocol.
+// Paths are only read, with the kernel's seq protocol; head and tail are atomics.
 unsafe impl Send for FragSlots {}
 
 impl FragSlots {
     pub fn map(fd: BorrowedFd<'_>, count: usize, size: usize) -> Result<FragSlots> {
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize };
         let len = (count * (ARING_DATA + size)).div_ceil(page) * page;
-        let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, fd.as_raw_fd(), 0)
-        };
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let base =
+            unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
         if base == libc::MAP_FAILED {
             bail!("mapping the path rings: {}", std::io::Error::last_os_error());
         }
         Ok(FragSlots { base: base.cast(), len, count, size })
+    }
+
+    fn word(&self, ring: usize, at: usize) -> &AtomicU64 {
+        assert!(ring < self.count);
+        // SAFETY: inside the mapping, 8-byte aligned (entries are multiples of 8).
+        unsafe { &*(self.base.add(ring * (ARING_DATA + self.size) + at) as *const AtomicU64) }
+    }
+
+    /// Path ring `ring`'s head: read before draining its events.
+    pub fn head(&self, ring: usize) -> u64 {
+        self.word(ring, 0).load(Ordering::Acquire)
+    }
+
+    /// Marks path ring `ring` read up to `head` (as read before the drain:
+    /// the paths of the events drained are before it, give or take the one
+    /// event being written then).
+    pub fn set_tail(&self, ring: usize, head: u64) {
+        self.word(ring, 64).store(head, Ordering::Release);
     }
 
     /// Copies the path record at `off` of ring `ring` into `out` if it still holds `seq`.

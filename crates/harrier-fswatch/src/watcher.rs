@@ -1,7 +1,7 @@
 //! A running watcher: the loaded BPF object, its per-CPU rings (the capture
 //! engine's reader, harrier_capture::aring) and its attachments.
 
-use crate::doorbell::{Doorbell, PathTails, Woke};
+use crate::doorbell::{Doorbell, Woke};
 use crate::fragmap::{FragMap, JoinStats};
 use crate::frags::FragSlots;
 use crate::wire::{FsEvent, KernelStats};
@@ -107,8 +107,6 @@ pub struct Watcher {
     links: Vec<Link>,
     rings: ArrayRings,
     bell: Doorbell,
-    /// single-fragment: the path rings' tails, for the doorbell.
-    path_tails: Option<PathTails>,
     wakeups: u64,
     skel: FswatchSkel<'static>,
     ncpus: usize,
@@ -118,7 +116,7 @@ pub struct Watcher {
     /// What the reader's pace follows (Watcher::pace_bytes).
     pace_bytes: u64,
     missing_hooks: Vec<String>,
-    /// single-fragment's path rings.
+    /// single-fragment's path rings (and their tails, for the doorbell).
     frags: Option<FragSlots>,
     /// fragments' map reader.
     fmap: Option<FragMap>,
@@ -262,11 +260,6 @@ impl Watcher {
         }
         let rings = ArrayRings::map_with_slack(skel.maps.arings.as_fd(), ncpus, cfg.buffer_size, RING_SLACK)?;
         let bell = Doorbell::new(&skel.maps.doorbell).context("the doorbell ring")?;
-        let path_tails = if single {
-            Some(PathTails::map(skel.maps.frags.as_fd(), ncpus, cfg.buffer_size)?)
-        } else {
-            None
-        };
         let frags = match cfg.resolution {
             Resolution::SingleFragment => {
                 Some(FragSlots::map(skel.maps.frags.as_fd(), ncpus, cfg.buffer_size)?)
@@ -290,7 +283,6 @@ impl Watcher {
             links: Vec::new(),
             rings,
             bell,
-            path_tails,
             wakeups: 0,
             skel,
             ncpus,
@@ -357,7 +349,7 @@ impl Watcher {
         let mut lost = 0;
         let mut bad = None;
         for i in 0..self.rings.count() {
-            let path_head = self.path_tails.as_ref().map(|t| t.head(i));
+            let path_head = self.frags.as_ref().map(|f| f.head(i));
             self.rings.consume(i, &mut |rec: &[u8]| {
                 let ts = u64::from_le_bytes(rec[..8].try_into().unwrap());
                 let at = arena.len();
@@ -387,8 +379,8 @@ impl Watcher {
                 }
                 order.push((ts, at as u32, (arena.len() - at) as u32));
             })?;
-            if let (Some(t), Some(h)) = (&self.path_tails, path_head) {
-                t.set_tail(i, h);
+            if let (Some(f), Some(h)) = (&self.frags, path_head) {
+                f.set_tail(i, h);
             }
         }
         self.paths_lost += lost;
