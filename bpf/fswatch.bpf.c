@@ -19,7 +19,7 @@
  * One object (libbpf-cargo builds one per .bpf.c), in parts under
  * include/fswatch/: state.h (maps), syscalls.h (what is reported),
  * inodes.h (the entry and ctime hooks), walk.h (dentry walk and watch
- * check), cache.h and chain.h (what spares the climbs), mount.h (which
+ * check), cache.h, dirrefs.h and chain.h (what spares the climbs), mount.h (which
  * mount), event.h (paths and the record), plan.h (which inode is which);
  * the exit hook, which ties them, is here.
  */
@@ -41,6 +41,7 @@ const volatile bool recursive = 1;	/* else only a watched inode and its director
 const volatile bool follow = 1;	/* an entry renamed out of the watched tree stays watched */
 const volatile bool prefilter = 1;	/* the watch check before the path walk (off: to measure it) */
 const volatile bool vcache = 0;	/* the verdict cache (cache.h): recursive, prefilter, some PATH */
+const volatile bool rcache = 0;	/* the reader's directory cache (dirrefs.h): vcache, not fragments */
 const volatile __u32 resolution = FW_RES_RINGBUF;
 const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
@@ -49,6 +50,7 @@ const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 #include "fswatch/syscalls.h"
 #include "fswatch/inodes.h"
 #include "fswatch/walk.h"
+#include "fswatch/dirrefs.h"
 #include "fswatch/cache.h"
 #include "fswatch/inval.h"
 #include "fswatch/chain.h"

@@ -71,6 +71,7 @@ struct fw_stats {
 	__u64 cache_misses;	/* watch checks that climbed (the verdict then cached if it could be) */
 	__u64 path_hits;	/* paths whose directory part came from the path cache */
 	__u64 path_misses;	/* paths walked to the root (the directory's then cached if it could be) */
+	__u64 dir_refs;		/* paths sent as a reference to the reader's directory cache (dirrefs.h) */
 };
 
 /* How paths reach user space (--resolution). */
@@ -116,6 +117,55 @@ struct fw_frag {
 #define FW_FRAG_HDR	16
 
 #define FW_FRAG_REF	12	/* bytes of a path by reference: u32 offset, u64 seq */
+
+/*
+ * ringbuf and single-fragment modes: the reader's directory cache
+ * (fswatch/dirrefs.h). A path's u16 length word may carry one of two marks:
+ * - FW_PATH_TEACH: struct fw_teach, then the whole path inline; its first
+ *   dir_len bytes are the directory's path, which the reader may keep and
+ *   announce in the `rdirs` map as (slot, ver);
+ * - FW_PATH_DREF: u32 slot, u32 ver, then the leaf ("/" + name): the path is
+ *   the directory's path in the reader's slot, if the slot still holds
+ *   version ver, then the leaf.
+ * A plain length (neither mark) is the mode's own form.
+ */
+#define FW_PATH_TEACH	0x4000
+#define FW_PATH_DREF	0x8000
+#define FW_PATH_LEN	0x3fff
+
+/* A directory as the reader's cache knows it: the path cache's key and the
+ * task's root (the same directory has another path in a chroot). */
+struct fw_rkey {
+	__u64 mnt_uid;
+	__u64 ino;
+	__u32 dev;
+	__u32 pad;
+	__u64 root_uid;
+	__u64 root_ino;
+};
+
+/* rdirs' value, written by the reader only: the state the path was valid in
+ * (the path cache's generation and mount namespace event counter) and where
+ * the reader keeps it. */
+struct fw_rval {
+	__u64 gen;
+	__u64 ns_event;
+	__u32 slot;
+	__u32 ver;
+	__u32 watched;	/* the directory's verdict: it or an ancestor is watched */
+	__u32 pad;
+};
+
+struct fw_teach {
+	struct fw_rkey key;
+	__u64 gen;
+	__u64 ns_event;
+	__u32 dir_len;
+	__u32 watched;
+};
+
+#define FW_TEACH	64	/* sizeof(struct fw_teach) */
+#define FW_DREF		8	/* u32 slot, u32 ver */
 
 #define FW_PATH_MAX	4096
 #define FW_DEPTH_MAX	2048	/* bpf_loop steps per walk: names and mount hops */

@@ -246,9 +246,6 @@ static __always_inline bool fw_dir_storable(const struct fw_walk *w, const struc
 	       !(w->flags & ~FW_F_DELETED);
 }
 
-/* Bounds v by max where the verifier sees it (clang drops a mask it can prove useless). */
-#define fw_vc_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
-
 /*
  * The walk with names of d (in mount m) into path buffer b, through the path
  * cache: the leaf's own step (its name and watch check), then its
@@ -273,18 +270,32 @@ static __always_inline __s32 fw_walk_names_cached(struct fw_cpu *c, __u32 b, str
 	gen = p.gen;
 	fw_vc_expect(&c->pval.v, p.m, t, gen);
 	if (!p.busy && p.k.mnt_uid) {
+		/* The reader has the directory's path: the event refers to it. */
+		if (fw_dref_hit(c, b, &p.k, &c->pval.v, &watched)) {
+			w->watched |= watched;
+			w->dentry = 0;
+			return w->pos;
+		}
 		v = bpf_map_lookup_elem(&dirpaths, &p.k);
 		if (v && fw_vc_same(&v->v, &c->pval.v)) {
 			len = v->len;
 			at = w->pos - (__s32)len;
 			if (len > 0 && len < FW_PCACHE_MAX && at >= 0) {
 				n = len;
-				fw_vc_clamp(n, FW_PCACHE_MAX - 1);
+				fw_clamp(n, FW_PCACHE_MAX - 1);
 				bpf_probe_read_kernel(FW_BUF(c, w->buf) + (at & (FW_PATH_MAX - 1)), n, v->path);
 				watched = v->v.watched;
 				asm volatile("" ::: "memory");
 				if (*(volatile __u64 *)&v->v.gen == gen) {
 					c->stats.path_hits++;
+					/* The reader was taught at the store; again now
+					 * and then in case that event was lost or not
+					 * kept (not per event: a reader that is behind
+					 * would get bigger records in a burst). */
+					if (--v->teach_in == 0) {
+						v->teach_in = FW_TEACH_EVERY;
+						fw_teach_set(c, b, &p.k, &c->pval.v, len, watched);
+					}
 					w->pos = at;
 					w->watched |= watched;
 					w->dentry = 0;
@@ -302,10 +313,12 @@ static __always_inline __s32 fw_walk_names_cached(struct fw_cpu *c, __u32 b, str
 		if (len > 0 && len < FW_PCACHE_MAX && at >= 0) {
 			c->pval.len = len;
 			c->pval.v.watched = w->watched;
+			c->pval.teach_in = FW_TEACH_EVERY;
 			n = len;
-			fw_vc_clamp(n, FW_PCACHE_MAX - 1);
+			fw_clamp(n, FW_PCACHE_MAX - 1);
 			bpf_probe_read_kernel(c->pval.path, n, FW_BUF(c, w->buf) + (at & (FW_PATH_MAX - 1)));
 			bpf_map_update_elem(&dirpaths, &p.k, &c->pval, BPF_ANY);
+			fw_teach_set(c, b, &p.k, &c->pval.v, len, w->watched);
 		}
 	}
 	return w->pos;

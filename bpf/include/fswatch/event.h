@@ -12,9 +12,6 @@
 _Static_assert(FW_DROP_RING_FULL == HR_DROP_RING_FULL && FW_DROP_NO_RING == HR_DROP_NO_RING,
 	       "fswatch's drop reasons must match harrier.h's");
 
-/* Bounds v by max in a way clang cannot fold away and the verifier follows. */
-#define fw_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
-
 /*
  * Path b of the plan: an optional recorded name, then the walk from
  * plan.dentry[b]. `check`: the watch check alone (pl->watched, watched_b),
@@ -127,7 +124,7 @@ static __always_inline __u32 fw_put_frag(struct fw_cpu *c, __u8 *ev, __u64 off, 
 		return 0;
 	n = (FW_PATH_MAX - pos) & (2 * FW_PATH_MAX - 1);
 	fw_clamp(n, FW_PATH_MAX);
-	fw_clamp(at, FW_FIXED_END + 2 + FW_FRAG_REF);
+	fw_clamp(at, FW_FIXED_END + 2 + FW_PATH_MAX);	/* the first path may be inline (dirrefs.h) */
 	if (r) {
 		seq = ++c->frag_seq;
 		head = r->head;
@@ -176,6 +173,11 @@ static __always_inline __u32 fw_put_path(struct fw_cpu *c, __u8 *ev, __u64 off, 
 {
 	if (resolution == FW_RES_FRAGS)
 		return fw_put_fref(c, ev, off, b, pos);
+	/* Both forms inline, in single-fragment mode too: no path ring record. */
+	if (c->plan.how[b & 1] == FW_HOW_DREF)
+		return fw_put_dref(c, ev, off, b, pos);
+	if (c->plan.how[b & 1] == FW_HOW_TEACH)
+		return fw_put_teach(c, ev, off, b, pos);
 	if (resolution == FW_RES_SINGLE)
 		return fw_put_frag(c, ev, off, b, pos);
 	return fw_copy_path(c, ev, off, b, pos);

@@ -10,6 +10,9 @@
 #define FW_PCACHE_MAX 1024	/* the longest directory path the path cache keeps (cache.h) */
 #define FW_PATHBUF (FW_PATH_MAX + FW_PCACHE_MAX)	/* room past FW_PATH_MAX for masked copies */
 
+/* Bounds v by max in a way clang cannot fold away and the verifier follows. */
+#define fw_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
+
 /* Path buffer b of this CPU (struct fw_cpu). */
 #define FW_BUF(c, b) ((c)->path + ((b) & 1) * FW_PATHBUF)
 
@@ -58,6 +61,16 @@ struct fw_plan {
 	__s32 pos[2];		/* start of each path; -1: no such path */
 	__u32 watched_b[2];	/* per path */
 	struct fw_fkey pkey[2];	/* fragments: per path, its directory's key */
+	/* ringbuf and single-fragment: how each path goes out (dirrefs.h) */
+	__u32 how[2];		/* FW_HOW_* */
+	__u32 dref[2][2];	/* FW_HOW_DREF: the reader's (slot, ver) */
+	struct fw_teach teach[2];	/* FW_HOW_TEACH */
+};
+
+enum fw_how {
+	FW_HOW_PLAIN = 0,	/* the mode's own form */
+	FW_HOW_DREF = 1,	/* the directory by reference to the reader's cache, then the leaf */
+	FW_HOW_TEACH = 2,	/* the whole path inline, which the reader may cache */
 };
 
 /* A scan of the mounts of one super block (fw_mount_for). */
@@ -100,7 +113,7 @@ struct fw_verdict {
 struct fw_pcval {
 	struct fw_verdict v;
 	__u32 len;
-	__u32 pad;
+	__u32 teach_in;	/* hits until this entry's next event teaches the reader (dirrefs.h) */
 	char path[FW_PCACHE_MAX];
 };
 

@@ -15,7 +15,7 @@
 //! inserts, so they move it too), and the `changed` > event time check sees
 //! renames since, as without the cache.
 
-use crate::wire::{FIXED_END, F_UNRESOLVED, PATH_MAX, SOURCE_SHIFT};
+use crate::wire::{rewrite_paths, FIXED_END, PATH_LEN, PATH_MAX};
 use anyhow::{bail, Result};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -190,37 +190,21 @@ impl FragMap {
         }
         self.validate(st);
         let ts = u64::from_le_bytes(rec[..8].try_into().unwrap());
-        let start = out.len();
-        out.extend_from_slice(&rec[..FIXED_END]);
-        let (mut off, mut flags) = (FIXED_END, 0u32);
-        for b in 0..2u32 {
-            if off == rec.len() {
-                break;
+        rewrite_paths(rec, out, |word, body, out| {
+            if word & !PATH_LEN != 0 || body.len() < FKEY {
+                bail!("path reference of {} bytes (mark {:#x}) is malformed", body.len(), word & !PATH_LEN);
             }
-            if off + 2 > rec.len() {
-                bail!("path reference at byte {off} past the end ({})", rec.len());
-            }
-            let n = u16::from_le_bytes([rec[off], rec[off + 1]]) as usize;
-            if n < FKEY || off + 2 + n > rec.len() {
-                bail!("path reference at byte {off} of {n} bytes is malformed");
-            }
-            let key: [u8; FKEY] = rec[off + 2..off + 2 + FKEY].try_into().unwrap();
-            let tail = &rec[off + 2 + FKEY..off + 2 + n];
-            off += 2 + n;
+            let key: [u8; FKEY] = body[..FKEY].try_into().unwrap();
             let len_at = out.len();
             out.extend_from_slice(&[0, 0]);
-            if !self.join(key, tail, ts, out, st) {
-                out.truncate(len_at + 2);
-                flags |= F_UNRESOLVED << (b * SOURCE_SHIFT);
+            if !self.join(key, &body[FKEY..], ts, out, st) {
+                return Ok(false);
             }
             let plen = (out.len() - len_at - 2).min(PATH_MAX);
             out.truncate(len_at + 2 + plen);
             out[len_at..len_at + 2].copy_from_slice(&(plen as u16).to_le_bytes());
-        }
-        let f = u32::from_le_bytes(out[start + 36..start + 40].try_into().unwrap()) | flags;
-        out[start + 36..start + 40].copy_from_slice(&f.to_le_bytes());
-        let len = (out.len() - start).min(u16::MAX as usize) as u16;
-        out[start + 14..start + 16].copy_from_slice(&len.to_le_bytes());
+            Ok(true)
+        })?;
         Ok(())
     }
 }
@@ -228,6 +212,7 @@ impl FragMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::{F_UNRESOLVED, SOURCE_SHIFT};
     use harrier_capture::testing::bpf_available;
 
     /// A BPF hash map shaped like `fragments` (root: CAP_BPF).

@@ -4,7 +4,8 @@
 //! event turns it into the ringbuf layout (paths inline), so everything
 //! after the drain is the same in every mode.
 
-use crate::wire::{FIXED_END, F_UNRESOLVED, PATH_MAX, SOURCE_SHIFT};
+use crate::dirrefs::DirRefs;
+use crate::wire::{rewrite_paths, PATH_LEN, PATH_MAX};
 use anyhow::{bail, Result};
 use harrier_schema::wire::ARING_DATA;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -87,38 +88,32 @@ impl FragSlots {
 
     /// Appends `rec` to `out` with its path references replaced by the paths;
     /// a path no longer in its slot is left empty and flagged unresolved.
-    /// Returns how many were.
+    /// Returns how many were. Paths the kernel wrote inline for the reader's
+    /// directory cache (marked) go to `dirs`.
     /// `ring`: the event ring `rec` came from (its CPU's path ring holds the paths).
-    pub fn resolve(&self, rec: &[u8], ring: usize, out: &mut Vec<u8>) -> Result<u64> {
-        if rec.len() < FIXED_END {
-            bail!("event of {} bytes is shorter than {FIXED_END}", rec.len());
-        }
-        let start = out.len();
-        out.extend_from_slice(&rec[..FIXED_END]);
-        let (mut off, mut lost, mut flags) = (FIXED_END, 0, 0u32);
-        for b in 0..2u32 {
-            if off == rec.len() {
-                break;
+    pub fn resolve(
+        &self,
+        rec: &[u8],
+        ring: usize,
+        out: &mut Vec<u8>,
+        mut dirs: Option<&mut DirRefs>,
+    ) -> Result<u64> {
+        rewrite_paths(rec, out, |word, body, out| {
+            if word & !PATH_LEN != 0 {
+                return match dirs.as_deref_mut() {
+                    Some(d) => d.put(word, body, out),
+                    None => {
+                        bail!("a path marked {:#x} without the reader's directory cache", word & !PATH_LEN)
+                    }
+                };
             }
-            if off + 2 + FRAG_REF > rec.len()
-                || u16::from_le_bytes([rec[off], rec[off + 1]]) as usize != FRAG_REF
-            {
-                bail!("path reference at byte {off} is not {FRAG_REF} bytes");
+            if body.len() != FRAG_REF {
+                bail!("path reference of {} bytes is not {FRAG_REF}", body.len());
             }
-            let at = u32::from_le_bytes(rec[off + 2..off + 6].try_into().unwrap()) as usize;
-            let seq = u64::from_le_bytes(rec[off + 6..off + 14].try_into().unwrap());
-            off += 2 + FRAG_REF;
-            if !self.read(ring, at, seq, out) {
-                out.extend_from_slice(&0u16.to_le_bytes());
-                flags |= F_UNRESOLVED << (b * SOURCE_SHIFT);
-                lost += 1;
-            }
-        }
-        let f = u32::from_le_bytes(out[start + 36..start + 40].try_into().unwrap()) | flags;
-        out[start + 36..start + 40].copy_from_slice(&f.to_le_bytes());
-        let len = (out.len() - start).min(u16::MAX as usize) as u16;
-        out[start + 14..start + 16].copy_from_slice(&len.to_le_bytes());
-        Ok(lost)
+            let at = u32::from_le_bytes(body[..4].try_into().unwrap()) as usize;
+            let seq = u64::from_le_bytes(body[4..12].try_into().unwrap());
+            Ok(self.read(ring, at, seq, out))
+        })
     }
 }
 
@@ -131,6 +126,7 @@ impl Drop for FragSlots {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::{FIXED_END, F_UNRESOLVED, SOURCE_SHIFT};
 
     const SIZE: usize = 64 << 10;
 
@@ -168,7 +164,7 @@ mod tests {
         reference(&mut rec, 64, 7);
         reference(&mut rec, 0, 5); // offset 0 now holds seq 8: overwritten
         let mut out = vec![1, 2, 3]; // what the arena already holds stays
-        assert_eq!(s.resolve(&rec, 1, &mut out).unwrap(), 1);
+        assert_eq!(s.resolve(&rec, 1, &mut out, None).unwrap(), 1);
         assert_eq!(&out[..3], &[1, 2, 3]);
         let e = crate::FsEvent::parse(&out[3..]).unwrap();
         assert_eq!(e.path, b"/w/a", "ring 1's record, not ring 0's at the same offset");
@@ -176,9 +172,9 @@ mod tests {
         assert_eq!(e.flags, F_UNRESOLVED << SOURCE_SHIFT);
         let mut far = vec![0u8; FIXED_END];
         reference(&mut far, (SIZE - 8) as u32, 7);
-        assert_eq!(s.resolve(&far, 1, &mut Vec::new()).unwrap(), 1, "an offset past the ring is lost");
+        assert_eq!(s.resolve(&far, 1, &mut Vec::new(), None).unwrap(), 1, "an offset past the ring is lost");
         let mut bad = vec![0u8; FIXED_END];
         bad.extend_from_slice(&[4, 0, 1, 2, 3, 4]);
-        assert!(s.resolve(&bad, 0, &mut Vec::new()).is_err(), "a malformed reference is an error");
+        assert!(s.resolve(&bad, 0, &mut Vec::new(), None).is_err(), "a malformed reference is an error");
     }
 }

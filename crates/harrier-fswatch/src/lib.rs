@@ -11,6 +11,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod dirrefs;
 mod doorbell;
 mod fragmap;
 mod frags;
@@ -71,6 +72,10 @@ pub struct Config {
     /// it needs no climb. Used with `recursive`, `prefilter` and some path;
     /// off only to measure it.
     pub verdict_cache: bool,
+    /// The reader's directory cache (bpf/include/fswatch/dirrefs.h, src/dirrefs.rs):
+    /// in ringbuf and single-fragment modes, a directory's path is sent once
+    /// and then referred to. Used with the verdict cache; off only to measure it.
+    pub reader_cache: bool,
 }
 
 /// Every kind but modify, as FSProbe.
@@ -88,6 +93,7 @@ impl Default for Config {
             pid: None,
             prefilter: true,
             verdict_cache: true,
+            reader_cache: true,
         }
     }
 }
@@ -150,6 +156,11 @@ impl Config {
     /// Whether the kernel side uses the verdict cache.
     pub fn uses_verdict_cache(&self) -> bool {
         self.verdict_cache && self.recursive && self.prefilter && !self.paths.is_empty()
+    }
+
+    /// Whether directories' paths are sent once and then referred to (dirrefs.rs).
+    pub fn uses_reader_cache(&self) -> bool {
+        self.reader_cache && self.uses_verdict_cache() && self.resolution != Resolution::Fragments
     }
 }
 

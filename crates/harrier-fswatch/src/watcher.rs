@@ -1,10 +1,11 @@
 //! A running watcher: the loaded BPF object, its per-CPU rings (the capture
 //! engine's reader, harrier_capture::aring) and its attachments.
 
+use crate::dirrefs::{DirRefs, DirStats, MAX_DIRS};
 use crate::doorbell::{Doorbell, Woke};
 use crate::fragmap::{FragMap, JoinStats};
 use crate::frags::FragSlots;
-use crate::wire::{FsEvent, KernelStats};
+use crate::wire::{has_marks, FsEvent, KernelStats};
 use crate::{validate, wake_level, watch_key, Config, Resolution, RING_SLACK};
 use anyhow::{anyhow, bail, Context, Result};
 use harrier_capture::aring::ArrayRings;
@@ -42,8 +43,9 @@ pub struct Stats {
     /// tp_btf hooks this kernel lacks (events by path are then unresolved).
     pub missing_hooks: Vec<String>,
     /// single-fragment: paths overwritten in their path ring before they were read;
-    /// fragments: paths with a directory evicted from the map (both reported
-    /// empty, flagged unresolved).
+    /// fragments: paths with a directory evicted from the map; ringbuf and
+    /// single-fragment: references to a reader's directory slot given away
+    /// since (all reported empty, flagged unresolved).
     pub paths_lost: u64,
     /// fragments: paths with a directory renamed after the event (reported
     /// empty, flagged unresolved: the name it had then is gone).
@@ -60,6 +62,8 @@ pub struct Stats {
     /// fragments: times the reader emptied its cache because the kernel
     /// wrote a fragment.
     pub frag_flushes: u64,
+    /// ringbuf and single-fragment: the reader's directory cache (dirrefs.rs).
+    pub dir_cache: DirStats,
 }
 
 impl Stats {
@@ -69,7 +73,8 @@ impl Stats {
             "{} events in {:.1}s: {} received, {} dropped (ring full {}, no ring {}); \
              {} filtered out in the kernel, {} failed syscalls, {} unresolved, {} without entry record, \
              {} inode slots full, {} paths lost, {} paths stale; caches: verdicts {} hits {} misses, \
-             paths {} hits {} misses, generation {}; {} doorbell wake-ups{}",
+             paths {} hits {} misses, generation {}; reader's directories: {} taught, {} paths by reference, \
+             {} stale, {} not kept; {} doorbell wake-ups{}",
             k.events,
             self.duration_s,
             self.received,
@@ -88,6 +93,10 @@ impl Stats {
             k.path_hits,
             k.path_misses,
             self.generation,
+            self.dir_cache.taught,
+            k.dir_refs,
+            self.dir_cache.stale,
+            self.dir_cache.full,
             self.wakeups,
             if self.missing_hooks.is_empty() {
                 String::new()
@@ -121,6 +130,8 @@ pub struct Watcher {
     /// fragments' map reader.
     fmap: Option<FragMap>,
     join: JoinStats,
+    /// ringbuf and single-fragment: the reader's directory cache.
+    dirs: Option<DirRefs>,
     paths_lost: u64,
     /// Drained records, copied so they can be handed out in time order
     /// across CPUs; reused, so a drain allocates nothing once warm.
@@ -209,6 +220,7 @@ impl Watcher {
         rodata.follow = cfg.follow;
         rodata.prefilter = cfg.prefilter;
         rodata.vcache = cfg.uses_verdict_cache();
+        rodata.rcache = cfg.uses_reader_cache();
         let single = cfg.resolution == Resolution::SingleFragment;
         let fragments = cfg.resolution == Resolution::Fragments;
         if single {
@@ -246,6 +258,7 @@ impl Watcher {
         open.maps.verdicts.set_max_entries(verdicts)?;
         open.maps.dirpaths.set_max_entries(dirpaths)?;
         open.maps.fchains.set_max_entries(chain_cache_size(cfg, ncpus))?;
+        open.maps.rdirs.set_max_entries(if cfg.uses_reader_cache() { MAX_DIRS as u32 } else { 1 })?;
         let skel = open.load().map_err(privileges).context("loading the BPF programs")?;
 
         let mut skel = skel;
@@ -279,6 +292,17 @@ impl Watcher {
             // counter with atomic adds only.
             unsafe { FragMap::new(skel.maps.fragments.as_fd().as_raw_fd(), writes) }
         });
+        let dirs = cfg.uses_reader_cache().then(|| {
+            use std::os::fd::AsRawFd;
+            let gen = skel
+                .maps
+                .data_data
+                .as_deref()
+                .map(|d| std::ptr::addr_of!(d.fw_gen).cast::<std::sync::atomic::AtomicU64>());
+            // SAFETY: the .data mapping and the map live as long as the
+            // skeleton, which outlives the reader (field order).
+            unsafe { DirRefs::new(skel.maps.rdirs.as_fd().as_raw_fd(), gen, MAX_DIRS) }
+        });
         let mut w = Watcher {
             links: Vec::new(),
             rings,
@@ -294,6 +318,7 @@ impl Watcher {
             frags,
             fmap,
             join: JoinStats::default(),
+            dirs,
             paths_lost: 0,
             arena: Vec::new(),
             order: Vec::new(),
@@ -342,7 +367,7 @@ impl Watcher {
         self.arena.clear();
         self.order.clear();
         let (arena, order, frags) = (&mut self.arena, &mut self.order, &self.frags);
-        let (fmap, join) = (&mut self.fmap, &mut self.join);
+        let (fmap, join, dirs) = (&mut self.fmap, &mut self.join, &mut self.dirs);
         // Bytes as the kernel wrote them (before path references are joined).
         let mut ring_bytes = 0u64;
         let mut pace_bytes = 0u64;
@@ -357,7 +382,7 @@ impl Watcher {
                 match (frags, fmap.as_mut()) {
                     // At once: the path ring does not wait for the reader.
                     (Some(fr), _) => {
-                        match fr.resolve(rec, i, arena) {
+                        match fr.resolve(rec, i, arena, dirs.as_mut()) {
                             Ok(n) => lost += n,
                             Err(e) => bad = Some(e),
                         }
@@ -372,7 +397,15 @@ impl Watcher {
                             bad = Some(e);
                         }
                     }
-                    (None, None) => arena.extend_from_slice(rec),
+                    (None, None) => match dirs.as_mut() {
+                        Some(d) if has_marks(rec) => {
+                            match crate::wire::rewrite_paths(rec, arena, |w, b, o| d.put(w, b, o)) {
+                                Ok(n) => lost += n,
+                                Err(e) => bad = Some(e),
+                            }
+                        }
+                        _ => arena.extend_from_slice(rec),
+                    },
                 }
                 if frags.is_none() {
                     pace_bytes += rec.len() as u64;
@@ -428,6 +461,7 @@ impl Watcher {
             wakeups: self.wakeups,
             frag_lookups: self.join.lookups,
             frag_flushes: self.join.flushes,
+            dir_cache: self.dirs.as_ref().map(DirRefs::stats).unwrap_or_default(),
         })
     }
 

@@ -1,13 +1,21 @@
 //! The records fswatch's BPF side writes (bpf/include/fswatch.h), read in
 //! place: an [`FsEvent`] borrows the ring bytes and allocates nothing.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 pub const HEADER_LEN: usize = 16;
 /// Header + `struct fw_fixed`.
 pub const FIXED_END: usize = 16 + 64;
 pub const PATH_MAX: usize = 4096;
 pub const EVENT_MAX: usize = FIXED_END + 2 * (2 + PATH_MAX);
+
+/// A path's length word may carry a mark (`FW_PATH_*`, bpf/include/fswatch.h):
+/// the path inline after what teaches its directory to the reader's cache...
+pub const PATH_TEACH: u16 = 0x4000;
+/// ...or its directory by reference to that cache, then the leaf.
+pub const PATH_DREF: u16 = 0x8000;
+/// The length proper.
+pub const PATH_LEN: u16 = 0x3fff;
 
 /// Event kinds, `FW_EV_*`, by wire number.
 pub const KINDS: [(&str, u16); 8] = [
@@ -153,6 +161,65 @@ impl<'a> FsEvent<'a> {
     }
 }
 
+/// Appends `rec` to `out` with each of its paths replaced by what `put`
+/// appends for it (u16 length + bytes) given the path's length word and
+/// body; a path `put` cannot resolve (false) is left empty and flagged
+/// unresolved. Returns how many were. The reader's modes turn their path
+/// forms into the ringbuf layout with it, so what follows the drain is the
+/// same in every mode.
+pub fn rewrite_paths(
+    rec: &[u8],
+    out: &mut Vec<u8>,
+    mut put: impl FnMut(u16, &[u8], &mut Vec<u8>) -> Result<bool>,
+) -> Result<u64> {
+    if rec.len() < FIXED_END {
+        bail!("event of {} bytes is shorter than {FIXED_END}", rec.len());
+    }
+    let start = out.len();
+    out.extend_from_slice(&rec[..FIXED_END]);
+    let (mut off, mut lost, mut flags) = (FIXED_END, 0, 0u32);
+    for b in 0..2u32 {
+        if off == rec.len() {
+            break;
+        }
+        if off + 2 > rec.len() {
+            bail!("path at byte {off} past the end ({})", rec.len());
+        }
+        let word = u16::from_le_bytes([rec[off], rec[off + 1]]);
+        let n = (word & PATH_LEN) as usize;
+        if off + 2 + n > rec.len() {
+            bail!("path at byte {off} of {n} bytes runs past the end ({})", rec.len());
+        }
+        let at = out.len();
+        let body = &rec[off + 2..off + 2 + n];
+        if !put(word, body, out).with_context(|| format!("path {b} at byte {off}"))? {
+            out.truncate(at);
+            out.extend_from_slice(&0u16.to_le_bytes());
+            flags |= F_UNRESOLVED << (b * SOURCE_SHIFT);
+            lost += 1;
+        }
+        off += 2 + n;
+    }
+    let f = u32_at(out, start + 36) | flags;
+    out[start + 36..start + 40].copy_from_slice(&f.to_le_bytes());
+    let len = (out.len() - start).min(u16::MAX as usize) as u16;
+    out[start + 14..start + 16].copy_from_slice(&len.to_le_bytes());
+    Ok(lost)
+}
+
+/// Whether any path of `rec` carries a mark (PATH_TEACH, PATH_DREF).
+pub fn has_marks(rec: &[u8]) -> bool {
+    let mut off = FIXED_END;
+    while off + 2 <= rec.len() {
+        let word = u16::from_le_bytes([rec[off], rec[off + 1]]);
+        if word & !PATH_LEN != 0 {
+            return true;
+        }
+        off += 2 + word as usize;
+    }
+    false
+}
+
 /// Names of the set flags, for output.
 pub fn flag_names(flags: u32) -> impl Iterator<Item = &'static str> {
     FLAGS.iter().filter(move |(_, b)| flags & b != 0).map(|(n, _)| *n)
@@ -177,10 +244,12 @@ pub struct KernelStats {
     pub path_hits: u64,
     /// Paths walked to the root with names.
     pub path_misses: u64,
+    /// Paths sent as a reference to the reader's directory cache (dirrefs.rs).
+    pub dir_refs: u64,
 }
 
 impl KernelStats {
-    pub const SIZE: usize = 96;
+    pub const SIZE: usize = 104;
 
     pub fn from_bytes(b: &[u8]) -> KernelStats {
         let f = |i: usize| u64_at(b, i * 8);
@@ -197,6 +266,7 @@ impl KernelStats {
             cache_misses: f(9),
             path_hits: f(10),
             path_misses: f(11),
+            dir_refs: f(12),
         }
     }
 
@@ -213,6 +283,7 @@ impl KernelStats {
         self.cache_misses += o.cache_misses;
         self.path_hits += o.path_hits;
         self.path_misses += o.path_misses;
+        self.dir_refs += o.dir_refs;
     }
 
     pub fn drops(&self) -> u64 {
