@@ -156,6 +156,8 @@ static __always_inline void fw_check_cached(struct fw_cpu *c, struct dentry *d0,
 	busy = *(volatile __s64 *)&fw_busy;
 	fw_vc_expect(&e, m, t, gen);
 	if (!busy) {
+		struct fw_rval *r;
+
 		v = bpf_map_lookup_elem(&verdicts, &k);
 		if (v && fw_vc_same(v, &e)) {
 			watched = v->watched;
@@ -166,6 +168,14 @@ static __always_inline void fw_check_cached(struct fw_cpu *c, struct dentry *d0,
 				w->watched = watched;
 				return;
 			}
+		}
+		/* A directory the reader holds has its verdict there too: trees
+		 * wider than this CPU's verdicts still need no climb. */
+		r = fw_rdir(&k, &e);
+		if (r) {
+			c->stats.cache_hits++;
+			w->watched = r->watched;
+			return;
 		}
 	}
 	c->stats.cache_misses++;

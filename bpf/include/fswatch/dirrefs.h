@@ -44,19 +44,30 @@ static __always_inline void fw_rkey_of(struct fw_rkey *rk, const struct fw_vkey 
 	rk->root_ino = now->root_ino;
 }
 
-/* Whether the reader holds path b's directory (key k) as it is now (`now`,
- * fw_vc_expect's); if so the plan refers to it and *watched is its verdict. */
-static __always_inline bool fw_dref_hit(struct fw_cpu *c, __u32 b, const struct fw_vkey *k,
-					const struct fw_verdict *now, __u64 *watched)
+/* The reader's entry for directory k if it holds its path as it is now
+ * (`now`: fw_vc_expect's generation, namespace counter and root). */
+static __always_inline struct fw_rval *fw_rdir(const struct fw_vkey *k, const struct fw_verdict *now)
 {
 	struct fw_rkey rk;
 	struct fw_rval *v;
 
 	if (!rcache)
-		return false;
+		return 0;
 	fw_rkey_of(&rk, k, now);
 	v = bpf_map_lookup_elem(&rdirs, &rk);
 	if (!v || v->gen != now->gen || v->ns_event != now->ns_event)
+		return 0;
+	return v;
+}
+
+/* Whether the reader holds path b's directory (key k) as it is now; if so
+ * the plan refers to it and *watched is its verdict. */
+static __always_inline bool fw_dref_hit(struct fw_cpu *c, __u32 b, const struct fw_vkey *k,
+					const struct fw_verdict *now, __u64 *watched)
+{
+	struct fw_rval *v = fw_rdir(k, now);
+
+	if (!v)
 		return false;
 	b &= 1;
 	c->plan.how[b] = FW_HOW_DREF;
