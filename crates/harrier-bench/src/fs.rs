@@ -61,7 +61,33 @@ impl Scratch {
             let _ = std::fs::remove_dir(&dir);
             return Err(anyhow!("mounting a tmpfs on {}: {e} (bench-fs needs root)", dir.display()));
         }
+        unmount_on_signal(&target);
         Ok(Scratch { dir })
+    }
+}
+
+/// The scratch mount point (one per process: its name holds the pid).
+static SCRATCH_MOUNT: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+
+/// A bench stopped by SIGINT, SIGTERM or SIGHUP never runs Scratch's drop:
+/// its handler unmounts the tmpfs (and with it the tree) and removes the
+/// mount point before exiting, so the machine is left as it was. Watcher
+/// children die with the bench (fs_watch.rs: PR_SET_PDEATHSIG).
+fn unmount_on_signal(target: &std::ffi::CStr) {
+    extern "C" fn on_signal(sig: libc::c_int) {
+        // Only async-signal-safe calls: umount2, rmdir, _exit.
+        if let Some(p) = SCRATCH_MOUNT.get() {
+            unsafe {
+                libc::umount2(p.as_ptr(), libc::MNT_DETACH);
+                libc::rmdir(p.as_ptr());
+            }
+        }
+        unsafe { libc::_exit(128 + sig) };
+    }
+    if SCRATCH_MOUNT.set(target.to_owned()).is_ok() {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+        }
     }
 }
 

@@ -351,7 +351,17 @@ pub fn with_watcher(
     label: &str,
     work: impl FnOnce() -> Result<f64>,
 ) -> Result<(f64, serde_json::Value)> {
-    let mut child = std::process::Command::new(std::env::current_exe()?)
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    // SAFETY: prctl is async-signal-safe. A bench killed mid-run takes its
+    // watcher with it (its BPF links and marks go with the process).
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    let mut child = cmd
         .arg("fs-watch")
         .args(args)
         .stdin(std::process::Stdio::piped())
