@@ -300,7 +300,7 @@ impl Watcher {
                 .as_deref()
                 .map(|d| std::ptr::addr_of!(d.fw_gen).cast::<std::sync::atomic::AtomicU64>());
             // SAFETY: the .data mapping and the map live as long as the
-            // skeleton, which outlives the reader (field order).
+            // skeleton; DirRefs uses them only from drain() (it has no Drop).
             unsafe { DirRefs::new(skel.maps.rdirs.as_fd().as_raw_fd(), gen, MAX_DIRS) }
         });
         let mut w = Watcher {
