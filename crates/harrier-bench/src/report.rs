@@ -77,6 +77,8 @@ pub fn bar_chart(
         .configure_mesh()
         .disable_y_mesh()
         .x_desc(unit)
+        // Every bar's label (plotters shows at most 10 by default).
+        .y_labels(2 * bars.len() + 2)
         .y_label_formatter(&|v| match v {
             SegmentValue::CenterOf(i) => bars.get(*i).map(|b| b.0.clone()).unwrap_or_default(),
             _ => String::new(),
