@@ -21,6 +21,7 @@
 #include <bpf/bpf_endian.h>
 #include "harrier.h"
 #include "percpu.h"
+#include "dpath.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -31,20 +32,12 @@ const volatile bool shared_rings = 0;	/* CPUs share BPF ringbufs, else per-CPU a
 const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 
-/* Where a dentry walk is (see hr_walk_step). */
-struct hr_walk {
-	__u64 dentry;
-	__u64 mnt;
-	__s32 pos;	/* start of the path built so far, counting down from HR_PATH_MAX */
-	__u32 pad;
-};
-
 /* Per-CPU state: counters, which ring this CPU writes, event and path scratch. */
 struct hr_cpu {
 	struct hr_cpu_stats stats;
 	__u32 ring;
 	__u32 pad;
-	struct hr_walk walk;
+	struct hr_dwalk walk;	/* dpath.h */
 	__u8 ev[HR_SCRATCH];
 	__u8 path[HR_PATHBUF];
 };

@@ -13,6 +13,7 @@
 #define HARRIER_EMIT_H
 
 #include "percpu.h"
+#include "dpath.h"
 
 /* Classic syscall tracepoint records: 8 bytes of common fields (not readable
  * by BPF), then the syscall's fields. */
@@ -434,61 +435,17 @@ static __always_inline void hr_put_argv(struct hr_em *em, __u64 uargv)
 	hr_var_end(em, slot, total);
 }
 
-/* ---- paths resolved in the kernel, from the dentry tree ---- */
+/* ---- paths resolved in the kernel, from the dentry tree (dpath.h) ---- */
 
-static __always_inline struct mount *hr_real_mount(struct vfsmount *m)
+static long hr_walk_cb(__u32 i, void *ctx)
 {
-	return (struct mount *)((void *)m - bpf_core_field_offset(struct mount, mnt));
+	struct hr_cpu *c = hr_cpu_get();
+
+	return c ? hr_dstep(&c->walk, c->path) : 1;
 }
 
-/*
- * One step up the tree: a name, or a hop from a mount's root to its
- * mountpoint. The walk state lives in the per-CPU map value, not on the
- * stack: the verifier then does not track it precisely across bpf_loop
- * iterations, and the loop verifies in one pass whatever its depth.
- */
-static long hr_walk_step(__u32 i, void *ctx)
-{
-	__u32 zero = 0, len;
-	struct hr_cpu *c = bpf_map_lookup_elem(&cpu_state, &zero);
-	struct dentry *d, *parent, *mnt_root;
-	struct mount *mnt;
-	struct qstr q;
-	__s32 pos;
-
-	if (!c)
-		return 1;
-	d = (struct dentry *)c->walk.dentry;
-	mnt = (struct mount *)c->walk.mnt;
-	parent = BPF_CORE_READ(d, d_parent);
-	mnt_root = BPF_CORE_READ(mnt, mnt.mnt_root);
-	if (d == mnt_root) {
-		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
-
-		if (up == mnt)
-			return 1; /* the root of the mount tree */
-		c->walk.dentry = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
-		c->walk.mnt = (__u64)up;
-		return 0;
-	}
-	/* A disconnected dentry (a memfd's "memfd:name"): its name is all
-	 * there is, as /proc's links show it; written below, then stop. */
-	if (d == parent)
-		parent = 0;
-	if (bpf_core_read(&q, sizeof(q), &d->d_name))
-		return 1;
-	len = q.len & 255;
-	pos = c->walk.pos - (__s32)len - 1;
-	if (pos < 0)
-		return 1;
-	bpf_probe_read_kernel(c->path + ((pos + 1) & (HR_PATH_MAX - 1)), len, q.name);
-	c->path[pos & (HR_PATH_MAX - 1)] = '/';
-	c->walk.pos = pos;
-	c->walk.dentry = (__u64)parent;
-	return parent ? 0 : 1;
-}
-
-static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry, struct vfsmount *vfsmnt)
+/* The absolute path of (dentry, vfsmnt) as the task sees it; "" if either is NULL. */
+static __always_inline void hr_put_dpath(struct hr_em *em, void *dentry, void *vfsmnt)
 {
 	struct hr_cpu *c = em->cpu;
 	__u8 *slot = hr_var_begin(em);
@@ -496,14 +453,11 @@ static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry
 
 	if (!slot)
 		return;
-	if (!dentry || !vfsmnt) {
+	if (!hr_dwalk_init(&c->walk, dentry, vfsmnt, em->task)) {
 		hr_var_end(em, slot, 0);
 		return;
 	}
-	c->walk.dentry = (__u64)dentry;
-	c->walk.mnt = (__u64)hr_real_mount(vfsmnt);
-	c->walk.pos = HR_PATH_MAX;
-	bpf_loop(HR_PATH_MAX / 2, hr_walk_step, 0, 0);
+	bpf_loop(HR_PATH_MAX / 2, hr_walk_cb, 0, 0);
 	pos = c->walk.pos;
 	if (pos >= HR_PATH_MAX) {
 		slot[2] = '/';
@@ -517,24 +471,22 @@ static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry
 	hr_var_end(em, slot, n);
 }
 
-/* The file behind descriptor fd of the current task, or NULL. */
-static __always_inline struct file *hr_fd_file(struct hr_em *em, __s64 fd)
+/* The file behind descriptor fd of the current task (an address), or 0. */
+static __always_inline __u64 hr_fd_file(struct hr_em *em, __s64 fd)
 {
-	struct task_struct *t = em->task; /* a local: BPF_CORE_READ relocates its first hop */
-	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
-	struct file **fds = BPF_CORE_READ(fdt, fd);
-	struct file *f = 0;
+	struct fdtable *fdt = em->task->files->fdt;
+	__u64 f = 0;
 
-	if (fd >= 0 && fd < BPF_CORE_READ(fdt, max_fds))
-		bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	if (fd >= 0 && fd < fdt->max_fds)
+		bpf_probe_read_kernel(&f, sizeof(f), (void *)fdt->fd + fd * sizeof(f));
 	return f;
 }
 
-/* The absolute path of a file; an empty field for NULL. */
-static __always_inline void hr_put_file_path(struct hr_em *em, struct file *f)
+/* The absolute path of a file; an empty field for none. */
+static __always_inline void hr_put_file_path(struct hr_em *em, __u64 f)
 {
 	if (f)
-		hr_put_dpath(em, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt));
+		hr_put_dpath(em, hr_kread(f, struct file, f_path.dentry), hr_kread(f, struct file, f_path.mnt));
 	else
 		hr_put_dpath(em, 0, 0);
 }
@@ -559,9 +511,7 @@ static __always_inline void hr_put_fdpath_ret(struct hr_em *em)
 static __always_inline void hr_put_sockaddr_of(struct hr_em *em, __s64 fd, bool ok, bool local)
 {
 	__u8 *slot = hr_var_begin(em);
-	struct file *f;
-	struct socket *sock;
-	struct sock *sk;
+	__u64 f, sock, sk;
 	__u16 family;
 	__u32 n = 0;
 
@@ -570,38 +520,39 @@ static __always_inline void hr_put_sockaddr_of(struct hr_em *em, __s64 fd, bool 
 	if (!ok)
 		goto out;
 	f = hr_fd_file(em, fd);
-	sock = f ? BPF_CORE_READ(f, private_data) : 0;
-	sk = sock ? BPF_CORE_READ(sock, sk) : 0;
+	sock = f ? (__u64)hr_kread(f, struct file, private_data) : 0;
+	sk = sock ? (__u64)hr_kread(sock, struct socket, sk) : 0;
 	if (!sk)
 		goto out;
-	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	family = hr_kread(sk, struct sock, __sk_common.skc_family);
 	__builtin_memset(slot + 2, 0, 28);
 	*(__u16 *)(slot + 2) = family;
 	if (family == HR_AF_INET || family == HR_AF_INET6) {
 		/* skc_num (local port) is in host order, skc_dport in network order. */
-		*(__u16 *)(slot + 4) = local ? bpf_htons(BPF_CORE_READ(sk, __sk_common.skc_num))
-					     : BPF_CORE_READ(sk, __sk_common.skc_dport);
+		*(__u16 *)(slot + 4) = local ? bpf_htons(hr_kread(sk, struct sock, __sk_common.skc_num))
+					     : hr_kread(sk, struct sock, __sk_common.skc_dport);
 		if (family == HR_AF_INET) {
-			*(__u32 *)(slot + 6) = local ? BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr)
-						     : BPF_CORE_READ(sk, __sk_common.skc_daddr);
+			*(__u32 *)(slot + 6) = local ? hr_kread(sk, struct sock, __sk_common.skc_rcv_saddr)
+						     : hr_kread(sk, struct sock, __sk_common.skc_daddr);
 			n = 16;
 		} else {
+			struct sock *s = (struct sock *)sk;
+
 			if (local)
-				bpf_core_read(slot + 10, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+				bpf_core_read(slot + 10, 16, &s->__sk_common.skc_v6_rcv_saddr);
 			else
-				bpf_core_read(slot + 10, 16, &sk->__sk_common.skc_v6_daddr);
+				bpf_core_read(slot + 10, 16, &s->__sk_common.skc_v6_daddr);
 			n = 28;
 		}
 	} else if (family == HR_AF_UNIX) {
-		struct sock *peer = local ? sk : BPF_CORE_READ((struct unix_sock *)sk, peer);
-		struct unix_address *addr = peer ? BPF_CORE_READ((struct unix_sock *)peer, addr) : 0;
-		__u32 len = addr ? BPF_CORE_READ(addr, len) : 0;
+		__u64 peer = local ? sk : (__u64)hr_kread(sk, struct unix_sock, peer);
+		__u64 addr = peer ? (__u64)hr_kread(peer, struct unix_sock, addr) : 0;
+		__u64 len = addr ? hr_kread(addr, struct unix_address, len) : 0;
 
 		/* An unbound socket has no name: the family alone says unix. */
-		if (len > HR_SOCKADDR_MAX)
-			len = HR_SOCKADDR_MAX;
+		hr_clamp(len, HR_SOCKADDR_MAX);
 		if (len)
-			bpf_probe_read_kernel(slot + 2, len, &addr->name);
+			bpf_probe_read_kernel(slot + 2, len, &((struct unix_address *)addr)->name);
 		n = len ? len : 2;
 	}
 out:
@@ -619,7 +570,7 @@ static __always_inline void hr_put_exe(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
 
-	hr_put_file_path(em, em->ret == 0 ? BPF_CORE_READ(t, mm, exe_file) : 0);
+	hr_put_file_path(em, em->ret == 0 ? (__u64)t->mm->exe_file : 0);
 }
 
 static __always_inline void hr_put_cwd(struct hr_em *em)
@@ -627,7 +578,7 @@ static __always_inline void hr_put_cwd(struct hr_em *em)
 	struct task_struct *t = em->task;
 
 	if (em->ret == 0)
-		hr_put_dpath(em, BPF_CORE_READ(t, fs, pwd.dentry), BPF_CORE_READ(t, fs, pwd.mnt));
+		hr_put_dpath(em, t->fs->pwd.dentry, t->fs->pwd.mnt);
 	else
 		hr_put_dpath(em, 0, 0);
 }
@@ -635,8 +586,8 @@ static __always_inline void hr_put_cwd(struct hr_em *em)
 static __always_inline void hr_put_args(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
-	__u64 start = BPF_CORE_READ(t, mm, arg_start);
-	__u64 end = BPF_CORE_READ(t, mm, arg_end);
+	__u64 start = t->mm->arg_start;
+	__u64 end = t->mm->arg_end;
 
 	hr_put_user(em, start, em->ret == 0 && end > start ? end - start : 0, HR_SNAP_MAX);
 }
