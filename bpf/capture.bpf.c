@@ -32,6 +32,15 @@ const volatile bool shared_rings = 0;	/* CPUs share BPF ringbufs, else per-CPU a
 const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 
+/* What each typed event collects; by default all its table says. Per
+ * syscall number: parameters left out (bit i: parameter i in wire order,
+ * absent on the wire), parameters left out when the call succeeded, and
+ * whether its entry copies are left unattached (pointer arguments are read
+ * at exit instead). Constants: the verifier drops the code they rule out. */
+const volatile __u32 skip_params[HR_NR_SLOTS] = {};
+const volatile __u32 skip_params_ok[HR_NR_SLOTS] = {};
+const volatile __u8 no_entry[HR_NR_SLOTS] = {};
+
 /* Per-CPU state: counters, which ring this CPU writes, event and path scratch. */
 struct hr_cpu {
 	struct hr_cpu_stats stats;
@@ -97,7 +106,6 @@ static __always_inline void hr_tail_to(void *ctx, __u32 nr)
 
 #include "emit.h"
 #include "task.h"
-#include "kfilter.h"
 #include "capture.gen.c"
 
 /* The one program on every syscall exit in dispatcher mode: no helper call

@@ -41,6 +41,7 @@ struct hr_em {
 	struct pt_regs *regs;
 	__s64 ret;
 	__u32 off;		/* bytes written so far */
+	__u32 at_exit;		/* a pointer argument was read at exit: HR_ARGS_AT_EXIT */
 };
 
 /* Arguments at exit come from the saved user registers: they are what the
@@ -89,6 +90,19 @@ static __always_inline struct hr_cpu *hr_cpu_get(void)
 	return bpf_map_lookup_elem(&cpu_state, &zero);
 }
 
+#include "kfilter.h"
+
+/* An event the kernel filter drops before it is written: counted as
+ * produced and filtered, nothing else done. */
+static __always_inline bool hr_dropped_early(struct hr_cpu *c, __u32 type, __s64 ret)
+{
+	if (!hr_kf_early(type, ret))
+		return false;
+	c->stats.events++;
+	c->stats.filtered++;
+	return true;
+}
+
 static __always_inline void hr_header(__u8 *ev, __u32 tid, __u32 type, __s64 ret, __u32 len)
 {
 	struct hr_hdr *h = (struct hr_hdr *)ev;
@@ -109,6 +123,7 @@ static __always_inline void hr_em_init(struct hr_em *em, struct hr_cpu *c, struc
 	em->regs = 0;
 	em->ret = ret;
 	em->off = off;
+	em->at_exit = 0;
 }
 
 /* Room for `need` bytes in this CPU's array ring, or NULL (counted as a drop). */
@@ -132,7 +147,7 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 	void *ring;
 	__u8 *ev;
 
-	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()))
+	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, type, ret))
 		return 1;
 	c->stats.events++;
 	if (shared_rings) {
@@ -154,8 +169,17 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 	return 0;
 }
 
+/* The header's type says whether arguments were read at exit (set last:
+ * whether they were is known only once every field is written). */
+static __always_inline void hr_mark_at_exit(struct hr_em *em)
+{
+	if (em->at_exit)
+		((struct hr_hdr *)em->ev)->type |= HR_ARGS_AT_EXIT;
+}
+
 static __always_inline int hr_submit_fixed(struct hr_em *em)
 {
+	hr_mark_at_exit(em);
 	if (shared_rings)
 		bpf_ringbuf_submit(em->ev, BPF_RB_NO_WAKEUP);
 	else
@@ -172,7 +196,7 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 	struct hr_cpu *c;
 	__u8 *ev;
 
-	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()))
+	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, type, ret))
 		return 1;
 	if (shared_rings) {
 		ev = c->ev;
@@ -193,6 +217,7 @@ static __always_inline int hr_submit(struct hr_em *em)
 
 	hr_clamp(len, HR_EVENT_MAX);
 	((struct hr_hdr *)em->ev)->len = len;
+	hr_mark_at_exit(em);
 	c->stats.events++;
 	if (!shared_rings) {
 		hr_aring_publish(em, len);
@@ -276,6 +301,26 @@ static __always_inline void hr_var_end(struct hr_em *em, __u8 *slot, __u32 n)
 		n = HR_SNAP_MAX;
 	*(__u16 *)slot = n;
 	em->off += 2 + n;
+}
+
+/* A parameter nobody asked for: absent on the wire (HR_VAR_ABSENT, no bytes). */
+static __always_inline void hr_put_absent(struct hr_em *em)
+{
+	__u8 *slot = hr_var_begin(em);
+
+	if (!slot)
+		return;
+	*(__u16 *)slot = HR_VAR_ABSENT;
+	em->off += 2;
+}
+
+/* Whether parameter i of syscall nr is collected (skip_params,
+ * skip_params_ok: constants the verifier folds). */
+static __always_inline bool hr_collect(struct hr_em *em, __u32 nr, __u32 i)
+{
+	if (skip_params[nr] & (1u << i))
+		return false;
+	return !((skip_params_ok[nr] & (1u << i)) && em->ret >= 0);
 }
 
 /* len bytes (at most max) of user memory as a variable field. */
@@ -637,24 +682,29 @@ static __always_inline bool hr_stash_is(__u32 nr)
 	return st && st->nr == nr;
 }
 
-/* The stash for this syscall, consumed; NULL if entry did not fill it. */
+/* The stash for this syscall, consumed; NULL if entry did not fill it (the
+ * syscall was in flight at attach), or when its entry copies are not
+ * attached (no_entry): its pointer arguments are then read at exit. */
 static __always_inline struct hr_stash *hr_stash_take(struct hr_em *em, __u32 nr)
 {
-	struct hr_stash *st = bpf_task_storage_get(&stash, em->task, 0, 0);
+	struct hr_stash *st;
 
+	if (no_entry[nr])
+		return 0;
+	st = bpf_task_storage_get(&stash, em->task, 0, 0);
 	if (st && st->nr == nr) {
 		st->nr = 0;
 		return st;
 	}
 	em->cpu->stats.toctou_fallbacks++;
-	((struct hr_hdr *)em->ev)->type |= HR_ARGS_AT_EXIT;
+	em->at_exit = 1;
 	return 0;
 }
 
 static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stash *st, __u64 uptr)
 {
 	if (!st || st->path_len == HR_STASH_UNSET)
-		hr_put_path(em, uptr);
+		em->at_exit = 1, hr_put_path(em, uptr);
 	else
 		hr_put_kernel(em, st->path, st->path_len, HR_PATH_MAX - 1);
 }
@@ -663,29 +713,31 @@ static __always_inline void hr_put_sockaddr_stashed(struct hr_em *em, struct hr_
 						    __u64 uptr, __u64 len)
 {
 	if (!st || !st->extra_len)
-		hr_put_sockaddr(em, uptr, len);
+		em->at_exit = 1, hr_put_sockaddr(em, uptr, len);
 	else
 		hr_put_kernel(em, st->extra, st->extra_len, HR_STASH_EXTRA);
 }
 
 /* A plain argument as it was at entry, or as the registers say now. */
-static __always_inline __u64 hr_stash_arg(struct hr_stash *st, int i, __u64 now)
+static __always_inline __u64 hr_stash_arg(struct hr_em *em, struct hr_stash *st, int i, __u64 now)
 {
 	/* Read now: else clang may merge both loads into one instruction on two
 	 * pointer types, which the verifier refuses. */
 	asm volatile("" : "+r"(now));
+	if (!st)
+		em->at_exit = 1;
 	return st ? st->args[i] : now;
 }
 
 /* A u64 inside a struct read at entry (openat2's open_how), or read now. */
-static __always_inline __u64 hr_stash_u64(struct hr_stash *st, __u32 off, __u64 uptr)
+static __always_inline __u64 hr_stash_u64(struct hr_em *em, struct hr_stash *st, __u32 off, __u64 uptr)
 {
 	__u64 v = 0;
 
 	if (st && off + 8 <= st->extra_len && off + 8 <= HR_STASH_EXTRA)
 		bpf_probe_read_kernel(&v, sizeof(v), st->extra + off);
 	else
-		v = hr_user_u64(uptr);
+		em->at_exit = 1, v = hr_user_u64(uptr);
 	return v;
 }
 

@@ -109,6 +109,8 @@ impl Attachment {
 /// Resolves every tracepoint the selection needs, with one id lookup (which
 /// may have to mount tracefs privately). Syscalls without one are an error,
 /// or skipped with `skip_missing` (--all): the kernel does not have them.
+/// A syscall whose arguments are read at exit (`collect`) needs no sys_enter
+/// tracepoint, and its exit is only its own (exit_also needs the entry copy).
 pub(crate) fn plan(cfg: &Config) -> Result<Vec<Attachment>> {
     let main_tp = |s: &SyscallInfo| match s.noreturn {
         true => format!("sys_enter_{}", s.tracepoint),
@@ -133,12 +135,13 @@ pub(crate) fn plan(cfg: &Config) -> Result<Vec<Attachment>> {
             }
             bail!("syscall '{}' has no tracepoint on this kernel", s.name);
         };
+        let copies = !cfg.collect.reads_at_exit(s.nr);
         let mut exit_ids = vec![main];
-        if let Some(other) = s.exit_also {
+        if let Some(other) = s.exit_also.filter(|_| copies) {
             exit_ids.push(require(format!("sys_exit_{other}"))?);
         }
         let enter_id = match s.params {
-            Some(params) if params.iter().any(|p| p.at_enter) => {
+            Some(params) if copies && params.iter().any(|p| p.at_enter) => {
                 Some(require(format!("sys_enter_{}", s.tracepoint))?)
             }
             _ => None,

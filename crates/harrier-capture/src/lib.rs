@@ -11,6 +11,7 @@
 
 pub mod aring;
 pub mod attach;
+pub mod collect;
 pub mod kfilter;
 mod merge;
 mod ring;
@@ -55,6 +56,7 @@ pub mod testing {
 }
 
 pub use attach::{AttachChoice, AttachMode};
+pub use collect::Collect;
 pub use session::{enable_run_time_stats, EventSink, Pace, Session};
 pub use stats::{ProgStats, Stats, UserCounters};
 
@@ -92,6 +94,8 @@ pub struct Config {
     pub attach: AttachMode,
     /// Events the handlers do not send (see [`kfilter`]); None: send all.
     pub kernel_filter: Option<kfilter::KernelFilter>,
+    /// What each event collects (see [`collect`]); everything by default.
+    pub collect: Collect,
 }
 
 impl Config {
@@ -106,6 +110,7 @@ impl Config {
             run_time_stats: false,
             attach: AttachMode::Auto,
             kernel_filter: None,
+            collect: Collect::all(),
         }
     }
 

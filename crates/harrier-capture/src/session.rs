@@ -123,6 +123,7 @@ impl Session {
     fn start_with(cfg: &Config, sink: Option<EventSink>) -> Result<Session> {
         cfg.validate()?;
         crate::kernel::check(crate::kernel::CAPTURE)?;
+        let cfg = &with_exit_owners(cfg);
         let ncpus = possible_cpus()?;
         let nrings = ncpus.div_ceil(cfg.cpus_per_buffer);
 
@@ -146,6 +147,7 @@ impl Session {
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
         let kernel_filter = cfg.kernel_filter.as_ref().filter(|f| !f.is_empty());
         rodata.kf_enabled = kernel_filter.is_some();
+        cfg.collect.write(&mut rodata.skip_params, &mut rodata.skip_params_ok, &mut rodata.no_entry);
 
         // Only the programs the chosen mode uses are loaded (verified).
         let mut wanted: Vec<String> = LIFE_CYCLE.iter().map(|s| s.to_string()).collect();
@@ -408,6 +410,24 @@ fn detach_all(links: Vec<Link>) {
             s.spawn(move || drop(g));
         }
     });
+}
+
+/// `cfg`, with entry copies kept for a syscall whose success another
+/// syscall's exit reports (execveat as execve) when that one is not
+/// selected: its handler must then find its own entry copy to act.
+fn with_exit_owners(cfg: &Config) -> Config {
+    let mut cfg = cfg.clone();
+    let selected = |name: &str| cfg.syscalls.iter().any(|s| s.name == name);
+    let keep: Vec<u32> = cfg
+        .syscalls
+        .iter()
+        .filter(|s| s.exit_also.is_some_and(|o| !selected(o)) && cfg.collect.reads_at_exit(s.nr))
+        .map(|s| s.nr)
+        .collect();
+    for nr in keep {
+        cfg.collect.keep_entry(nr);
+    }
+    cfg
 }
 
 /// Process life-cycle programs (tp_btf), attached in every session.
