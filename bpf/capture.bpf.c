@@ -32,6 +32,11 @@ const volatile bool shared_rings = 0;	/* CPUs share BPF ringbufs, else per-CPU a
 const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 
+/* Set by user space when it stops: every program returns at once from then
+ * on, so the final figures are exact while the links are detached (one
+ * grace period per tracepoint, seconds for a few dozen). */
+volatile bool hr_off = 0;
+
 /* What each typed event collects; by default all its table says. Per
  * syscall number: parameters left out (bit i: parameter i in wire order,
  * absent on the wire), parameters left out when the call succeeded, and

@@ -60,7 +60,8 @@ static __always_inline struct pt_regs *hr_task_regs(struct hr_em *em)
 }
 
 /*
- * The current task and its thread id (0 if the process filter says no).
+ * The current task and its thread id (0 if the process filter says no, or
+ * the sensor is stopping).
  * One helper call serves the filter, the header and, later, the saved
  * registers: each helper call costs ~20 ns here. (The tracepoint record
  * carries the tid too, but programs may not read its common fields.)
@@ -70,7 +71,7 @@ static __always_inline __u32 hr_tid(struct task_struct **task)
 	struct task_struct *t = bpf_get_current_task_btf();
 
 	*task = t;
-	if (filter_tgid && t->tgid != filter_tgid)
+	if (hr_off || (filter_tgid && t->tgid != filter_tgid))
 		return 0;
 	return t->pid;
 }

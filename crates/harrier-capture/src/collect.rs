@@ -160,6 +160,26 @@ impl Collect {
         }
     }
 
+    /// What `needed` collects that this leaves out ("openat.path", "openat
+    /// entry copies"): a running session cannot change what it collects.
+    pub fn lacks(&self, needed: &Collect) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in harrier_schema::SYSCALLS {
+            let nr = s.nr;
+            let gone = (self.skipped(nr) & !needed.skipped(nr))
+                | (self.skipped_on_success(nr) & !needed.skipped_on_success(nr) & !needed.skipped(nr));
+            for (i, p) in s.params.unwrap_or_default().iter().enumerate().take(MAX_PARAMS) {
+                if gone & (1 << i) != 0 {
+                    out.push(format!("{}.{}", s.name, p.name));
+                }
+            }
+            if self.reads_at_exit(nr) && !needed.reads_at_exit(nr) {
+                out.push(format!("{} entry copies", s.name));
+            }
+        }
+        out
+    }
+
     pub(crate) fn write(&self, skip: &mut [u32], skip_ok: &mut [u32], no_entry: &mut [u8]) {
         skip.copy_from_slice(&self.skip);
         for (nr, d) in skip_ok.iter_mut().enumerate() {
@@ -195,5 +215,7 @@ mod tests {
         assert!(c.reads_at_exit(s.nr));
         assert!(c.read_at_exit("read").unwrap_err().to_string().contains("no entry copies"));
         assert_eq!(c.summary(), "execve (filename on failure only, read at exit)");
+        assert_eq!(c.lacks(&Collect::all()), ["execve.filename", "execve entry copies"]);
+        assert!(Collect::all().lacks(&c).is_empty());
     }
 }

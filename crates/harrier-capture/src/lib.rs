@@ -57,7 +57,7 @@ pub mod testing {
 
 pub use attach::{AttachChoice, AttachMode};
 pub use collect::Collect;
-pub use session::{enable_run_time_stats, EventSink, Pace, Session};
+pub use session::{enable_run_time_stats, Detach, EventSink, Pace, Session};
 pub use stats::{ProgStats, Stats, UserCounters};
 
 use anyhow::{bail, Result};

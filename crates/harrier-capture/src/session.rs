@@ -97,6 +97,7 @@ pub struct Session {
     stats_fd: Option<OwnedFd>,
     attached: Vec<&'static SyscallInfo>,
     choice: AttachChoice,
+    collect: crate::Collect,
     buffer_size: usize,
     started: Instant,
     ncpus: usize,
@@ -220,6 +221,7 @@ impl Session {
             stats_fd,
             attached,
             choice,
+            collect: cfg.collect.clone(),
             buffer_size: cfg.buffer_size,
             started: Instant::now(),
             ncpus,
@@ -267,6 +269,11 @@ impl Session {
         }
         crate::kfilter::clear(&self.skel)?;
         crate::kfilter::install(&self.skel, f)
+    }
+
+    /// What the events collect (fixed at load).
+    pub fn collect(&self) -> &crate::Collect {
+        &self.collect
     }
 
     /// How exits are reached, and why (see [`attach::AUTO_RULE`]).
@@ -368,12 +375,46 @@ impl Session {
     }
 
     /// Detaches, reads what is left in the rings and returns the final figures.
-    pub fn stop(mut self) -> Result<Stats> {
-        detach_all(std::mem::take(&mut self.links));
-        self.drain()?;
+    pub fn stop(self) -> Result<Stats> {
+        let (stats, links) = self.finish()?;
+        drop(links);
+        Ok(stats)
+    }
+
+    /// Stops producing at once (every program returns from its first check
+    /// on), hands what is left in the rings to the sink and returns the final
+    /// figures, exact: produced = received + dropped. The links stay attached
+    /// (their programs doing nothing) until the returned [`Detach`] is
+    /// dropped: a per-syscall tracepoint takes a grace period to detach, tens
+    /// of ms each, serialised by the kernel, so a caller can report first.
+    pub fn finish(mut self) -> Result<(Stats, Detach)> {
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            unsafe { std::ptr::write_volatile(&mut bss.hr_off, true) };
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        self.settle()?;
         let stats = self.stats()?;
         drop(self.stats_fd.take());
-        Ok(stats)
+        Ok((stats, Detach(std::mem::take(&mut self.links))))
+    }
+
+    /// Drains until the kernel's counters stop moving: a program that passed
+    /// the off switch just before it flipped may still be writing its event.
+    fn settle(&mut self) -> Result<()> {
+        let produced = |s: &Session| -> Result<u64> {
+            Ok(s.kernel_stats()?.iter().map(|c| c.events + c.drops.iter().sum::<u64>()).sum())
+        };
+        let mut last = produced(self)?;
+        for _ in 0..200 {
+            std::thread::sleep(Duration::from_millis(1));
+            self.drain()?;
+            let now = produced(self)?;
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        Ok(())
     }
 
     pub fn stats(&self) -> Result<Stats> {
@@ -385,6 +426,27 @@ impl Session {
             attach_mode: self.choice.mode.to_string(),
             user: self.consumer.counters.clone(),
         })
+    }
+}
+
+/// The links of a finished session: dropping it detaches them (see
+/// [`Session::finish`]).
+pub struct Detach(Vec<Link>);
+
+impl Detach {
+    /// Tracepoints and programs still attached.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        detach_all(std::mem::take(&mut self.0));
     }
 }
 
