@@ -70,6 +70,7 @@ vmlinuz() {
 guest() {
 	local kernels=("$@") k kernel tags=() rc=0 t0=$SECONDS
 	((${#kernels[@]})) || kernels=(6.1 6.12)
+	bash scripts/deps-vm.sh # qemu, the kernels, virtme-ng: nothing to do once there
 	[ -x "$VNG" ] || { echo "test-kernels: $VNG missing (run scripts/deps-vm.sh)" >&2; exit 1; }
 	for k in "${kernels[@]}"; do
 		kernel=$(vmlinuz "$k")
@@ -172,13 +173,18 @@ boot() {
 	# The checkout and its target dir, mapped read-only beside the host's root:
 	# vm-guest.sh binds them back at their host paths after mounting the guest's
 	# tmpfs /tmp, which would hide a checkout under /tmp.
-	local maps=(--rodir="/run/harrier/checkout=$ROOT")
-	[[ $TARGET/ == "$ROOT"/* ]] || maps+=(--rodir="/run/harrier/target=$TARGET")
+	# The guest script runs from there too (the test list and done file are
+	# read once they are back in place).
+	local maps=(--rodir="/run/harrier/checkout=$ROOT") script=/run/harrier/checkout/${OUT#"$ROOT"/}/vm-guest.sh
+	if [[ $TARGET/ != "$ROOT"/* ]]; then
+		maps+=(--rodir="/run/harrier/target=$TARGET")
+		script=/run/harrier/target/test-kernels/vm-guest.sh
+	fi
 	PATH=/opt/harrier-vng/bin:$PATH "$VNG" $kvm --verbose --cpus "${HARRIER_VM_CPUS:-2}" --memory "${HARRIER_VM_MEMORY:-2G}" -r "$kernel" \
 		--append "sysctl.kernel.hung_task_timeout_secs=60 sysctl.kernel.hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel tsc=reliable ${HARRIER_VM_APPEND:-}" \
 		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run "${maps[@]}" \
 		--qemu-opts="-qmp unix:$qmp,server=on,wait=off -pidfile $pidfile $tcg" \
-		--exec "GUEST_DONE=$done bash $OUT/vm-guest.sh $list $ROOT $TARGET 2>&1" >"$log" 2>"$console" </dev/null &
+		--exec "GUEST_DONE=$done bash $script $list $ROOT $TARGET 2>&1" >"$log" 2>"$console" </dev/null &
 	local vpid=$! t0=$SECONDS why= beats=0 n last=$SECONDS
 	tail -n +1 -f --pid=$vpid "$log" &
 	local tpid=$!
