@@ -15,19 +15,29 @@ build: deps
 run: build
 	$(HARRIER) run
 
-test: build
-	$(CARGO) test --release --locked --workspace
-	bash scripts/fuzz.sh
-	$(MAKE) -C bypass test
-	$(MAKE) test-packaging
-	bash scripts/test-kernels.sh guest
+# Every test, in phases, each one's wall time printed at the end (scripts/phase.sh).
+PHASE := bash scripts/phase.sh
+test:
+	@$(PHASE) start
+	$(PHASE) deps bash scripts/deps.sh
+	$(PHASE) build $(CARGO) build --release --locked --workspace
+	$(PHASE) test-build $(CARGO) test --release --locked --workspace --no-run
+	$(PHASE) test-run $(CARGO) test --release --locked --workspace
+	$(PHASE) fuzz-install bash scripts/deps-fuzz.sh
+	$(PHASE) fuzz bash scripts/fuzz.sh
+	$(PHASE) bypass-c $(MAKE) -C bypass test
+	$(PHASE) packaging-install bash scripts/deps-packaging.sh >/dev/null
+	$(PHASE) packaging $(MAKE) --no-print-directory test-packaging
+	$(PHASE) vm-install bash scripts/deps-vm.sh
+	$(PHASE) guests bash scripts/test-kernels.sh guest 6.1
+	@$(PHASE) report
 
 # Each cargo-fuzz target (rules, capfile, scap) for FUZZ_SECONDS (5; make test runs this).
 fuzz: deps
 	bash scripts/fuzz.sh
 
-# Both kernels: the suite on this one, then on Debian 12's 6.1 under qemu
-# (`make test` runs the guest part after the host's tests).
+# The kernel matrix: the suite on this kernel, then on Debian 12's 6.1 and 6.12
+# under qemu (`make test` runs the guest part after the host's tests).
 test-kernels: build
 	bash scripts/test-kernels.sh
 
