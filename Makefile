@@ -69,6 +69,14 @@ bench-bypass: build
 bench-rules: build
 	target/release/harrier-bench rules-load $(BENCH_ARGS)
 
+# harrier run side by side with a real Falco (never part of the project: pass its binary and
+# config): no sensor, Falco, harrier run and its empty-program floor interleaved on four
+# workloads, BPF stats, drop-free rate at 1 CPU, SIGINT stops; bench-results/vs-falco.md and
+# .png (~25 min; BENCH_ARGS=--quick: ~3 min). Without FALCO=: harrier only.
+.PHONY: bench-vs-falco
+bench-vs-falco: build
+	target/release/harrier-bench vs-falco $(if $(FALCO),--falco $(FALCO) --falco-config $(FALCO_CONFIG)) $(BENCH_ARGS)
+
 # Regenerates bpf/vmlinux/vmlinux.h from the running kernel.
 vmlinux:
 	bash scripts/gen-vmlinux.sh

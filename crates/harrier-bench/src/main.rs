@@ -14,10 +14,9 @@ mod legacy_size;
 mod report;
 mod rules;
 mod rules_load;
-// Its full API serves vs-falco and the differential-alert harness (issue 21).
-#[allow(dead_code)]
 mod sensor;
 mod stop;
+mod vs_falco;
 mod workload;
 
 use anyhow::Result;
@@ -80,6 +79,9 @@ enum Cmd {
     /// Falco's performance-testing method against `harrier run` (make bench-rules):
     /// event-generator bench rounds, a stepped syscall load, CPU-quota cgroups.
     RulesLoad(rules_load::Args),
+    /// `harrier run` side by side with a Falco binary (make bench-vs-falco): four workloads,
+    /// the empty-program floor, BPF run-time stats, drop-free rate under 1 CPU, SIGINT stops.
+    VsFalco(vs_falco::Args),
     /// Capture files: write and read events/s on one core, with and without zstd; bytes per event.
     Files {
         #[arg(long, default_value_t = 3_000_000)]
@@ -340,6 +342,7 @@ fn main() -> ExitCode {
         }
         Cmd::Convert { dir, rounds } => convert::run(&dir, rounds),
         Cmd::RulesLoad(args) => rules_load::run_cli(args),
+        Cmd::VsFalco(args) => vs_falco::run_cli(args),
         Cmd::Files { events, rounds, out, redis_requests, scap_dir } => files::run(events, rounds, &out)
             .and_then(|()| {
                 if redis_requests > 0 {

@@ -11,6 +11,7 @@
 
 pub mod aring;
 pub mod attach;
+mod empty;
 pub mod kfilter;
 mod merge;
 mod ring;
@@ -92,6 +93,9 @@ pub struct Config {
     pub attach: AttachMode,
     /// Events the handlers do not send (see [`kfilter`]); None: send all.
     pub kernel_filter: Option<kfilter::KernelFilter>,
+    /// The floor of the attach plan: an empty program of the same type
+    /// wherever a program would be linked (benchmarks; no events flow).
+    pub empty_programs: bool,
 }
 
 impl Config {
@@ -106,6 +110,7 @@ impl Config {
             run_time_stats: false,
             attach: AttachMode::Auto,
             kernel_filter: None,
+            empty_programs: false,
         }
     }
 

@@ -62,6 +62,10 @@ pub struct RunArgs {
     /// Ring size per CPU.
     #[arg(long, default_value = "8M")]
     buffer_size: String,
+    /// Benchmarks: an empty program of the same type wherever a program
+    /// would be linked (the attach plan's floor); no event reaches the rules.
+    #[arg(long, hide = true)]
+    empty_programs: bool,
     /// Send every captured event to user space (no filtering derived from the rules).
     #[arg(long)]
     no_kernel_filter: bool,
@@ -172,6 +176,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let mut cfg = Config::new(interest.syscalls.clone());
     cfg.attach = a.attach;
     cfg.run_time_stats = a.bpf_stats;
+    cfg.empty_programs = a.empty_programs;
     cfg.buffer_size = parse_size(&a.buffer_size)?;
     cfg.skip_missing = true;
     cfg.validate()?;
@@ -242,6 +247,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         choice.mode,
         choice.reason
     );
+    if a.empty_programs {
+        say!("harrier: --empty-programs: empty programs at every attach point, no events");
+    }
     for r in &interest.unbounded_rules {
         say!("harrier: note: rule '{r}' has no evt.type: it sees typed syscalls only");
     }

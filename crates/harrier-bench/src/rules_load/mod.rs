@@ -126,7 +126,15 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-fn interrupted() -> Result<()> {
+/// SIGINT and SIGTERM set a flag that [`interrupted`] turns into an error
+/// between steps, so the bench stops its sensors and removes its cgroups.
+pub(crate) fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+    }
+}
+
+pub(crate) fn interrupted() -> Result<()> {
     if STOP.load(Ordering::Relaxed) {
         bail!("interrupted");
     }
@@ -234,9 +242,7 @@ pub fn run(mut o: Opts) -> Result<()> {
     if o.variants.is_empty() {
         o.variants = detect_variants(&harrier);
     }
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
-    }
+    catch_signals();
 
     let active = active_rules(&o.rules)?;
     let actions = harrier_actions::actions::select(active.iter().map(String::as_str), o.all_actions);
@@ -268,7 +274,7 @@ pub fn run(mut o: Opts) -> Result<()> {
     let generator_pid = (!o.any_process).then_some(std::process::id());
     let tally = Tally::new(&names, generator_pid);
     let receiver = Receiver::start(tally.clone())?;
-    let load = load::Load::start(load_cpu)?;
+    let load = load::Load::start(load_cpu, load::EXEC_EVERY)?;
     let workdir = PathBuf::from(format!("/var/tmp/.harrier-bench-rules-{}", std::process::id()));
     std::fs::create_dir_all(&workdir)?;
     let _cleanup = RemoveDir(workdir.clone());

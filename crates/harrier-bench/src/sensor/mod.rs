@@ -144,6 +144,7 @@ impl Spec {
                     "json_output=true".to_string(),
                     format!("file_output.enabled={}", self.file_output),
                     format!("file_output.filename={alerts}"),
+                    "file_output.keep_alive=true".into(),
                     "stdout_output.enabled=false".into(),
                     "syslog_output.enabled=false".into(),
                     "log_syslog=false".into(),

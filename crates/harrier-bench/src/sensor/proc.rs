@@ -38,16 +38,6 @@ fn clock_ticks() -> f64 {
     unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
 }
 
-/// One process: its own CPU (utime + stime), RSS and peak RSS.
-pub fn usage(pid: u32) -> Usage {
-    let cpu = stat_fields(pid).map_or(0, |f| f.get(11).unwrap_or(&0) + f.get(12).unwrap_or(&0));
-    Usage {
-        cpu_s: cpu as f64 / clock_ticks(),
-        rss_kb: status_kb(pid, "VmRSS:"),
-        hwm_kb: status_kb(pid, "VmHWM:"),
-    }
-}
-
 /// `root` and its living descendants (by parent pid, from /proc).
 pub fn tree(root: u32) -> Vec<u32> {
     let mut parents: Vec<(u32, u32)> = Vec::new();
@@ -155,12 +145,6 @@ mod tests {
     use std::time::{Duration, Instant};
 
     #[test]
-    fn own_usage_is_read() {
-        let u = super::usage(std::process::id());
-        assert!(u.rss_kb > 0 && u.hwm_kb >= u.rss_kb, "{u:?}");
-    }
-
-    #[test]
     fn a_tree_holds_its_children_and_their_cpu() {
         let mut child = std::process::Command::new("sh")
             .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 5"])
@@ -169,14 +153,19 @@ mod tests {
         let me = std::process::id();
         std::thread::sleep(Duration::from_millis(300));
         assert!(super::tree(me).contains(&child.id()), "the child is in the tree");
-        let (tree, own) = (super::tree_usage(me), super::usage(me));
-        assert!(tree.cpu_s > own.cpu_s, "the busy child's CPU counts: {tree:?} vs {own:?}");
-        assert!(tree.rss_kb > own.rss_kb);
+        let tree = super::tree_usage(me);
+        let own_cpu = super::stat_fields(me).map(|f| f[11] + f[12] + f[13] + f[14]).unwrap() as f64
+            / super::clock_ticks();
+        assert!(tree.cpu_s > own_cpu, "the busy child's CPU counts: {tree:?} vs {own_cpu}");
+        // Both memories count (this process's RSS moves with the other tests).
+        let child_rss = super::status_kb(child.id(), "VmRSS:");
+        assert!(child_rss > 0 && tree.rss_kb > child_rss && tree.hwm_kb > 0, "{tree:?}, child {child_rss}");
         let sampler = super::RssSampler::start(me, Duration::from_millis(20));
         let t0 = Instant::now();
-        std::thread::sleep(Duration::from_millis(200));
+        // A sample walks all of /proc: on a loaded machine that takes a while.
+        std::thread::sleep(Duration::from_millis(800));
         let w = sampler.window(t0, Instant::now());
-        assert!(w.samples >= 3 && w.peak_kb >= w.median_kb && w.median_kb > 0, "{w:?}");
+        assert!(w.samples >= 2 && w.peak_kb >= w.median_kb && w.median_kb > 0, "{w:?}");
         child.kill().unwrap();
         child.wait().unwrap();
     }
