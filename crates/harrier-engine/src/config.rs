@@ -102,7 +102,7 @@ impl Reader<'_> {
                 "max_bytes" => {
                     let s = self.str(v, "outputs_queue.max_bytes")?;
                     l.max_bytes = harrier_capture::parse_size(s).map_err(|_| {
-                        self.err(v, format!("outputs_queue.max_bytes must be a size such as 40M, not '{s}'"))
+                        self.err(v, format!("outputs_queue.max_bytes must be a size such as 32M, not '{s}'"))
                     })?;
                 }
                 "keep_priority" => {
@@ -285,7 +285,7 @@ mod tests {
         let e = RunConfig::parse("c.yaml", "a: 1\npriority: loud\n").unwrap_err().to_string();
         assert_eq!(e, "c.yaml:2:11: unknown priority 'loud'");
         let e = RunConfig::parse("c.yaml", "outputs_queue:\n  max_bytes: lots\n").unwrap_err().to_string();
-        assert_eq!(e, "c.yaml:2:14: outputs_queue.max_bytes must be a size such as 40M, not 'lots'");
+        assert_eq!(e, "c.yaml:2:14: outputs_queue.max_bytes must be a size such as 32M, not 'lots'");
         let e = RunConfig::parse("c.yaml", "outputs_queue:\n  capacity: -1\n").unwrap_err().to_string();
         assert_eq!(e, "c.yaml:2:13: outputs_queue.capacity must be a number of alerts, not '-1'");
     }

@@ -35,6 +35,9 @@ use std::time::{Duration, Instant};
 /// Alerts a lane takes from its queue at once (one write for stdout and file).
 pub const BATCH: usize = 1024;
 
+/// From this backlog on, an output that writes lines is handed lines, not alerts.
+pub const COMPACT_AT: usize = 256;
+
 /// At the close deadline, an output that delivered something since the close
 /// began is given this much more, again and again while it keeps delivering...
 pub const PROGRESS_STEP: Duration = Duration::from_millis(100);
@@ -136,9 +139,11 @@ impl Outputs {
         self.limits
     }
 
-    /// Hands an alert to every output without waiting: its line, rendered
-    /// once per distinct line, to the outputs that write lines; the alert to
-    /// the others.
+    /// Hands an alert to every output without waiting. An output that keeps
+    /// up gets the alert, and its lane renders it; one with a backlog of
+    /// [`COMPACT_AT`] or more gets the alert's line, rendered here once per
+    /// distinct line and shared, which takes a third of the alert's memory
+    /// or less: a queue bounded by bytes holds three times as many.
     pub fn emit(&self, alert: Arc<Alert>) {
         if self.outputs.is_empty() {
             return;
@@ -149,15 +154,15 @@ impl Outputs {
         let mut alert_bytes = None;
         for o in &self.outputs {
             let item = match o.format {
-                Some(i) => {
+                Some(i) if o.shared.backlog() >= COMPACT_AT => {
                     Item::Line(lines[i].get_or_insert_with(|| self.render(&alert, self.formats[i])).clone())
                 }
-                None => Item::Alert(alert.clone()),
+                _ => Item::Alert(alert.clone()),
             };
             let q = Queued { rank, time_ns, item };
-            let bytes = match o.format {
-                Some(_) => q.bytes(),
-                None => *alert_bytes.get_or_insert_with(|| q.bytes()),
+            let bytes = match q.item {
+                Item::Line(_) => q.bytes(),
+                Item::Alert(_) => *alert_bytes.get_or_insert_with(|| q.bytes()),
             };
             o.shared.push(q, bytes, &self.limits);
         }

@@ -10,6 +10,7 @@
 
 use crate::alert::{Alert, PRIORITIES};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -43,7 +44,8 @@ impl ByPriority {
 pub struct Limits {
     /// Alerts (Falco's outputs_queue.capacity); 0: no limit on the count.
     pub capacity: usize,
-    /// Heap bytes of the queued alerts ([`Alert::heap_bytes`]); 0: no limit.
+    /// Heap bytes of what is queued (lines, or alerts for sinks that take
+    /// them; see [`Queued::bytes`]); 0: no limit.
     pub max_bytes: usize,
     /// Alerts of this rank or more severe (default 2, Critical) are never
     /// shed while a less severe one is queued (none is), and when only such
@@ -51,9 +53,10 @@ pub struct Limits {
     pub keep_rank: usize,
 }
 
-/// Default byte limit per output: a dead output's queue stays within it (and
-/// its reserve) while ~20,000 alerts of Falco's stable rules fit.
-pub const DEFAULT_MAX_BYTES: usize = 40 << 20;
+/// Default byte limit per output: ~30,000 queued JSON lines of Falco's
+/// stable rules' size (a 20,000-alert burst fits while the output delivers
+/// nothing), and a dead output grows the process by well under 64 MB.
+pub const DEFAULT_MAX_BYTES: usize = 32 << 20;
 
 impl Default for Limits {
     fn default() -> Limits {
@@ -126,9 +129,9 @@ pub struct Counts {
 }
 
 /// What an output's queue holds for one alert: the alert itself, or (for
-/// an output that writes lines) its line, rendered once at emit for every
-/// output writing the same line. A line takes a third of an alert's memory
-/// or less, so a queue holds three times as many.
+/// an output that writes lines and has a backlog) its line, rendered once at
+/// emit for every such output writing the same line. A line takes a third of
+/// an alert's memory or less, so a queue holds three times as many.
 #[derive(Clone)]
 pub enum Item {
     Alert(Arc<Alert>),
@@ -199,6 +202,8 @@ struct State {
 /// The queue and counters of one output, shared by the engine and its lanes.
 pub struct Shared {
     state: Mutex<State>,
+    /// The queue's length as of its last change, read without the lock.
+    backlog: AtomicUsize,
     /// Lanes waiting for alerts.
     ready: Condvar,
     /// Lanes pausing before a retry (woken early when abandoned).
@@ -225,6 +230,7 @@ impl Shared {
         let state = State { running: lanes, ..Default::default() };
         Shared {
             state: Mutex::new(state),
+            backlog: AtomicUsize::new(0),
             ready: Condvar::new(),
             pause: Condvar::new(),
             done: Condvar::new(),
@@ -282,6 +288,7 @@ impl Shared {
         s.len += 1;
         s.bytes += bytes;
         s.peak_bytes = s.peak_bytes.max(s.bytes);
+        self.backlog.store(s.len, Ordering::Relaxed);
         let wake = s.waiting > 0;
         drop(s);
         if wake {
@@ -313,6 +320,7 @@ impl Shared {
             s.in_flight.0[r] += 1;
             batch.push(e.q);
         }
+        self.backlog.store(s.len, Ordering::Relaxed);
         true
     }
 
@@ -389,6 +397,7 @@ impl Shared {
             }
             s.len = 0;
             s.bytes = 0;
+            self.backlog.store(0, Ordering::Relaxed);
             s.in_flight = ByPriority::default();
             s.counts.failed.add(&left);
         }
@@ -428,6 +437,11 @@ impl Shared {
             s = self.done.wait_timeout(s, until - now).unwrap_or_else(|e| e.into_inner()).0;
         }
         true
+    }
+
+    /// Alerts queued, as of the last push or pop (no lock taken).
+    pub fn backlog(&self) -> usize {
+        self.backlog.load(Ordering::Relaxed)
     }
 
     /// Alerts handled so far (delivered or given up on): whether a lane is moving.

@@ -16,9 +16,9 @@ pub use crate::http::{Http, IN_FLIGHT};
 /// One destination. Its methods may block: they run on the output's lanes.
 pub trait Sink: Send {
     /// The line this sink writes for an alert (text, or JSON of a shape), if
-    /// it writes lines: its queue then holds the lines, rendered once at emit
-    /// for all such outputs, and [`Sink::send_batch`] gets those. None (the
-    /// default): it gets the alerts.
+    /// it writes lines: under a backlog its queue then holds lines rendered
+    /// at emit (shared by all such outputs), and [`Sink::send_batch`] gets
+    /// those or alerts. None (the default): it gets alerts only.
     fn lines(&self) -> Option<LineFormat> {
         None
     }
@@ -50,8 +50,8 @@ pub trait Sink: Send {
 pub const BACKOFF: Duration = Duration::from_millis(10);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// Lines to a file descriptor: a batch's lines (rendered at emit) are
-/// gathered into one buffer and written with as few write(2) calls as the
+/// Lines to a file descriptor: a batch's lines (rendered here, or at emit
+/// under a backlog) are gathered into one buffer and written with as few write(2) calls as the
 /// kernel takes, no other buffering, so each batch is on its way when
 /// `send_batch` returns. The buffers are reused: no allocation per alert
 /// once they have grown.

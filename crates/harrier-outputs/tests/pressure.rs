@@ -54,7 +54,11 @@ impl Sink for Gated {
         while !s.1 {
             s = self.0.cv.wait(s).unwrap();
         }
-        let lines = batch.iter().map(|q| serde_json::from_slice::<Value>(q.line().unwrap()).unwrap());
+        // Lines rendered at emit (a backlog), or alerts the lane renders.
+        let lines = batch.iter().map(|q| match (q.line(), q.alert()) {
+            (Some(line), _) => serde_json::from_slice::<Value>(line).unwrap(),
+            (None, alert) => alert.unwrap().json(JsonShape::default()),
+        });
         self.1.lock().unwrap().extend(lines);
         batch.len()
     }

@@ -30,6 +30,9 @@ pub struct Args {
     /// Skip the floods through `harrier run` (they need root and BPF).
     #[arg(long)]
     no_e2e: bool,
+    /// Only the floods through `harrier run` (e.g. to compare two harrier binaries).
+    #[arg(long, conflicts_with = "no_e2e")]
+    only_e2e: bool,
     /// Rule file for the floods through `harrier run` (default: Falco's stable rules).
     #[arg(long = "rules", short = 'r')]
     rules: Vec<String>,
@@ -133,11 +136,30 @@ fn by_priority(v: &Value) -> String {
     }
 }
 
+/// What a queued JSON line of a Falco-sized alert costs.
+fn json_line_bytes() -> usize {
+    let a = harrier_outputs::testing::falco_sized(0, "Warning");
+    let mut line = Vec::new();
+    a.write_json(harrier_outputs::JsonShape::default(), &mut line);
+    let q = harrier_outputs::Queued { rank: 4, time_ns: 0, item: harrier_outputs::Item::Line(line.into()) };
+    q.bytes()
+}
+
 pub fn run(a: Args) -> Result<()> {
     let rounds = if a.quick { 1 } else { a.rounds.max(1) };
     let k = |n: u64| if a.quick { n / 10 } else { n };
     let dir = Scratch(PathBuf::from(format!("/var/tmp/harrier-bench-outputs-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0)?;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    if a.only_e2e {
+        let md = format!(
+            "load average at the start: {load}\n{}",
+            e2e::run(&a.rules, a.harrier.clone(), &dir.0, a.quick)?
+        );
+        println!("{md}");
+        return Ok(());
+    }
     let tally = harrier_actions::Tally::new(&[], None);
     let receiver = harrier_actions::Receiver::start(tally.clone())?;
     let rate = |label, sinks, json, dest, count| Case { label, kind: "rate", sinks, json, dest, count };
@@ -196,15 +218,15 @@ pub fn run(a: Args) -> Result<()> {
         rows,
     };
 
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut md = format!(
         "# Outputs\n\n`make bench-outputs` (harrier-bench outputs), load average at the start: {}\n\n\
-         Alerts are the size of Falco's stable rule \"Read sensitive file untrusted\"'s ({} bytes of \
-         heap each as the queue counts them). Sustained rate: {} copies of 1,024 such alerts through \
+         Alerts are the size of Falco's stable rule \"Read sensitive file untrusted\"'s ({} bytes \
+         of heap as an alert, {} as a queued JSON line). Sustained rate: {} copies of 1,024 such alerts through \
          one sink, queue unbounded, the process pinned to one CPU (its emitting thread and the sink's \
          lanes share it); from the first alert to the last delivered, median of {rounds}.\n\n{}",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        load,
         harrier_outputs::testing::falco_sized(0, "Warning").heap_bytes(),
+        json_line_bytes(),
         num(k(1_000_000) as f64, 0),
         sinks.markdown()
     );
