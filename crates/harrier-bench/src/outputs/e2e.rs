@@ -12,7 +12,6 @@ use crate::sensor::{Kind, Sensor, Spec};
 use anyhow::Result;
 use harrier_actions::receiver::LINEAGE_FIELDS;
 use harrier_actions::{Kit, Receiver, Tally, ACTIONS};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -22,7 +21,8 @@ const MEMFD: &str = "FilelessExecutionViaMemfdCreate";
 /// JSON alerts, no stdout, the lineage fields the receiver attributes by
 /// (the harness adds the file and HTTP outputs).
 fn config_text() -> String {
-    let mut s = "json_output: true\nstdout_output:\n  enabled: false\nappend_output:\n  - extra_fields:\n".to_string();
+    let mut s = "json_output: true\nstdout_output:\n  enabled: false\nappend_output:\n  - extra_fields:\n"
+        .to_string();
     for f in LINEAGE_FIELDS {
         s += &format!("      - {f}\n");
     }
@@ -47,6 +47,7 @@ struct Row {
     hwm_mb: f64,
     stop_s: f64,
     final_stats_s: f64,
+    reads_per_s: f64,
     summary: Vec<String>,
 }
 
@@ -132,7 +133,7 @@ pub fn run(rules: &[String], harrier: Option<PathBuf>, dir: &Path, quick: bool) 
         let opt = |v: Option<u64>| v.map_or("-".into(), |v| num(v as f64, 0));
         for (out, got) in [("file", &r.file), ("http", &r.http)] {
             rows.push(vec![
-                format!("{} reads + 1 memfd exec", num(r.reads as f64, 0)),
+                format!("{} reads ({}/s) + 1 memfd exec", num(r.reads as f64, 0), num(r.reads_per_s, 0)),
                 out.into(),
                 opt(r.raised),
                 format!("{} + {}", num(got[0] as f64, 0), got[1]),
