@@ -11,13 +11,12 @@ pub struct Lane<'a> {
     shared: &'a Shared,
     output: &'a str,
     rejected: Losses,
-    last_said: Option<String>,
     troubled: bool,
 }
 
 impl<'a> Lane<'a> {
     fn new(shared: &'a Shared, output: &'a str) -> Lane<'a> {
-        Lane { shared, output, rejected: Losses::default(), last_said: None, troubled: false }
+        Lane { shared, output, rejected: Losses::default(), troubled: false }
     }
 
     /// `alert` cannot be delivered (e.g. the receiver answered 4xx): it is
@@ -44,12 +43,11 @@ impl<'a> Lane<'a> {
         self.shared.abandoned()
     }
 
-    /// One line per distinct failure, not one per alert or retry.
+    /// One line per distinct failure, not one per alert, retry or lane.
     fn say(&mut self, why: &anyhow::Error, what: &str) {
         let msg = format!("{why:#}");
-        if self.last_said.as_deref() != Some(msg.as_str()) {
+        if self.shared.say(&msg) {
             eprintln!("harrier: output {}: {msg} ({what})", self.output);
-            self.last_said = Some(msg);
         }
     }
 }
@@ -83,9 +81,10 @@ pub(crate) fn run(
         // The batch's alerts are freed here, outside the queue's lock.
         batch.clear();
         if lane.troubled && handled > 0 && !lane.stopping() {
-            eprintln!("harrier: output {output}: delivering again");
             lane.troubled = false;
-            lane.last_said = None;
+            if shared.say_recovered() {
+                eprintln!("harrier: output {output}: delivering again");
+            }
         }
         if let Some(losses) = due {
             notice(&mut *sink, lines, &mut lane, &losses, &host);

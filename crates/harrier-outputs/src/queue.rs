@@ -204,6 +204,8 @@ pub struct Shared {
     state: Mutex<State>,
     /// The queue's length as of its last change, read without the lock.
     backlog: AtomicUsize,
+    /// The last failure the lanes printed (None: delivering).
+    said: Mutex<Option<String>>,
     /// Lanes waiting for alerts.
     ready: Condvar,
     /// Lanes pausing before a retry (woken early when abandoned).
@@ -231,6 +233,7 @@ impl Shared {
         Shared {
             state: Mutex::new(state),
             backlog: AtomicUsize::new(0),
+            said: Mutex::new(None),
             ready: Condvar::new(),
             pause: Condvar::new(),
             done: Condvar::new(),
@@ -437,6 +440,21 @@ impl Shared {
             s = self.done.wait_timeout(s, until - now).unwrap_or_else(|e| e.into_inner()).0;
         }
         true
+    }
+
+    /// Whether `msg` is a failure the lanes have not printed last.
+    pub fn say(&self, msg: &str) -> bool {
+        let mut said = self.said.lock().unwrap_or_else(|e| e.into_inner());
+        let new = said.as_deref() != Some(msg);
+        if new {
+            *said = Some(msg.to_string());
+        }
+        new
+    }
+
+    /// Whether a lane is the first to deliver again after a printed failure.
+    pub fn say_recovered(&self) -> bool {
+        self.said.lock().unwrap_or_else(|e| e.into_inner()).take().is_some()
     }
 
     /// Alerts queued, as of the last push or pop (no lock taken).
