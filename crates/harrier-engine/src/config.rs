@@ -276,6 +276,7 @@ mod tests {
         assert_eq!(c.metrics_addr.as_deref(), Some("127.0.0.1:9376"));
         assert_eq!(c.rules_files.len(), 2);
         assert!(c.json_output && c.stdout_output && c.file_output.is_none());
+        assert_eq!(c.outputs_queue, Limits::default(), "the packaged file spells out the defaults");
     }
 
     #[test]
