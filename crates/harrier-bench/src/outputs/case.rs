@@ -3,7 +3,7 @@
 //! or a pipe, its peak RSS is its own and it can be pinned to one CPU. Its
 //! results are one JSON line on stderr after [`PREFIX`].
 
-use crate::sensor::proc::usage;
+use crate::sensor::proc::tree_usage as usage;
 use anyhow::{bail, Context, Result};
 use harrier_outputs::sinks::{FileSink, Http, Stdout, IN_FLIGHT};
 use harrier_outputs::testing::{falco_sized, CRITICAL_RULE, RULE};
