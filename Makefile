@@ -2,7 +2,7 @@
 CARGO ?= cargo
 HARRIER := target/release/harrier
 
-.PHONY: deps build run test fuzz test-kernels bench-capture bench-bypass bench-rules bench-files vmlinux clean
+.PHONY: deps build run test fuzz test-kernels bench-capture bench-bypass bench-rules bench-files bench-outputs vmlinux clean
 
 deps:
 	@bash scripts/deps.sh
@@ -47,6 +47,13 @@ bench-capture: build
 # Capture files: write/read events/s on one core, with and without zstd, bytes per event.
 bench-files: build
 	target/release/harrier-bench files
+
+# Alert outputs: alerts/s each sink sustains on one CPU (stdout, file, HTTP; text and JSON),
+# a 20,000-alert burst, 200,000 Warnings then a Critical, 2,000,000 alerts to a dead HTTP
+# receiver, floods through harrier run with Falco's stable rules; writes docs/bench/outputs.md
+# and .png. BENCH_ARGS=--quick for a smoke run, --no-e2e without harrier run.
+bench-outputs: build
+	target/release/harrier-bench outputs $(BENCH_ARGS)
 
 # File-system watchers: harrier fswatch vs inotify vs fanotify vs none on one
 # workload; writes bench-results/fs.md and fs.png. BENCH_ARGS=--bpf-stats for

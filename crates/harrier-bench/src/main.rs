@@ -11,6 +11,7 @@ mod fs_scen;
 mod fs_watch;
 mod fs_work;
 mod legacy_size;
+mod outputs;
 mod report;
 mod rules;
 mod rules_load;
@@ -97,6 +98,11 @@ enum Cmd {
         #[arg(long, default_value = "../shared/data/scap")]
         scap_dir: PathBuf,
     },
+    /// Alert outputs (make bench-outputs): each sink's alerts/s, bursts, floods, memory; table + PNG.
+    Outputs(outputs::Args),
+    /// (internal) one in-process outputs case.
+    #[command(hide = true)]
+    OutputsCase(outputs::case::CaseArgs),
     /// File-system watchers (make bench-fs): fswatch, inotify, fanotify, none; table + PNG.
     Fs(fs::Args),
     /// FSProbe's six scenarios (open+close of random files): every watcher, mode and ring size.
@@ -351,6 +357,8 @@ fn main() -> ExitCode {
                     Ok(())
                 }
             }),
+        Cmd::Outputs(args) => outputs::run(args),
+        Cmd::OutputsCase(args) => outputs::case::run(args),
         Cmd::Fs(args) => fs::run(args),
         Cmd::FsScenarios(args) => fs_scen::run(args),
         Cmd::FsWatch { kind, path, pid, bpf_stats, opens, buffer_size, nice } => fs_watch::run(
