@@ -2,7 +2,7 @@
 CARGO ?= cargo
 HARRIER := target/release/harrier
 
-.PHONY: deps build run test fuzz test-kernels bench-capture bench-bypass bench-rules bench-files vmlinux clean
+.PHONY: deps build run test fuzz test-kernels bench-capture bench-bypass bench-rules bench-files bench-outputs vmlinux clean
 
 deps:
 	@bash scripts/deps.sh
@@ -15,19 +15,29 @@ build: deps
 run: build
 	$(HARRIER) run
 
-test: build
-	$(CARGO) test --release --locked --workspace
-	bash scripts/fuzz.sh
-	$(MAKE) -C bypass test
-	$(MAKE) test-packaging
-	bash scripts/test-kernels.sh guest
+# Every test, in phases, each one's wall time printed at the end (scripts/phase.sh).
+PHASE := bash scripts/phase.sh
+test:
+	@$(PHASE) start
+	$(PHASE) deps bash scripts/deps.sh
+	$(PHASE) build $(CARGO) build --release --locked --workspace
+	$(PHASE) test-build $(CARGO) test --release --locked --workspace --no-run
+	$(PHASE) test-run $(CARGO) test --release --locked --workspace
+	$(PHASE) fuzz-install bash scripts/deps-fuzz.sh
+	$(PHASE) fuzz bash scripts/fuzz.sh
+	$(PHASE) bypass-c $(MAKE) -C bypass test
+	$(PHASE) packaging-install bash scripts/deps-packaging.sh >/dev/null
+	$(PHASE) packaging $(MAKE) --no-print-directory test-packaging
+	$(PHASE) vm-install bash scripts/deps-vm.sh
+	$(PHASE) guests bash scripts/test-kernels.sh guest 6.1
+	@$(PHASE) report
 
 # Each cargo-fuzz target (rules, capfile, scap) for FUZZ_SECONDS (5; make test runs this).
 fuzz: deps
 	bash scripts/fuzz.sh
 
-# Both kernels: the suite on this one, then on Debian 12's 6.1 under qemu
-# (`make test` runs the guest part after the host's tests).
+# The kernel matrix: the suite on this kernel, then on Debian 12's 6.1 and 6.12
+# under qemu (`make test` runs the guest part after the host's tests).
 test-kernels: build
 	bash scripts/test-kernels.sh
 
@@ -37,6 +47,13 @@ bench-capture: build
 # Capture files: write/read events/s on one core, with and without zstd, bytes per event.
 bench-files: build
 	target/release/harrier-bench files
+
+# Alert outputs: alerts/s each sink sustains on one CPU (stdout, file, HTTP; text and JSON),
+# a 20,000-alert burst, 200,000 Warnings then a Critical, 2,000,000 alerts to a dead HTTP
+# receiver, floods through harrier run with Falco's stable rules; writes docs/bench/outputs.md
+# and .png. BENCH_ARGS=--quick for a smoke run, --no-e2e without harrier run.
+bench-outputs: build
+	target/release/harrier-bench outputs $(BENCH_ARGS)
 
 # File-system watchers: harrier fswatch vs inotify vs fanotify vs none on one
 # workload; writes bench-results/fs.md and fs.png. BENCH_ARGS=--bpf-stats for
@@ -58,6 +75,14 @@ bench-bypass: build
 # docs/bench/rules-load.md and .png. BENCH_ARGS=--quick for a smoke run.
 bench-rules: build
 	target/release/harrier-bench rules-load $(BENCH_ARGS)
+
+# harrier run side by side with a real Falco (never part of the project: pass its binary and
+# config): no sensor, Falco, harrier run and its empty-program floor interleaved on four
+# workloads, BPF stats, drop-free rate at 1 CPU, SIGINT stops; bench-results/vs-falco.md and
+# .png (~25 min; BENCH_ARGS=--quick: ~3 min). Without FALCO=: harrier only.
+.PHONY: bench-vs-falco
+bench-vs-falco: build
+	target/release/harrier-bench vs-falco $(if $(FALCO),--falco $(FALCO) --falco-config $(FALCO_CONFIG)) $(BENCH_ARGS)
 
 # Regenerates bpf/vmlinux/vmlinux.h from the running kernel.
 vmlinux:

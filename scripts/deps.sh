@@ -23,15 +23,13 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The kernel matrix of `make test`: qemu, Debian 12's 6.1 kernel, virtme-ng.
-bash "$(dirname "$0")/deps-vm.sh"
-
 # sysdig 0.29 unpacked under /opt: the reference reader of legacy .scap files (harrier-scap's tests).
 bash "$(dirname "$0")/deps-sysdig.sh"
 # DuckDB (PyPI, in a venv) reads the Parquet export in its test.
 bash "$(dirname "$0")/deps-duckdb.sh"
-# cargo-fuzz (pinned) for make test's short fuzz pass (scripts/fuzz.sh).
-bash "$(dirname "$0")/deps-fuzz.sh"
+# make test's own tools come with the steps that use them: cargo-fuzz
+# (scripts/fuzz.sh), qemu, Debian's kernels and virtme-ng (scripts/test-kernels.sh),
+# cargo-deb and lintian (make deb, make test-packaging).
 
 # A distribution redis-server may have started itself: the benchmark runs its
 # own on a private port, so a service left running is not ours to stop.

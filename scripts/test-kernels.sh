@@ -1,30 +1,39 @@
 #!/usr/bin/env bash
 # The kernel matrix: every test binary of the workspace (the BPF-loading ones
 # included) and the bypass C tests, on the host's kernel and on Debian 12's
-# 6.1 booted under qemu with virtme-ng (scripts/deps-vm.sh installs both).
+# kernels, 6.1 and 6.12, each booted under qemu with virtme-ng
+# (scripts/deps-vm.sh installs them).
 #
-#   scripts/test-kernels.sh          host, then guest (make test-kernels)
-#   scripts/test-kernels.sh guest    guest only (make test: the host run is its own step)
-#   scripts/test-kernels.sh host     host only
+#   scripts/test-kernels.sh                    host, then the guests (make test-kernels)
+#   scripts/test-kernels.sh guest [KERNEL...]  guests only (make test: the host run is its own step)
+#   scripts/test-kernels.sh host               host only
+# KERNEL: 6.1 or 6.12 (the newest /boot/vmlinuz-KERNEL.*) or a vmlinuz path;
+# default both Debian kernels, booted side by side (each guest's single-threaded
+# TCG keeps one host core busy; HARRIER_VM_PARALLEL=0 boots one after the other).
 #
 # The test executables are built once on the host (cargo test --no-run) and the
-# guest runs those very files: it sees the host's root read-only. New test
-# binaries are picked up from cargo's list, nothing to register here.
-# Env: HARRIER_VM_KERNEL (a vmlinuz; default the newest /boot/vmlinuz-6.1.*),
-#      HARRIER_VM_KVM=1 (use KVM; nested KVM triple-faults on our CI machines),
+# guest runs those very files: it sees the host's root read-only, and the
+# checkout and its target dir mapped explicitly (read-only, at their host paths,
+# so a checkout under /tmp, which the guest mounts a tmpfs over, works too).
+# New test binaries are picked up from cargo's list, nothing to register here.
+# Env: HARRIER_VM_KVM=1 (use KVM; nested KVM triple-faults on our CI machines),
 #      HARRIER_TEST_SCALE (loop divisor in the guest, default 20),
 #      HARRIER_VM_CPUS (2), HARRIER_VM_MEMORY (2G), HARRIER_VM_APPEND (more
 #      kernel words), HARRIER_VM_STALL (s without a guest heartbeat, 120),
-#      HARRIER_VM_LIMIT (s for one VM, 2400), HARRIER_VM_TCG (single; multi).
-# Per VM, in target/test-kernels: NAME.log (what the guest printed), NAME.console
-# (its kernel's console: printed only when it fails or stalls), NAME.qmp (qemu's
-# view of a stalled guest).
+#      HARRIER_VM_LIMIT (s for one VM, 2400), HARRIER_VM_TCG (single; multi),
+#      HARRIER_VM_PARALLEL (1).
+# Per guest KERNEL, in TARGET/test-kernels: guest-KERNEL.log (what the guest
+# printed), .console (its kernel's console: printed only when it fails or
+# stalls), .qmp (qemu's view of a stalled guest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODE=${1:-all}
+[ $# -eq 0 ] || shift
 CARGO=${CARGO:-cargo}
-OUT=$ROOT/target/test-kernels
+TARGET=$($CARGO metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+OUT=$TARGET/test-kernels
+VNG=/opt/harrier-vng/bin/vng
 mkdir -p "$OUT"
 
 # Test executables, one line each: path, package dir (cargo's cwd for tests), name.
@@ -52,52 +61,91 @@ host() {
 	make -C bypass test
 }
 
+# The vmlinuz a KERNEL argument names: a path, or the newest /boot/vmlinuz-KERNEL.*
+# ("6.1." does not match 6.12's files).
+vmlinuz() {
+	if [[ $1 == */* ]]; then echo "$1"; else ls /boot/vmlinuz-"$1".* 2>/dev/null | sort -V | tail -1; fi
+}
+
 guest() {
-	local kernel=${HARRIER_VM_KERNEL:-$(ls /boot/vmlinuz-6.1.* 2>/dev/null | sort -V | tail -1)}
-	local vng=/opt/harrier-vng/bin/vng kvm=--disable-kvm
-	[ -n "$kernel" ] && [ -e "$kernel" ] || { echo "test-kernels: no 6.1 kernel in /boot (run scripts/deps-vm.sh)" >&2; exit 1; }
-	[ -x "$vng" ] || { echo "test-kernels: $vng missing (run scripts/deps-vm.sh)" >&2; exit 1; }
-	[ "${HARRIER_VM_KVM:-0}" = 1 ] && kvm=
-	echo "== building test binaries for the guest"
+	local kernels=("$@") k kernel tags=() rc=0 t0=$SECONDS
+	((${#kernels[@]})) || kernels=(6.1 6.12)
+	bash scripts/deps-vm.sh # qemu, the kernels, virtme-ng: nothing to do once there
+	[ -x "$VNG" ] || { echo "test-kernels: $VNG missing (run scripts/deps-vm.sh)" >&2; exit 1; }
+	for k in "${kernels[@]}"; do
+		kernel=$(vmlinuz "$k")
+		[ -n "$kernel" ] && [ -e "$kernel" ] || { echo "test-kernels: no $k kernel in /boot (run scripts/deps-vm.sh)" >&2; exit 1; }
+	done
+	# The workspace's own build (nothing to do after make build): the bypass
+	# C tests and harrier-bypass come from it, the test binaries from cargo test's.
+	echo "== test binaries for the guests"
+	$CARGO build --release --locked --workspace
 	list_tests
-	$CARGO build --release --locked -p harrier-bypass -p harrier-cli # bypass C tests and the CLI they use
-	echo "== guest kernel $(basename "$kernel") (qemu, ${kvm:-KVM}): $(wc -l <"$OUT/tests.tsv") test binaries + bypass C tests"
-	local t0=$SECONDS
-	# virtme-ng's own PATH lookup needs its venv; the guest shares the host root.
 	# A copy of the guest script: bash reads a script as it runs, so editing
 	# the original during a run would make the guest execute garbage.
 	cp scripts/vm-guest.sh "$OUT/vm-guest.sh"
-	: >"$OUT/guest-done.txt"
-	if boot "$kernel" "$kvm" "$OUT/tests.tsv" "$OUT/guest-done.txt" "$OUT/guest.log"; then
-		echo "== guest run took $((SECONDS - t0)) s (boot included)"
-		return
-	fi
-	# A test that failed fails at once. A binary that never ended (HUNG, its
-	# threads' kernel stacks above) or a guest that stopped answering gets one
-	# more VM for what had not passed yet (the console has the diagnostics).
-	if grep -q '^guest [^ ]*: FAIL ' "$OUT/guest.log"; then
-		echo "test-kernels: tests failed on $(basename "$kernel")" >&2
-		exit 1
-	fi
-	grep -ao 'harrier-guest: passed .*' "$OUT/guest.console" | tr -d '\r' | cut -d' ' -f3- >"$OUT/guest-done.txt"
-	local hung
-	hung=$(sed -n 's/^guest [^ ]*: HUNG  //p' "$OUT/guest.log" | tr '\n' ' ')
-	echo "== hung in the guest: ${hung:-the guest itself (see above)}; once more in a fresh VM for what had not passed ($(wc -l <"$OUT/guest-done.txt") had)"
-	if ! boot "$kernel" "$kvm" "$OUT/tests.tsv" "$OUT/guest-done.txt" "$OUT/guest-retry.log"; then
-		echo "test-kernels: tests failed on $(basename "$kernel") (hung, then failed again)" >&2
-		exit 1
-	fi
-	echo "== guest run took $((SECONDS - t0)) s (boot included, one retry after: ${hung:-a stalled guest})"
+	for k in "${kernels[@]}"; do
+		k=$(basename "$k")
+		tags+=("${k#vmlinuz-}")
+	done
+	local i r pids=()
+	for i in "${!kernels[@]}"; do
+		k=${tags[i]} kernel=$(vmlinuz "${kernels[i]}")
+		if [ "${HARRIER_VM_PARALLEL:-1}" = 1 ] && ((${#kernels[@]} > 1)); then
+			# Side by side, each guest's lines tagged with its kernel.
+			{ guest_run "$k" "$kernel" 2>&1 && r=0 || r=1; echo $r >"$OUT/guest-$k.rc"; } | sed -u "s/^/[$k] /" &
+			pids+=($!)
+		else
+			guest_run "$k" "$kernel" && r=0 || r=1
+			echo $r >"$OUT/guest-$k.rc"
+		fi
+	done
+	((${#pids[@]} == 0)) || wait "${pids[@]}"
+	local summary=()
+	for k in "${tags[@]}"; do
+		if [ "$(cat "$OUT/guest-$k.rc")" = 0 ]; then summary+=("$k passed"); else summary+=("$k FAILED"); rc=1; fi
+	done
+	echo "== guests: ${summary[*]}; $((SECONDS - t0)) s"
+	return $rc
 }
 
-# Boots the kernel once and runs vm-guest.sh on LIST; true if all passed.
+# One guest: boots KERNEL, runs every test binary; true if all passed. A test
+# that failed fails at once. A binary that never ended (HUNG, its threads'
+# kernel stacks above) or a guest that stopped answering gets one more VM for
+# what had not passed yet (the console has the diagnostics).
+# Usage: guest_run TAG KERNEL (files TARGET/test-kernels/guest-TAG.*)
+guest_run() {
+	local tag=$1 kernel=$2 kvm=--disable-kvm t0=$SECONDS hung
+	local log=$OUT/guest-$tag.log done=$OUT/guest-$tag.done
+	[ "${HARRIER_VM_KVM:-0}" = 1 ] && kvm=
+	echo "== guest kernel $(basename "$kernel") (qemu, ${kvm:-KVM}): $(wc -l <"$OUT/tests.tsv") test binaries + bypass C tests"
+	: >"$done"
+	if boot "$tag" "$kernel" "$kvm" "$done" "$log"; then
+		echo "== guest $tag took $((SECONDS - t0)) s (boot included)"
+		return 0
+	fi
+	if grep -q '^guest [^ ]*: FAIL ' "$log"; then
+		echo "test-kernels: tests failed on $(basename "$kernel")" >&2
+		return 1
+	fi
+	grep -ao 'harrier-guest: passed .*' "${log%.log}.console" | tr -d '\r' | cut -d' ' -f3- >"$done"
+	hung=$(sed -n 's/^guest [^ ]*: HUNG  //p' "$log" | tr '\n' ' ')
+	echo "== hung in the guest: ${hung:-the guest itself (see above)}; once more in a fresh VM for what had not passed ($(wc -l <"$done") had)"
+	if ! boot "$tag" "$kernel" "$kvm" "$done" "${log%.log}-retry.log"; then
+		echo "test-kernels: tests failed on $(basename "$kernel") (hung, then failed again)" >&2
+		return 1
+	fi
+	echo "== guest $tag took $((SECONDS - t0)) s (boot included, one retry after: ${hung:-a stalled guest})"
+}
+
+# Boots KERNEL once and runs vm-guest.sh on the test list; true if all passed.
 # The guest's kernel console goes to LOG's .console file (not shown unless the
 # run fails or stalls). A host-side watchdog (the guest's own can stall with
 # it) ends a guest whose console heartbeat stopped for STALL s or that runs
 # past LIMIT s, after asking qemu for its vCPUs' state over QMP.
 boot() {
-	local kernel=$1 kvm=$2 list=$3 done=$4 log=$5
-	local console=${log%.log}.console qmp=$OUT/qmp.sock pidfile=$OUT/qemu.pid
+	local tag=$1 kernel=$2 kvm=$3 done=$4 log=$5 list=$OUT/tests.tsv
+	local console=${log%.log}.console qmp=$OUT/qmp-$tag.sock pidfile=$OUT/qemu-$tag.pid
 	local limit=${HARRIER_VM_LIMIT:-2400} stall=${HARRIER_VM_STALL:-120}
 	rm -f "$qmp" "$pidfile"
 	: >"$log"
@@ -122,11 +170,21 @@ boot() {
 	# HARRIER_VM_TCG=multi brings MTTCG back (see README Kernels for the cost).
 	local tcg="-accel tcg,thread=${HARRIER_VM_TCG:-single}"
 	[ -z "$kvm" ] && tcg=
-	PATH=/opt/harrier-vng/bin:$PATH "$vng" $kvm --verbose --cpus "${HARRIER_VM_CPUS:-2}" --memory "${HARRIER_VM_MEMORY:-2G}" -r "$kernel" \
+	# The checkout and its target dir, mapped read-only beside the host's root:
+	# vm-guest.sh binds them back at their host paths after mounting the guest's
+	# tmpfs /tmp, which would hide a checkout under /tmp.
+	# The guest script runs from there too (the test list and done file are
+	# read once they are back in place).
+	local maps=(--rodir="/run/harrier/checkout=$ROOT") script=/run/harrier/checkout/${OUT#"$ROOT"/}/vm-guest.sh
+	if [[ $TARGET/ != "$ROOT"/* ]]; then
+		maps+=(--rodir="/run/harrier/target=$TARGET")
+		script=/run/harrier/target/test-kernels/vm-guest.sh
+	fi
+	PATH=/opt/harrier-vng/bin:$PATH "$VNG" $kvm --verbose --cpus "${HARRIER_VM_CPUS:-2}" --memory "${HARRIER_VM_MEMORY:-2G}" -r "$kernel" \
 		--append "sysctl.kernel.hung_task_timeout_secs=60 sysctl.kernel.hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel tsc=reliable ${HARRIER_VM_APPEND:-}" \
-		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run \
+		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run "${maps[@]}" \
 		--qemu-opts="-qmp unix:$qmp,server=on,wait=off -pidfile $pidfile $tcg" \
-		--exec "GUEST_DONE=$done bash $OUT/vm-guest.sh $list $ROOT 2>&1" >"$log" 2>"$console" </dev/null &
+		--exec "GUEST_DONE=$done bash $script $list $ROOT $TARGET 2>&1" >"$log" 2>"$console" </dev/null &
 	local vpid=$! t0=$SECONDS why= beats=0 n last=$SECONDS
 	tail -n +1 -f --pid=$vpid "$log" &
 	local tpid=$!
@@ -205,8 +263,8 @@ stalled() {
 }
 
 case $MODE in
-all) host; guest ;;
+all) host; guest "$@" ;;
 host) host ;;
-guest) guest ;;
-*) echo "usage: $0 [all|host|guest]" >&2; exit 2 ;;
+guest) guest "$@" ;;
+*) echo "usage: $0 [all|host|guest] [KERNEL...]" >&2; exit 2 ;;
 esac

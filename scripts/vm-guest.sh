@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs inside the guest kernel booted by scripts/test-kernels.sh (virtme-ng:
 # the host's root is shared read-only, the guest is a throw-away machine).
-# Usage: vm-guest.sh LIST ROOT
+# Usage: vm-guest.sh LIST ROOT TARGET
 #   LIST: lines "executable<TAB>package dir<TAB>name" (cargo test binaries)
-#   ROOT: the workspace (for the bypass C tests)
+#   ROOT: the workspace, TARGET: its target dir (test-kernels.sh maps both
+#   into the guest at /run/harrier/, bound back at their paths below)
 # Prints one line per test binary and a closing "kernel X: N passed, M failed"
 # line; exits non-zero when anything failed.
 set -u
-LIST=$1 ROOT=$2
+LIST=$1 ROOT=$2 TARGET=$3
 KREL=$(uname -r)
 
 # What the tests need from a real boot: bpffs, tracefs, and a tmpfs /tmp (the
@@ -15,6 +16,11 @@ KREL=$(uname -r)
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing
 mount -t tmpfs -o mode=1777 tmpfs /tmp
+# The checkout and its target dir at their host paths (and the test list in
+# it): the tmpfs above hides one that lies under /tmp.
+bind_back() { mkdir -p "$2" && mount --bind "$1" "$2"; }
+bind_back /run/harrier/checkout "$ROOT" || { echo "guest: cannot map the checkout at $ROOT"; exit 1; }
+[ ! -d /run/harrier/target ] || bind_back /run/harrier/target "$TARGET" || { echo "guest: cannot map the target dir at $TARGET"; exit 1; }
 mountpoint -q /dev/shm || { mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm; }
 # The guest's cgroup2 root leaves the cpu controller off for children; the
 # rules benchmark's quota group needs it (the host has cgroup v1's cpu).
@@ -175,9 +181,9 @@ done
 if [ -z "${done_before[bypass C tests]:-}" ]; then
 	s=$(date +%s)
 	echo "harrier-guest: start bypass C tests" >/dev/kmsg
-	O=$ROOT/target/release/bypass
+	O=$TARGET/release/bypass
 	# Each of its lines as it comes (timed), so a slow case shows where the time goes.
-	O=$O HARRIER_BYPASS=$ROOT/target/release/harrier-bypass timeout -k 10 $LIMIT bash "$ROOT/bypass/tests/run.sh" 2>&1 |
+	O=$O HARRIER_BYPASS=$TARGET/release/harrier-bypass timeout -k 10 $LIMIT bash "$ROOT/bypass/tests/run.sh" 2>&1 |
 		while IFS= read -r l; do printf '  bypass %4ds %s\n' $(($(date +%s) - s)) "$l"; done | tee /tmp/bypass-out.txt
 	rc=${PIPESTATUS[0]}
 	summary=$(tail -1 /tmp/bypass-out.txt | sed 's/^ *bypass *[0-9]*s //')

@@ -12,19 +12,21 @@ fn main() {
     let tables = harrier_eventgen::load(&schema).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(out.join("capture.gen.c"), harrier_eventgen::generate_c(&tables)).unwrap();
 
-    let src = root.join("bpf/capture.bpf.c");
-    SkeletonBuilder::new()
-        .source(&src)
-        .obj(out.join("capture.bpf.o"))
-        .clang_args([
-            format!("-I{}", root.join("bpf/include").display()),
-            format!("-I{}", root.join("bpf/vmlinux").display()),
-            format!("-I{}", out.display()),
-            "-Wall".into(),
-            "-Wno-unused-function".into(),
-        ])
-        .build_and_generate(out.join("capture.skel.rs"))
-        .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
+    for (name, skel) in [("capture", "capture.skel.rs"), ("empty", "empty.skel.rs")] {
+        let src = root.join(format!("bpf/{name}.bpf.c"));
+        SkeletonBuilder::new()
+            .source(&src)
+            .obj(out.join(format!("{name}.bpf.o")))
+            .clang_args([
+                format!("-I{}", root.join("bpf/include").display()),
+                format!("-I{}", root.join("bpf/vmlinux").display()),
+                format!("-I{}", out.display()),
+                "-Wall".into(),
+                "-Wno-unused-function".into(),
+            ])
+            .build_and_generate(out.join(skel))
+            .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
+    }
     for dir in ["bpf", "schema"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }

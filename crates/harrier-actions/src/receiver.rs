@@ -40,6 +40,8 @@ pub struct Tally {
     pub foreign: AtomicU64,
     pub bad_requests: AtomicU64,
     pub received: AtomicU64,
+    /// Connections accepted (a sender that keeps them alive opens few).
+    pub connections: AtomicU64,
     changed: (Mutex<()>, Condvar),
 }
 
@@ -58,6 +60,7 @@ impl Tally {
             foreign: AtomicU64::new(0),
             bad_requests: AtomicU64::new(0),
             received: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
             changed: (Mutex::new(()), Condvar::new()),
         })
     }
@@ -133,7 +136,13 @@ pub struct Receiver {
 
 impl Receiver {
     pub fn start(tally: Arc<Tally>) -> Result<Receiver> {
-        let listener = TcpListener::bind("127.0.0.1:0").context("binding the alert receiver")?;
+        Receiver::start_at("127.0.0.1:0", tally)
+    }
+
+    /// On a given loopback address (e.g. where a receiver that was down comes back).
+    pub fn start_at(addr: &str, tally: Arc<Tally>) -> Result<Receiver> {
+        let listener =
+            TcpListener::bind(addr).with_context(|| format!("binding the alert receiver to {addr}"))?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -143,6 +152,7 @@ impl Receiver {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
+                tally.connections.fetch_add(1, Ordering::Relaxed);
                 let t = tally.clone();
                 // One thread per connection: the sensor keeps one alive.
                 let _ = std::thread::Builder::new().name("alert-conn".into()).spawn(move || serve(conn, &t));

@@ -109,8 +109,9 @@ fn spawn(w: Workload) -> Result<Paused> {
     }
 }
 
-/// Mean requests/s over redis-benchmark -q lines ("SET: 51234.56 requests per second, ...").
-fn redis_rps(out: &str) -> Result<f64> {
+/// Requests/s of each test, from redis-benchmark -q lines ("SET: 51234.56
+/// requests per second, ..."); all 11 of REDIS_TESTS or an error.
+pub fn redis_results(out: &str) -> Result<Vec<f64>> {
     let v: Vec<f64> = out
         .split(['\n', '\r'])
         .filter_map(|l| l.split_once(": ")?.1.split_whitespace().next()?.parse().ok())
@@ -118,6 +119,12 @@ fn redis_rps(out: &str) -> Result<f64> {
     if v.len() != REDIS_TESTS.split(',').count() {
         bail!("redis-benchmark printed {} results, expected 11: {out:?}", v.len());
     }
+    Ok(v)
+}
+
+/// Mean requests/s over the tests.
+fn redis_rps(out: &str) -> Result<f64> {
+    let v = redis_results(out)?;
     Ok(v.iter().sum::<f64>() / v.len() as f64)
 }
 

@@ -11,10 +11,13 @@ mod fs_scen;
 mod fs_watch;
 mod fs_work;
 mod legacy_size;
+mod outputs;
 mod report;
 mod rules;
 mod rules_load;
+mod sensor;
 mod stop;
+mod vs_falco;
 mod workload;
 
 use anyhow::Result;
@@ -77,6 +80,9 @@ enum Cmd {
     /// Falco's performance-testing method against `harrier run` (make bench-rules):
     /// event-generator bench rounds, a stepped syscall load, CPU-quota cgroups.
     RulesLoad(rules_load::Args),
+    /// `harrier run` side by side with a Falco binary (make bench-vs-falco): four workloads,
+    /// the empty-program floor, BPF run-time stats, drop-free rate under 1 CPU, SIGINT stops.
+    VsFalco(vs_falco::Args),
     /// Capture files: write and read events/s on one core, with and without zstd; bytes per event.
     Files {
         #[arg(long, default_value_t = 3_000_000)]
@@ -92,6 +98,11 @@ enum Cmd {
         #[arg(long, default_value = "../shared/data/scap")]
         scap_dir: PathBuf,
     },
+    /// Alert outputs (make bench-outputs): each sink's alerts/s, bursts, floods, memory; table + PNG.
+    Outputs(outputs::Args),
+    /// (internal) one in-process outputs case.
+    #[command(hide = true)]
+    OutputsCase(outputs::case::CaseArgs),
     /// File-system watchers (make bench-fs): fswatch, inotify, fanotify, none; table + PNG.
     Fs(fs::Args),
     /// FSProbe's six scenarios (open+close of random files): every watcher, mode and ring size.
@@ -337,6 +348,7 @@ fn main() -> ExitCode {
         }
         Cmd::Convert { dir, rounds } => convert::run(&dir, rounds),
         Cmd::RulesLoad(args) => rules_load::run_cli(args),
+        Cmd::VsFalco(args) => vs_falco::run_cli(args),
         Cmd::Files { events, rounds, out, redis_requests, scap_dir } => files::run(events, rounds, &out)
             .and_then(|()| {
                 if redis_requests > 0 {
@@ -345,6 +357,8 @@ fn main() -> ExitCode {
                     Ok(())
                 }
             }),
+        Cmd::Outputs(args) => outputs::run(args),
+        Cmd::OutputsCase(args) => outputs::case::run(args),
         Cmd::Fs(args) => fs::run(args),
         Cmd::FsScenarios(args) => fs_scen::run(args),
         Cmd::FsWatch { kind, path, pid, bpf_stats, opens, buffer_size, nice } => fs_watch::run(

@@ -61,17 +61,48 @@ pub fn bar_chart(
     target: Option<f64>,
 ) -> Result<()> {
     register_font()?;
+    let n = bars.iter().filter(|(_, v)| v.is_finite()).count();
+    let root = BitMapBackend::new(path, (1100, 120 + 40 * n as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    draw_bars(&root, title, unit, bars, target)?;
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Several bar charts stacked in one PNG: (title, unit, bars) each.
+pub fn bar_panels(path: &Path, title: &str, panels: &[(String, String, Vec<(String, f64)>)]) -> Result<()> {
+    register_font()?;
+    let heights: Vec<u32> =
+        panels.iter().map(|p| 120 + 40 * p.2.iter().filter(|(_, v)| v.is_finite()).count() as u32).collect();
+    let root = BitMapBackend::new(path, (1100, 50 + heights.iter().sum::<u32>())).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let mut area = root.titled(title, ("sans-serif", 28)).map_err(|e| anyhow!("{e}"))?;
+    for (p, h) in panels.iter().zip(&heights) {
+        let (top, rest) = area.split_vertically(*h);
+        draw_bars(&top, &p.0, &p.1, &p.2, None)?;
+        area = rest;
+    }
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+fn draw_bars(
+    root: &DrawingArea<BitMapBackend, plotters::coord::Shift>,
+    title: &str,
+    unit: &str,
+    bars: &[(String, f64)],
+    target: Option<f64>,
+) -> Result<()> {
     let bars: Vec<_> = bars.iter().filter(|(_, v)| v.is_finite()).cloned().collect();
     let max = bars.iter().map(|b| b.1).chain(target).fold(0.0, f64::max) * 1.15;
-    let height = 120 + 40 * bars.len() as u32;
-    let root = BitMapBackend::new(path, (1100, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let mut chart = ChartBuilder::on(&root)
+    // A negative value (a change within the noise) gets room left of zero.
+    let min = bars.iter().map(|b| b.1).fold(0.0, f64::min) * 1.15;
+    let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 24))
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(420)
-        .build_cartesian_2d(0.0..max.max(1.0), (0..bars.len()).into_segmented())
+        .build_cartesian_2d(min..max.max(1.0), (0..bars.len()).into_segmented())
         .map_err(|e| anyhow!("{e}"))?;
     chart
         .configure_mesh()
@@ -108,6 +139,5 @@ pub fn bar_chart(
             .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], RED));
         chart.configure_series_labels().border_style(BLACK).draw().map_err(|e| anyhow!("{e}"))?;
     }
-    root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }

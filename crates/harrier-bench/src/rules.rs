@@ -122,7 +122,8 @@ pub fn measure(
                 Some(s) => state.tables.restore(s),
                 None => state.scan_proc(),
             }
-            let mut engine = Engine::new(load(files)?, state, Outputs::new(1 << 20), RuleMatching::First);
+            let mut engine =
+                Engine::new(load(files)?, state, Outputs::new(Default::default()), RuleMatching::First);
             let t0 = thread_cpu_ns();
             for (i, e) in events.iter().enumerate() {
                 engine.on_event(e);

@@ -12,6 +12,7 @@
 pub mod aring;
 pub mod attach;
 pub mod collect;
+mod empty;
 pub mod kfilter;
 mod merge;
 mod ring;
@@ -96,6 +97,9 @@ pub struct Config {
     pub kernel_filter: Option<kfilter::KernelFilter>,
     /// What each event collects (see [`collect`]); everything by default.
     pub collect: Collect,
+    /// The floor of the attach plan: an empty program of the same type
+    /// wherever a program would be linked (benchmarks; no events flow).
+    pub empty_programs: bool,
 }
 
 impl Config {
@@ -111,6 +115,7 @@ impl Config {
             attach: AttachMode::Auto,
             kernel_filter: None,
             collect: Collect::all(),
+            empty_programs: false,
         }
     }
 

@@ -3,6 +3,7 @@
 
 use crate::aring::ArrayRings;
 use crate::attach::{self, AttachChoice, AttachMode, Attachment};
+use crate::empty::EmptyPrograms;
 use crate::merge::Merger;
 use crate::ring::Ring;
 use crate::stats::{ProgStats, Stats, UserCounters};
@@ -89,6 +90,8 @@ struct Consumer {
 pub struct Session {
     // Field order is drop order: detach first, then free the object.
     links: Vec<Link>,
+    /// With `empty_programs`: what is linked instead of the session's programs.
+    empty: Option<EmptyPrograms>,
     rings: Rings,
     skel: CaptureSkel<'static>,
     /// Whether the handlers were loaded with the kernel filter compiled in.
@@ -214,6 +217,7 @@ impl Session {
         };
         let mut session = Session {
             links: Vec::new(),
+            empty: cfg.empty_programs.then(EmptyPrograms::default),
             rings,
             skel,
             kernel_filter_on: kernel_filter.is_some(),
@@ -231,33 +235,46 @@ impl Session {
     }
 
     fn attach(&mut self, plan: &[Attachment]) -> Result<()> {
-        let obj = self.skel.object();
-        let find = |name: &str| {
-            obj.progs_mut().find(|p| p.name() == name).ok_or_else(|| anyhow!("BPF program {name} is missing"))
-        };
         let dispatcher = self.choice.mode == AttachMode::Dispatcher;
         let mut tp_btf: Vec<&str> = LIFE_CYCLE.to_vec();
         if dispatcher {
             tp_btf.push(DISPATCHER);
         }
         for name in tp_btf {
-            self.links.push(find(name)?.attach().with_context(|| format!("attaching {name}"))?);
+            self.link(name, None)?;
         }
         for a in plan {
             // Entry copies first: an exit that finds none is flagged.
             if let (Some(prog), Some(id)) = (a.enter_prog(), a.enter_id) {
-                let link = find(&prog)?.attach_perf_event(tracefs::open_tracepoint_event(id)?);
-                self.links.push(link.with_context(|| format!("attaching {prog}"))?);
+                self.link(&prog, Some(id))?;
             }
             if dispatcher && a.tail_prog().is_some() {
                 continue;
             }
             let prog = a.exit_prog();
             for &id in &a.exit_ids {
-                let link = find(&prog)?.attach_perf_event(tracefs::open_tracepoint_event(id)?);
-                self.links.push(link.with_context(|| format!("attaching {prog}"))?);
+                self.link(&prog, Some(id))?;
             }
         }
+        Ok(())
+    }
+
+    /// Links program `name` at the perf tracepoint `tracepoint`, or where its
+    /// section says; with `empty_programs`, an empty program of its type.
+    fn link(&mut self, name: &str, tracepoint: Option<u64>) -> Result<()> {
+        let obj = self.skel.object();
+        let prog = obj
+            .progs_mut()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| anyhow!("BPF program {name} is missing"))?;
+        let link = match (&mut self.empty, tracepoint) {
+            (Some(empty), tp) => empty.link_like(&prog, tp),
+            (None, Some(id)) => {
+                tracefs::open_tracepoint_event(id).and_then(|fd| Ok(prog.attach_perf_event(fd)?))
+            }
+            (None, None) => prog.attach().map_err(anyhow::Error::from),
+        };
+        self.links.push(link.with_context(|| format!("attaching {name}"))?);
         Ok(())
     }
 

@@ -23,6 +23,7 @@ mod replay;
 mod rules_cmd;
 mod rules_load;
 mod run;
+mod run_outputs;
 mod text;
 
 use clap::error::ErrorKind;

@@ -2,6 +2,7 @@
 
 use crate::file_out::{self, FileOut};
 use crate::rules_load;
+use crate::run_outputs::{self, outputs};
 use anyhow::{bail, Context, Result};
 use harrier_capture::{parse_size, AttachMode, Config, Session};
 use harrier_engine::config::RunConfig;
@@ -10,8 +11,6 @@ use harrier_engine::metrics::{self, Metrics, RuleLabels, Sample};
 use harrier_engine::state::EngineState;
 use harrier_engine::statsfile::StatsFile;
 use harrier_engine::Engine;
-use harrier_outputs::sinks::{FileSink, Http, Stdout};
-use harrier_outputs::{JsonShape, Outputs};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,6 +61,10 @@ pub struct RunArgs {
     /// Ring size per CPU.
     #[arg(long, default_value = "8M")]
     buffer_size: String,
+    /// Benchmarks: an empty program of the same type wherever a program
+    /// would be linked (the attach plan's floor); no event reaches the rules.
+    #[arg(long, hide = true)]
+    empty_programs: bool,
     /// Send every captured event to user space (no filtering derived from the rules).
     #[arg(long)]
     no_kernel_filter: bool,
@@ -146,25 +149,6 @@ fn reload(c: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &
     }
 }
 
-fn outputs(c: &RunConfig) -> Result<Outputs> {
-    let shape = JsonShape {
-        include_output: c.json_include_output_property,
-        include_tags: c.json_include_tags_property,
-    };
-    let json = c.json_output.then_some(shape);
-    let mut o = Outputs::new(c.outputs_queue_capacity);
-    if c.stdout_output {
-        o.add("stdout", Box::new(Stdout::new(json)));
-    }
-    if let Some(f) = &c.file_output {
-        o.add("file", Box::new(FileSink::open(f, json)?));
-    }
-    if let Some(u) = &c.http_output {
-        o.add("http", Box::new(Http::new(u, shape)?));
-    }
-    Ok(o)
-}
-
 pub fn run(a: RunArgs) -> Result<()> {
     let c = settings(&a)?;
     let rules = rules_load::load(&c)?;
@@ -180,6 +164,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let mut cfg = Config::new(interest.syscalls.clone());
     cfg.attach = a.attach;
     cfg.run_time_stats = a.bpf_stats;
+    cfg.empty_programs = a.empty_programs;
     cfg.buffer_size = parse_size(&a.buffer_size)?;
     cfg.skip_missing = true;
     cfg.validate()?;
@@ -256,6 +241,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         choice.mode,
         choice.reason
     );
+    if a.empty_programs {
+        say!("harrier: --empty-programs: empty programs at every attach point, no events");
+    }
     for r in &interest.unbounded_rules {
         say!("harrier: note: rule '{r}' has no evt.type: it sees typed syscalls only");
     }
@@ -291,7 +279,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         });
         if let Some(f) = stats_file.as_mut() {
             if last_stats.elapsed() >= Duration::from_millis(a.stats_interval) {
-                let _ = stats_line.write(f, events, drops);
+                let _ = stats_line.write(f, events, drops, &e.outputs().stats());
                 last_stats = Instant::now();
             }
         }
@@ -315,14 +303,13 @@ pub fn run(a: RunArgs) -> Result<()> {
                     (labels, k.matches, k.evaluations, k.cycles as f64 / tsc_per_ns / 1e9)
                 })
                 .collect();
-            let output_drops = e.outputs().stats().into_iter().map(|o| (o.name.clone(), o.lost())).collect();
             if let Ok(mut m) = metrics.lock() {
                 m.update(Sample {
                     events,
                     drops,
                     filtered,
                     rules,
-                    output_drops,
+                    outputs: e.outputs().stats(),
                     cpu_ratio: ratio,
                     rss_bytes: rss,
                 });
@@ -331,6 +318,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
         stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d)
     })?;
+    let stopped = Instant::now();
     let stats = session.stop()?;
     let engine = Rc::try_unwrap(engine).ok().expect("the session released the engine").into_inner();
     let file = file.map(|f| Rc::try_unwrap(f).ok().expect("the session released the sink").into_inner());
@@ -341,10 +329,10 @@ pub fn run(a: RunArgs) -> Result<()> {
     });
     let counters = engine.counters.clone();
     let dns = engine.rules().dns().clone();
-    let out_stats = engine.into_outputs().close(Duration::from_secs(2));
+    let out_stats = engine.into_outputs().close(run_outputs::deadline(stopped));
     if let Some(f) = stats_file.as_mut() {
         let k = stats.kernel_total();
-        let _ = stats_line.write(f, k.events, stats.total_drops());
+        let _ = stats_line.write(f, k.events, stats.total_drops(), &out_stats);
     }
     say!(
         "harrier: {} events, {} kept back by the kernel filter, {} dropped in the kernel, {} alerts, {} events with no candidate rule",
@@ -364,15 +352,8 @@ pub fn run(a: RunArgs) -> Result<()> {
             d.failures
         );
     }
-    for o in out_stats {
-        say!(
-            "harrier: output {}: {} sent, {} lost (queue full {}, failed {})",
-            o.name,
-            o.sent,
-            o.lost(),
-            o.dropped_queue_full,
-            o.failed
-        );
+    for o in &out_stats {
+        say!("{}", run_outputs::summary(o));
     }
     if let Some((path, o)) = file_outcome {
         say!("{}", file_out::report(&path, &o));
@@ -406,10 +387,8 @@ fn replay(
         counters.alerts,
         counters.decode_errors
     );
-    for o in out_stats {
-        if o.lost() > 0 {
-            say!("harrier: output {}: {} sent, {} lost", o.name, o.sent, o.lost());
-        }
+    for o in out_stats.iter().filter(|o| o.lost() > 0) {
+        say!("{}", run_outputs::summary(o));
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! Falco has and Harrier does not use are warned about, never fatal.
 
 use anyhow::{bail, Result};
+use harrier_outputs::Limits;
 use harrier_rules::loader::Priority;
 use harrier_rules::ruleset::RuleMatching;
 use harrier_rules::yaml::{self, Node};
@@ -22,7 +23,9 @@ pub struct RunConfig {
     pub http_output: Option<String>,
     /// Prometheus endpoint address (webserver.listen_address:listen_port).
     pub metrics_addr: Option<String>,
-    pub outputs_queue_capacity: usize,
+    /// Each output's queue: outputs_queue.capacity (Falco's, alerts; 0: no
+    /// count limit), .max_bytes and .keep_priority (Harrier's).
+    pub outputs_queue: Limits,
     /// Falco's append_output: extra fields (e.g. proc.env) on every alert.
     pub append_fields: Vec<String>,
     /// Conditions whose events the kernel does not send (see [`crate::kfilter`]).
@@ -43,7 +46,7 @@ impl Default for RunConfig {
             file_output: None,
             http_output: None,
             metrics_addr: None,
-            outputs_queue_capacity: 1024,
+            outputs_queue: Limits::default(),
             append_fields: Vec::new(),
             kernel_drop: Vec::new(),
             warnings: Vec::new(),
@@ -78,6 +81,46 @@ impl Reader<'_> {
             Node::Seq { items, .. } => items.iter().map(|i| self.str(i, key).map(String::from)).collect(),
             _ => Ok(vec![self.str(n, key)?.to_string()]),
         }
+    }
+
+    /// outputs_queue: Falco's capacity (0 is Falco's unbounded: no count
+    /// limit, the byte limit still bounds memory) and Harrier's max_bytes and
+    /// keep_priority.
+    fn queue(&self, v: &Node, warnings: &mut Vec<String>) -> Result<Limits> {
+        let mut l = Limits::default();
+        let Node::Map { entries, .. } = v else {
+            bail!(self.err(v, "outputs_queue must be a mapping"));
+        };
+        for (k, v) in entries {
+            match self.str(k, "a key")? {
+                "capacity" => {
+                    let s = self.str(v, "outputs_queue.capacity")?;
+                    l.capacity = s.parse().map_err(|_| {
+                        self.err(v, format!("outputs_queue.capacity must be a number of alerts, not '{s}'"))
+                    })?;
+                }
+                "max_bytes" => {
+                    let s = self.str(v, "outputs_queue.max_bytes")?;
+                    l.max_bytes = harrier_capture::parse_size(s).map_err(|_| {
+                        self.err(v, format!("outputs_queue.max_bytes must be a size such as 32M, not '{s}'"))
+                    })?;
+                }
+                "keep_priority" => {
+                    let s = self.str(v, "outputs_queue.keep_priority")?;
+                    let p =
+                        Priority::parse(s).ok_or_else(|| self.err(v, format!("unknown priority '{s}'")))?;
+                    l.keep_rank = harrier_outputs::rank(p.as_str());
+                }
+                other => {
+                    let p = k.pos();
+                    warnings.push(format!(
+                        "{}:{}:{}: 'outputs_queue.{other}' is not used by harrier",
+                        self.file, p.line, p.col
+                    ));
+                }
+            }
+        }
+        Ok(l)
     }
 
     /// `key: {enabled: bool, ...}`: whether it is enabled.
@@ -148,18 +191,7 @@ impl RunConfig {
                             Some(format!("{}:{}", addr.unwrap_or("0.0.0.0"), port.unwrap_or("8765")));
                     }
                 }
-                "outputs_queue" => {
-                    if let Some(cap) = v.get("capacity") {
-                        let s = r.str(cap, "outputs_queue.capacity")?;
-                        c.outputs_queue_capacity = match s.parse::<usize>() {
-                            Ok(0) => 1 << 20, // Falco: 0 means unbounded; we keep a bound
-                            Ok(n) => n,
-                            Err(_) => bail!(
-                                r.err(cap, format!("outputs_queue.capacity must be a number, not '{s}'"))
-                            ),
-                        };
-                    }
-                }
+                "outputs_queue" => c.outputs_queue = r.queue(v, &mut c.warnings)?,
                 "append_output" => {
                     let Node::Seq { items, .. } = v else {
                         bail!(r.err(v, "append_output must be a list"));
@@ -244,6 +276,7 @@ mod tests {
         assert_eq!(c.metrics_addr.as_deref(), Some("127.0.0.1:9376"));
         assert_eq!(c.rules_files.len(), 2);
         assert!(c.json_output && c.stdout_output && c.file_output.is_none());
+        assert_eq!(c.outputs_queue, Limits::default(), "the packaged file spells out the defaults");
     }
 
     #[test]
@@ -252,5 +285,24 @@ mod tests {
         assert_eq!(e, "c.yaml:1:14: json_output must be true or false, not 'maybe'");
         let e = RunConfig::parse("c.yaml", "a: 1\npriority: loud\n").unwrap_err().to_string();
         assert_eq!(e, "c.yaml:2:11: unknown priority 'loud'");
+        let e = RunConfig::parse("c.yaml", "outputs_queue:\n  max_bytes: lots\n").unwrap_err().to_string();
+        assert_eq!(e, "c.yaml:2:14: outputs_queue.max_bytes must be a size such as 32M, not 'lots'");
+        let e = RunConfig::parse("c.yaml", "outputs_queue:\n  capacity: -1\n").unwrap_err().to_string();
+        assert_eq!(e, "c.yaml:2:13: outputs_queue.capacity must be a number of alerts, not '-1'");
+    }
+
+    #[test]
+    fn outputs_queue_keeps_falcos_capacity_and_adds_a_byte_limit_and_a_kept_priority() {
+        let d = RunConfig::default().outputs_queue;
+        assert_eq!((d.capacity, d.max_bytes, d.keep_rank), (0, harrier_outputs::queue::DEFAULT_MAX_BYTES, 2));
+        let c = RunConfig::parse(
+            "f.yaml",
+            "outputs_queue:\n  capacity: 0\n  max_bytes: 8M\n  keep_priority: error\n  recovery: 1\n",
+        )
+        .unwrap();
+        assert_eq!(c.outputs_queue, Limits { capacity: 0, max_bytes: 8 << 20, keep_rank: 3 });
+        assert_eq!(c.warnings, ["f.yaml:5:3: 'outputs_queue.recovery' is not used by harrier"]);
+        let c = RunConfig::parse("f.yaml", "outputs_queue:\n  capacity: 5000\n").unwrap();
+        assert_eq!((c.outputs_queue.capacity, c.outputs_queue.max_bytes), (5000, d.max_bytes));
     }
 }

@@ -218,8 +218,10 @@ impl Engine {
             c.matches += 1;
             self.counters.alerts += 1;
             let rule = self.rules.rule(i);
-            let (output, fields) = rule.format_output(&src);
-            let mut output_fields = Map::new();
+            let (mut output, fields) = rule.format_output(&src);
+            // A queued alert's memory is what bounds an output's queue: no slack.
+            output.shrink_to_fit();
+            let mut output_fields = Map::with_capacity(fields.len());
             for (name, v) in fields {
                 output_fields.insert(name, json_value(v));
             }

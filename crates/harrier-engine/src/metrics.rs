@@ -2,6 +2,7 @@
 //! plus per-rule evaluation counts and CPU time, which Falco lacks.
 
 use anyhow::{Context, Result};
+use harrier_outputs::{OutputStats, PRIORITIES};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -29,6 +30,12 @@ pub struct OutputName {
     pub output: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutputPriority {
+    pub output: String,
+    pub priority: String,
+}
+
 /// Cumulative figures, sampled by the main loop.
 #[derive(Debug, Clone, Default)]
 pub struct Sample {
@@ -38,8 +45,8 @@ pub struct Sample {
     pub filtered: u64,
     /// Per rule: (labels, matches, evaluations, cpu seconds).
     pub rules: Vec<(RuleLabels, u64, u64, f64)>,
-    /// Per output: alerts lost (queue full or failed).
-    pub output_drops: Vec<(String, u64)>,
+    /// Per output: alerts sent, shed and failed per priority, queue fill.
+    pub outputs: Vec<OutputStats>,
     pub cpu_ratio: f64,
     pub rss_bytes: u64,
 }
@@ -53,6 +60,11 @@ pub struct Metrics {
     evaluations: Family<RuleName, Counter>,
     rule_cpu: Family<RuleName, Counter<f64, AtomicU64>>,
     output_drops: Family<OutputName, Counter>,
+    output_sent: Family<OutputName, Counter>,
+    output_shed: Family<OutputPriority, Counter>,
+    output_failed: Family<OutputPriority, Counter>,
+    queue_alerts: Family<OutputName, Gauge>,
+    queue_bytes: Family<OutputName, Gauge>,
     cpu: Gauge<f64, AtomicU64>,
     rss: Gauge,
     last: Sample,
@@ -73,6 +85,11 @@ impl Metrics {
         let evaluations = Family::<RuleName, Counter>::default();
         let rule_cpu = Family::<RuleName, Counter<f64, AtomicU64>>::default();
         let output_drops = Family::<OutputName, Counter>::default();
+        let output_sent = Family::<OutputName, Counter>::default();
+        let output_shed = Family::<OutputPriority, Counter>::default();
+        let output_failed = Family::<OutputPriority, Counter>::default();
+        let queue_alerts = Family::<OutputName, Gauge>::default();
+        let queue_bytes = Family::<OutputName, Gauge>::default();
         let cpu = Gauge::<f64, AtomicU64>::default();
         let rss = Gauge::default();
         registry.register("falcosecurity_scap_n_evts", "Events received from the kernel", events.clone());
@@ -95,8 +112,25 @@ impl Metrics {
         );
         registry.register(
             "falcosecurity_falco_outputs_queue_num_drops",
-            "Alerts lost per output (queue full or delivery failed)",
+            "Alerts lost per output (shed from a full queue or failed)",
             output_drops.clone(),
+        );
+        registry.register("harrier_outputs_sent", "Alerts delivered per output", output_sent.clone());
+        registry.register(
+            "harrier_outputs_shed",
+            "Alerts shed from a full output queue, per output and priority (the least severe first)",
+            output_shed.clone(),
+        );
+        registry.register(
+            "harrier_outputs_failed",
+            "Alerts an output gave up on (refused by the receiver, or still queued at the exit deadline)",
+            output_failed.clone(),
+        );
+        registry.register("harrier_outputs_queue_alerts", "Alerts queued per output", queue_alerts.clone());
+        registry.register(
+            "harrier_outputs_queue_bytes",
+            "Memory of the alerts queued per output",
+            queue_bytes.clone(),
         );
         registry.register(
             "falcosecurity_falco_cpu_usage_ratio",
@@ -117,6 +151,11 @@ impl Metrics {
             evaluations,
             rule_cpu,
             output_drops,
+            output_sent,
+            output_shed,
+            output_failed,
+            queue_alerts,
+            queue_bytes,
             cpu,
             rss,
             last: Sample::default(),
@@ -134,9 +173,32 @@ impl Metrics {
             grow(&self.evaluations.get_or_create(&name), *e, e0);
             self.rule_cpu.get_or_create(&name).inc_by((cpu - c0).max(0.0));
         }
-        for (i, (name, n)) in s.output_drops.iter().enumerate() {
-            let before = self.last.output_drops.get(i).map_or(0, |o| o.1);
-            grow(&self.output_drops.get_or_create(&OutputName { output: name.clone() }), *n, before);
+        for (i, o) in s.outputs.iter().enumerate() {
+            let before = self.last.outputs.get(i).filter(|b| b.name == o.name);
+            let name = OutputName { output: o.name.clone() };
+            grow(&self.output_drops.get_or_create(&name), o.lost(), before.map_or(0, |b| b.lost()));
+            grow(
+                &self.output_sent.get_or_create(&name),
+                o.sent.total(),
+                before.map_or(0, |b| b.sent.total()),
+            );
+            for (r, p) in PRIORITIES.iter().enumerate() {
+                let labels = || OutputPriority { output: o.name.clone(), priority: p.to_string() };
+                // Families are created on the first loss, so a quiet output lists none.
+                if o.shed.0[r] > 0 {
+                    grow(
+                        &self.output_shed.get_or_create(&labels()),
+                        o.shed.0[r],
+                        before.map_or(0, |b| b.shed.0[r]),
+                    );
+                }
+                if o.failed.0[r] > 0 {
+                    let b = before.map_or(0, |b| b.failed.0[r]);
+                    grow(&self.output_failed.get_or_create(&labels()), o.failed.0[r], b);
+                }
+            }
+            self.queue_alerts.get_or_create(&name).set(o.queued as i64);
+            self.queue_bytes.get_or_create(&name).set(o.queued_bytes as i64);
         }
         self.cpu.set(s.cpu_ratio);
         self.rss.set(s.rss_bytes as i64);
@@ -192,6 +254,25 @@ pub fn self_usage() -> (f64, u64) {
 mod tests {
     use super::*;
 
+    /// `sent` alerts, `shed` Warnings and `failed` Criticals, 12 queued.
+    fn output(name: &str, sent: u64, shed: u64, failed: u64) -> OutputStats {
+        let by = |r: usize, n: u64| {
+            let mut b = harrier_outputs::ByPriority::default();
+            b.0[r] = n;
+            b
+        };
+        OutputStats {
+            name: name.into(),
+            sent: by(4, sent),
+            shed: by(4, shed),
+            failed: by(2, failed),
+            notices: 0,
+            queued: 12,
+            queued_bytes: 4096,
+            peak_bytes: 4096,
+        }
+    }
+
     #[test]
     fn falcos_names_and_per_rule_cost_are_exposed() {
         let mut m = Metrics::new();
@@ -205,7 +286,7 @@ mod tests {
             events: 10,
             drops: 1,
             rules: vec![(labels.clone(), 2, 7, 0.5)],
-            output_drops: vec![("http".into(), 3)],
+            outputs: vec![output("http", 5, 2, 1)],
             ..Default::default()
         });
         m.update(Sample {
@@ -213,6 +294,7 @@ mod tests {
             drops: 1,
             filtered: 4,
             rules: vec![(labels, 3, 9, 0.75)],
+            outputs: vec![output("http", 7, 4, 1)],
             ..Default::default()
         });
         let t = m.text();
@@ -223,7 +305,11 @@ mod tests {
             "falcosecurity_falco_rules_matches_total{rule_name=\"Write below binary dir\",priority=\"Error\",source=\"syscall\",tags=\"filesystem\"} 3",
             "harrier_rule_evaluations_total{rule_name=\"Write below binary dir\"} 9",
             "harrier_rule_cpu_seconds_total{rule_name=\"Write below binary dir\"} 0.75",
-            "falcosecurity_falco_outputs_queue_num_drops_total{output=\"http\"} 3",
+            "falcosecurity_falco_outputs_queue_num_drops_total{output=\"http\"} 5",
+            "harrier_outputs_sent_total{output=\"http\"} 7",
+            "harrier_outputs_shed_total{output=\"http\",priority=\"Warning\"} 4",
+            "harrier_outputs_failed_total{output=\"http\",priority=\"Critical\"} 1",
+            "harrier_outputs_queue_alerts{output=\"http\"} 12",
         ] {
             assert!(t.contains(want), "{want} missing from:\n{t}");
         }

@@ -4,7 +4,7 @@
 use harrier_engine::state::EngineState;
 use harrier_engine::Engine;
 use harrier_outputs::sinks::Sink;
-use harrier_outputs::{Alert, Outputs};
+use harrier_outputs::{Alert, Limits, Outputs};
 use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
 use std::sync::{Arc, Mutex};
 
@@ -47,7 +47,7 @@ fn engine() -> (Engine, Arc<Mutex<Vec<Alert>>>) {
     let opts = LoadOptions { supported: Arc::new(harrier_engine::source::supported), ..Default::default() };
     let rules = RuleSet::load(&[("harrier_rules.yaml", harrier_rules::DEFAULT_RULES)], &opts).unwrap();
     let got = Arc::new(Mutex::new(Vec::new()));
-    let mut outs = Outputs::new(64);
+    let mut outs = Outputs::new(Limits::default());
     outs.add("collect", Box::new(Collect(got.clone())));
     (Engine::new(rules, EngineState::new(), outs, RuleMatching::First), got)
 }

@@ -9,7 +9,7 @@ use common::falco_rules_dir;
 use harrier_engine::state::EngineState;
 use harrier_engine::Engine;
 use harrier_outputs::sinks::Sink;
-use harrier_outputs::{Alert, Outputs};
+use harrier_outputs::{Alert, Limits, Outputs};
 use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet, RuleStatus};
 use harrier_state::testing::{exec, fork, syscall, P};
 use std::sync::{Arc, Mutex};
@@ -49,7 +49,7 @@ impl Sink for Collect {
 
 fn engine(rules: RuleSet) -> (Engine, Arc<Mutex<Vec<Alert>>>) {
     let got = Arc::new(Mutex::new(Vec::new()));
-    let mut outs = Outputs::new(64);
+    let mut outs = Outputs::new(Limits::default());
     outs.add("collect", Box::new(Collect(got.clone())));
     (Engine::new(rules, EngineState::new(), outs, RuleMatching::All), got)
 }

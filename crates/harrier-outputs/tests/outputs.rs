@@ -1,7 +1,7 @@
 //! Outputs against a real HTTP receiver on loopback, a dead one, and files.
 
 use harrier_outputs::sinks::{FileSink, Http};
-use harrier_outputs::{Alert, JsonShape, Outputs};
+use harrier_outputs::{Alert, JsonShape, Limits, Outputs};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,16 +39,20 @@ fn receiver(status: u16) -> (String, std::sync::mpsc::Receiver<(String, String)>
     (url, rx)
 }
 
+fn alerts_only(n: usize) -> Limits {
+    Limits { capacity: n, max_bytes: 0, ..Limits::default() }
+}
+
 #[test]
 fn each_alert_is_one_json_post_in_falcos_shape() {
     let (url, rx) = receiver(200);
-    let mut outs = Outputs::new(16);
+    let mut outs = Outputs::new(alerts_only(16));
     outs.add("http", Box::new(Http::new(&url, JsonShape::default()).unwrap()));
     for i in 0..3 {
         outs.emit(alert(i));
     }
     let stats = outs.close(Duration::from_secs(5));
-    assert_eq!((stats[0].sent, stats[0].lost()), (3, 0));
+    assert_eq!((stats[0].sent.total(), stats[0].lost()), (3, 0));
     for i in 0..3 {
         let (path, body) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
         assert_eq!(path, "/any/path");
@@ -64,30 +68,34 @@ fn each_alert_is_one_json_post_in_falcos_shape() {
 fn a_dead_receiver_never_blocks_and_every_lost_alert_is_counted() {
     // A port nothing listens on: bind, note it, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut http = Http::new(&format!("http://127.0.0.1:{port}/"), JsonShape::default()).unwrap();
-    http.retries = 1;
-    let mut outs = Outputs::new(4);
-    outs.add("http", Box::new(http));
+    let http = Http::new(&format!("http://127.0.0.1:{port}/"), JsonShape::default()).unwrap();
+    let mut outs = Outputs::new(alerts_only(4));
+    outs.add_lanes("http", http.lanes(2));
     let t = Instant::now();
     for i in 0..1000 {
         outs.emit(alert(i));
     }
     assert!(t.elapsed() < Duration::from_secs(1), "emit must not wait for the output");
-    let stats = outs.close(Duration::from_millis(500));
-    assert_eq!(stats[0].sent, 0);
+    let stats = outs.close(Duration::from_millis(300));
+    assert_eq!(stats[0].sent.total(), 0);
     assert_eq!(stats[0].lost(), 1000, "{stats:?}");
-    assert!(stats[0].dropped_queue_full >= 990, "the small queue overflowed: {stats:?}");
+    assert_eq!(stats[0].failed.get("Error"), stats[0].failed.total(), "counted by priority: {stats:?}");
+    assert!(stats[0].shed.get("Error") >= 990, "the small queue overflowed: {stats:?}");
+    assert_eq!(stats[0].notices, 0, "a dead receiver gets no notice");
 }
 
 #[test]
 fn a_rejected_alert_is_counted_and_not_retried() {
     let (url, rx) = receiver(400);
-    let mut outs = Outputs::new(16);
+    let mut outs = Outputs::new(alerts_only(16));
     outs.add("http", Box::new(Http::new(&url, JsonShape::default()).unwrap()));
     outs.emit(alert(0));
     let stats = outs.close(Duration::from_secs(5));
-    assert_eq!((stats[0].sent, stats[0].failed), (0, 1));
+    assert_eq!((stats[0].sent.total(), stats[0].failed.get("Error")), (0, 1));
     rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    // The loss notice follows it (and is refused too); the alert itself is not sent again.
+    let (_, notice) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(notice.contains("Falco internal: outputs queue drop"), "{notice}");
     assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "a 400 is not retried");
 }
 
@@ -96,11 +104,11 @@ fn files_get_one_line_per_alert_and_bad_paths_fail_at_open() {
     let dir = std::env::temp_dir().join(format!("harrier-outputs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("alerts.json");
-    let mut outs = Outputs::new(16);
+    let mut outs = Outputs::new(Limits::default());
     outs.add("file", Box::new(FileSink::open(path.to_str().unwrap(), Some(JsonShape::default())).unwrap()));
     outs.emit(alert(1));
     outs.emit(alert(2));
-    assert_eq!(outs.close(Duration::from_secs(5))[0].sent, 2);
+    assert_eq!(outs.close(Duration::from_secs(5))[0].sent.total(), 2);
     let text = std::fs::read_to_string(&path).unwrap();
     let seqs: Vec<i64> = text
         .lines()

@@ -3,9 +3,10 @@
 //!
 //! One iteration is 10 syscalls: three openat+close of small files, one
 //! openat of a missing file (ENOENT, as path lookups often are), and one UDP
-//! socket+connect+close to a local port. Every 2,000 iterations (20,000
-//! syscalls) /bin/true is executed (fork+execve). No getpid-style calls:
-//! every syscall is one the rules or the state tracking attach to.
+//! socket+connect+close to a local port. Every `exec_every` iterations
+//! (rules-load: [`EXEC_EVERY`], 2,000 = 20,000 syscalls) /bin/true is
+//! executed (fork+execve). No getpid-style calls: every syscall is one the
+//! rules or the state tracking attach to. Also vs-falco's state-heavy mix.
 
 use anyhow::{Context, Result};
 use std::ffi::CString;
@@ -15,7 +16,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub const SYSCALLS_PER_ITERATION: u64 = 10;
-const EXEC_EVERY: u64 = 2_000;
+/// rules-load's iterations between two execs.
+pub const EXEC_EVERY: u64 = 2_000;
 /// Iterations between clock checks.
 const BATCH: u64 = 16;
 /// `set_rate` value for "as fast as the CPU allows".
@@ -92,8 +94,8 @@ fn pin(cpu: usize) {
     }
 }
 
-fn work(shared: &Shared, t: &Targets) -> Result<()> {
-    let (mut n, mut to_exec) = (0u64, EXEC_EVERY);
+fn work(shared: &Shared, t: &Targets, exec_every: u64) -> Result<()> {
+    let (mut n, mut to_exec) = (0u64, exec_every);
     let mut seen_gen = u64::MAX;
     let (mut base, mut base_issued) = (Instant::now(), 0u64);
     while !shared.stop.load(Ordering::Relaxed) {
@@ -123,7 +125,7 @@ fn work(shared: &Shared, t: &Targets) -> Result<()> {
             n += 1;
             to_exec -= 1;
             if to_exec == 0 {
-                to_exec = EXEC_EVERY;
+                to_exec = exec_every;
                 std::process::Command::new("/bin/true").status().context("running /bin/true")?;
             }
         }
@@ -133,9 +135,15 @@ fn work(shared: &Shared, t: &Targets) -> Result<()> {
 }
 
 impl Load {
-    /// Starts idle, on `cpu` if given.
-    pub fn start(cpu: Option<usize>) -> Result<Load> {
-        let dir = std::path::PathBuf::from(format!("/var/tmp/.harrier-load-{}", std::process::id()));
+    /// Starts idle, on `cpu` if given; /bin/true runs every `exec_every` iterations.
+    pub fn start(cpu: Option<usize>, exec_every: u64) -> Result<Load> {
+        anyhow::ensure!(exec_every > 0, "the load execs every N iterations: N must be at least 1");
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::path::PathBuf::from(format!(
+            "/var/tmp/.harrier-load-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
         let targets = Targets::new(&dir)?;
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
@@ -148,7 +156,7 @@ impl Load {
             if let Some(c) = cpu {
                 pin(c);
             }
-            work(&s, &targets)
+            work(&s, &targets, exec_every)
         })?;
         Ok(Load { shared, worker: Some(worker), dir })
     }

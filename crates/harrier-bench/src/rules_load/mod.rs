@@ -6,11 +6,10 @@
 //! step, and the sensor runs in a CPU-quota cgroup (0.5, 1, 2 CPUs) with
 //! Falco's stable rules. One event-generator round per load step.
 
-mod cgroup;
-mod load;
+pub mod load;
 mod report;
-mod sensor;
 
+use crate::sensor::{self, Kind, Sensor};
 use anyhow::{bail, Context, Result};
 use harrier_actions::{Generator, Kit, Receiver, Tally};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -127,7 +126,15 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-fn interrupted() -> Result<()> {
+/// SIGINT and SIGTERM set a flag that [`interrupted`] turns into an error
+/// between steps, so the bench stops its sensors and removes its cgroups.
+pub(crate) fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+    }
+}
+
+pub(crate) fn interrupted() -> Result<()> {
     if STOP.load(Ordering::Relaxed) {
         bail!("interrupted");
     }
@@ -235,9 +242,7 @@ pub fn run(mut o: Opts) -> Result<()> {
     if o.variants.is_empty() {
         o.variants = detect_variants(&harrier);
     }
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
-    }
+    catch_signals();
 
     let active = active_rules(&o.rules)?;
     let actions = harrier_actions::actions::select(active.iter().map(String::as_str), o.all_actions);
@@ -269,7 +274,7 @@ pub fn run(mut o: Opts) -> Result<()> {
     let generator_pid = (!o.any_process).then_some(std::process::id());
     let tally = Tally::new(&names, generator_pid);
     let receiver = Receiver::start(tally.clone())?;
-    let load = load::Load::start(load_cpu)?;
+    let load = load::Load::start(load_cpu, load::EXEC_EVERY)?;
     let workdir = PathBuf::from(format!("/var/tmp/.harrier-bench-rules-{}", std::process::id()));
     std::fs::create_dir_all(&workdir)?;
     let _cleanup = RemoveDir(workdir.clone());
@@ -298,18 +303,21 @@ pub fn run(mut o: Opts) -> Result<()> {
     for (label, extra) in &o.variants {
         for &cpus in &o.cpus {
             pb.set_message(format!("{label}, {cpus} CPU: starting harrier run"));
-            let spec = sensor::Spec {
-                harrier: &harrier,
-                rules: &o.rules,
-                extra_args: extra,
-                cpus,
-                url: &receiver.url,
-                workdir: &workdir,
-            };
             let tag = format!("{}-{}", rows.len(), (cpus * 100.0) as u32);
-            let mut s = sensor::Sensor::start(&spec, &tag)?;
+            let config = workdir.join(format!("harrier-{tag}.yaml"));
+            std::fs::write(&config, harrier_actions::receiver::harrier_config(&receiver.url))
+                .with_context(|| format!("writing {}", config.display()))?;
+            let mut spec = sensor::Spec::new(Kind::Harrier, &harrier, &workdir, &tag);
+            spec.config = Some(config);
+            spec.rules = o.rules.clone();
+            spec.args = extra.clone();
+            spec.cpus = Some(cpus);
+            spec.file_output = false; // alerts come by HTTP, as event-generator counts them
+            spec.stats_interval = Duration::from_millis(100);
+            let mut s = Sensor::start(&spec)?;
+            let cg = s.cgroup.as_ref().expect("the sensor runs in a quota cgroup");
             if rows.is_empty() {
-                let how = if s.cgroup.version == 1 { "v1 cpu.cfs_quota_us" } else { "v2 cpu.max" };
+                let how = if cg.version == 1 { "v1 cpu.cfs_quota_us" } else { "v2 cpu.max" };
                 notes.push(format!("CPU limits by cgroup {how}"));
             }
             let mut generator = Generator::new(actions.clone(), &kit, tally.clone(), o.sleep, true);
@@ -317,11 +325,11 @@ pub fn run(mut o: Opts) -> Result<()> {
             for &rate in &o.rates {
                 pb.set_message(format!("{label}, {cpus} CPU, load {}", report::rate_label(rate)));
                 load.set_rate(rate);
+                let throttled = |s: &Sensor| s.cgroup.as_ref().map_or(0, |c| c.throttled());
                 let (c0, u0, t0, i0, th0) =
-                    (s.counters(), sensor::usage(s.pid), Instant::now(), load.issued(), s.cgroup.throttled());
+                    (s.counters(), s.usage(), Instant::now(), load.issued(), throttled(&s));
                 let round = generator.round(o.round, &STOP);
-                let (c1, u1, secs, i1) =
-                    (s.counters(), sensor::usage(s.pid), t0.elapsed().as_secs_f64(), load.issued());
+                let (c1, u1, secs, i1) = (s.counters(), s.usage(), t0.elapsed().as_secs_f64(), load.issued());
                 interrupted()?;
                 pre_filter_counter &= s.has_syscalls_counter();
                 let row = Row {
@@ -335,7 +343,7 @@ pub fn run(mut o: Opts) -> Result<()> {
                     cpu_pct: (u1.cpu_s - u0.cpu_s) / secs * 100.0,
                     rss_mb: u1.rss_kb as f64 / 1024.0,
                     hwm_mb: u1.hwm_kb as f64 / 1024.0,
-                    throttled: s.cgroup.throttled() - th0,
+                    throttled: throttled(&s) - th0,
                     round,
                 };
                 say(&pb, report::round_line(&row));
@@ -359,14 +367,14 @@ pub fn run(mut o: Opts) -> Result<()> {
             }
             load.set_rate(0);
             pb.set_message(format!("{label}, {cpus} CPU: stopping harrier run"));
-            let st = s.stop()?;
-            for l in s.stderr().iter().filter(|l| {
+            let st = s.stop()?.status;
+            for l in s.output().iter().filter(|l| {
                 l.contains(" events, ") || l.contains("output http") || l.contains(" rules loaded, ")
             }) {
                 notes.push(format!("{label}, {cpus} CPU: {}", l.trim_start_matches("harrier: ")));
             }
             if !st.success() {
-                bail!("harrier run ({label}, {cpus} CPU) exited with {st}: {}", s.stderr().join("\n"));
+                bail!("harrier run ({label}, {cpus} CPU) exited with {st}: {}", s.output().join("\n"));
             }
             interrupted()?;
         }

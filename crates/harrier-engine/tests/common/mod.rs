@@ -8,7 +8,7 @@ use harrier_capture::{AttachMode, Config, Session, Stats};
 use harrier_engine::state::EngineState;
 use harrier_engine::Engine;
 use harrier_outputs::sinks::Sink;
-use harrier_outputs::{Alert, Outputs};
+use harrier_outputs::{Alert, Limits, Outputs};
 use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -41,7 +41,7 @@ pub fn run_live(
     let interest = harrier_engine::interest::interest(&rules);
     let filter = kernel_filter.then(|| harrier_engine::kfilter::derive(&rules, &interest.syscalls, &[]));
     let got = Arc::new(Mutex::new(Vec::new()));
-    let mut outs = Outputs::new(4096);
+    let mut outs = Outputs::new(Limits::default());
     outs.add("collect", Box::new(Collect(got.clone())));
     let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outs, matching)));
     // The engine resolves names on a thread of its own: one round done means

@@ -1,4 +1,4 @@
-//! A CPU-quota cgroup for the sensor: cgroup v1 `cpu.cfs_quota_us` where the
+//! A CPU-quota cgroup for a sensor: cgroup v1 `cpu.cfs_quota_us` where the
 //! cpu controller is mounted as v1 (these machines), else v2 `cpu.max`.
 //! Created by the bench and removed on drop, also after an error or Ctrl-C.
 

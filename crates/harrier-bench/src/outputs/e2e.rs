@@ -1,0 +1,172 @@
+//! Floods through the real `harrier run` with Falco's stable rules: this
+//! process reads /etc/shadow N times (Falco's "Read sensitive file
+//! untrusted", Warning), then runs a binary from a memfd ("Fileless
+//! execution via memfd_create", Critical). Outputs: a file and HTTP to
+//! harrier-actions' receiver, default queue limits (stdout is in the
+//! in-process cases: the sensor harness reads a sensor's stdout). The alerts
+//! of this process are counted in the file and at the receiver against what
+//! the engine raised.
+
+use crate::report::{num, Table};
+use crate::sensor::{Kind, Sensor, Spec};
+use anyhow::Result;
+use harrier_actions::receiver::LINEAGE_FIELDS;
+use harrier_actions::{Kit, Receiver, Tally, ACTIONS};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const READ: &str = "ReadSensitiveFileUntrusted";
+const MEMFD: &str = "FilelessExecutionViaMemfdCreate";
+
+/// JSON alerts, no stdout, the lineage fields the receiver attributes by
+/// (the harness adds the file and HTTP outputs).
+fn config_text() -> String {
+    let mut s = "json_output: true\nstdout_output:\n  enabled: false\nappend_output:\n  - extra_fields:\n"
+        .to_string();
+    for f in LINEAGE_FIELDS {
+        s += &format!("      - {f}\n");
+    }
+    s
+}
+
+/// The number after `what` in harrier's exit summary ("... 1234 alerts, ...").
+fn figure(lines: &[String], what: &str) -> Option<u64> {
+    lines.iter().rev().find_map(|l| {
+        let i = l.find(what)?;
+        l[..i].trim_end().rsplit(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    })
+}
+
+struct Row {
+    reads: u64,
+    raised: Option<u64>,
+    kernel_drops: Option<u64>,
+    file: Vec<u64>,
+    file_notices: usize,
+    http: Vec<u64>,
+    hwm_mb: f64,
+    stop_s: f64,
+    final_stats_s: f64,
+    reads_per_s: f64,
+    summary: Vec<String>,
+}
+
+fn flood(harrier: &Path, rules: &[String], dir: &Path, reads: u64, tag: &str) -> Result<Row> {
+    let me = std::process::id();
+    let http = Tally::new(&[READ, MEMFD], Some(me));
+    let receiver = Receiver::start(http.clone())?;
+    let config = dir.join(format!("{tag}.yaml"));
+    std::fs::write(&config, config_text())?;
+    let mut spec = Spec::new(Kind::Harrier, harrier, dir, tag);
+    spec.config = Some(config);
+    spec.rules = rules.to_vec();
+    spec.http_url = Some(receiver.url.clone());
+    let mut sensor = Sensor::start(&spec)?;
+    let kit = Kit::new()?;
+    let action = |name: &str| ACTIONS.iter().find(|a| a.name == name).expect("a known action");
+    let read = action(READ);
+    let t = Instant::now();
+    for _ in 0..reads {
+        (read.run)(&kit)?;
+    }
+    let reads_per_s = reads as f64 / t.elapsed().as_secs_f64();
+    (action(MEMFD).run)(&kit)?;
+    // Until the receiver has them all, or nothing more comes for 3 s.
+    let mut last = (u64::MAX, Instant::now());
+    while !http.wait_until(Duration::from_millis(500), |a| a[0] >= reads && a[1] >= 1) {
+        let n = http.received.load(std::sync::atomic::Ordering::Relaxed);
+        if n != last.0 {
+            last = (n, Instant::now());
+        } else if last.1.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    let hwm_mb = sensor.usage().hwm_kb as f64 / 1024.0;
+    let stop = sensor.stop()?;
+    let lines = sensor.output();
+    let in_file = Tally::new(&[READ, MEMFD], Some(me));
+    let mut file_notices = 0;
+    for v in sensor.alerts()? {
+        if v["rule"] == harrier_outputs::notice::RULE {
+            file_notices += 1;
+        }
+        in_file.record(&v);
+    }
+    Ok(Row {
+        reads,
+        raised: figure(&lines, " alerts,"),
+        kernel_drops: Some(stop.counters.drops),
+        file: in_file.actual(),
+        file_notices,
+        http: http.actual(),
+        hwm_mb,
+        stop_s: stop.gone.as_secs_f64(),
+        final_stats_s: stop.final_stats.map_or(f64::NAN, |d| d.as_secs_f64()),
+        reads_per_s,
+        summary: lines.into_iter().filter(|l| l.contains("harrier: output ")).collect(),
+    })
+}
+
+pub fn run(rules: &[String], harrier: Option<PathBuf>, dir: &Path, quick: bool) -> Result<String> {
+    let rules = match rules {
+        [] => vec![crate::rules_load::stable_rules()?],
+        r => r.to_vec(),
+    };
+    let harrier = match harrier {
+        Some(h) => h,
+        None => std::env::current_exe()?.with_file_name("harrier"),
+    };
+    anyhow::ensure!(
+        harrier.exists(),
+        "{} not found (cargo build --release -p harrier-cli)",
+        harrier.display()
+    );
+    let sizes: &[u64] = if quick { &[20_000] } else { &[20_000, 200_000] };
+    let mut rows = Vec::new();
+    let mut notes = String::new();
+    for (i, &n) in sizes.iter().enumerate() {
+        eprintln!(
+            "bench-outputs: harrier run: {} reads of /etc/shadow, then a memfd binary",
+            num(n as f64, 0)
+        );
+        let r = flood(&harrier, &rules, dir, n, &format!("e2e{i}"))?;
+        let opt = |v: Option<u64>| v.map_or("-".into(), |v| num(v as f64, 0));
+        for (out, got) in [("file", &r.file), ("http", &r.http)] {
+            rows.push(vec![
+                format!("{} reads ({}/s) + 1 memfd exec", num(r.reads as f64, 0), num(r.reads_per_s, 0)),
+                out.into(),
+                opt(r.raised),
+                format!("{} + {}", num(got[0] as f64, 0), got[1]),
+                opt(r.kernel_drops),
+                num(r.hwm_mb, 1),
+                format!("{} / {}", num(r.final_stats_s, 2), num(r.stop_s, 2)),
+            ]);
+        }
+        notes += &format!(
+            "- {} reads: {} loss notice(s) in the file; exit summary: {}\n",
+            num(r.reads as f64, 0),
+            r.file_notices,
+            r.summary.join(" / ")
+        );
+    }
+    let t = Table {
+        header: [
+            "harrier run, Falco's stable rules",
+            "output",
+            "alerts the engine raised (all processes)",
+            "delivered: reads + Critical (this process's)",
+            "kernel drops",
+            "harrier peak RSS MB",
+            "SIGINT to final stats / to exit, s",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    };
+    Ok(format!(
+        "\nThrough `harrier run` (outputs: a file and HTTP, default limits): the \
+         reads are a tight loop of open(\"/etc/shadow\") in this process, the Critical a binary run \
+         from a memfd right after.\n\n{}\n{notes}",
+        t.markdown()
+    ))
+}
