@@ -319,7 +319,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d)
     })?;
     let stopped = Instant::now();
-    let stats = session.stop()?;
+    // Final figures now; the links are detached (a grace period per
+    // tracepoint) once everything is reported, when `_links` goes.
+    let (stats, _links) = session.finish()?;
     let engine = Rc::try_unwrap(engine).ok().expect("the session released the engine").into_inner();
     let file = file.map(|f| Rc::try_unwrap(f).ok().expect("the session released the sink").into_inner());
     let file_outcome = file.map(|mut f| {
