@@ -97,12 +97,13 @@ pub fn cell(runs: &[Sample], base: &[Sample], bpf: &[Sample], sensor: bool) -> C
     }
 }
 
-/// "0.52×", or "-" when either side is missing or the base is not positive.
+/// "0.52×"; "-" when either side is missing or the base is not positive;
+/// "< 0" when the value is below zero (an added cost within the noise).
 pub fn ratio(a: f64, b: f64) -> String {
-    if a.is_finite() && b.is_finite() && b > 0.0 {
-        format!("{:.2}×", a / b)
-    } else {
-        "-".into()
+    match a.is_finite() && b.is_finite() && b > 0.0 {
+        true if a < 0.0 => "< 0".into(),
+        true => format!("{:.2}×", a / b),
+        false => "-".into(),
     }
 }
 
@@ -137,6 +138,10 @@ pub fn programs(bpf: &[Sample]) -> Vec<(String, f64, f64, f64)> {
     rows.sort_by(|a, b| b.3.total_cmp(&a.3));
     rows
 }
+
+/// Programs below this many ns per workload syscall are left out of the
+/// per-program table (they are in the totals).
+const MIN_PROG_NS: f64 = 0.1;
 
 fn mb(v: f64) -> String {
     num(v, 1)
@@ -253,7 +258,9 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
     };
     for (wi, w) in o.workloads.iter().enumerate() {
         for (si, label) in labels.iter().enumerate() {
-            for (name, runs, ns_run, ns_sys) in programs(&bpf[wi][si]) {
+            for (name, runs, ns_run, ns_sys) in
+                programs(&bpf[wi][si]).into_iter().filter(|p| p.3 >= MIN_PROG_NS)
+            {
                 let who = if Some(si) == falco { falco_name.clone() } else { label.to_string() };
                 progs.rows.push(vec![
                     w.name().into(),
@@ -370,7 +377,8 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
     );
     if !progs.rows.is_empty() {
         md += &format!(
-            "\nBPF programs each sensor holds (by owner), with run-time stats on:\n\n{}",
+            "\nBPF programs each sensor holds (by owner), with run-time stats on (those under {MIN_PROG_NS} ns \
+             per syscall left out; tail-called programs count in their caller):\n\n{}",
             progs.markdown()
         );
     }

@@ -23,6 +23,7 @@ fn ratios_need_both_sides() {
     assert_eq!(ratio(50.0, 0.0), "-");
     assert_eq!(ratio(f64::NAN, 10.0), "-");
     assert_eq!(ratio(10.0, -5.0), "-", "a base within the noise below zero has no ratio");
+    assert_eq!(ratio(-10.0, 5.0), "< 0");
 }
 
 #[test]
