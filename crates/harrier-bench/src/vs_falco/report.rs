@@ -6,6 +6,7 @@ use super::rate::Rates;
 use super::work::{Sizes, Workload};
 use super::{Opts, Sample, Samples, FALCO, FLOOR, HARRIER, NONE};
 use crate::report::{bar_panels, num, Table};
+use crate::sensor::StopReport;
 use crate::workload::median;
 use anyhow::Result;
 use std::collections::BTreeMap;
@@ -310,7 +311,7 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
             "SIGINT → final stats, s (median / max)",
             "SIGINT → exit, s (median / max)",
             "killed",
-            "BPF programs / links left",
+            "BPF programs / links / maps left (max)",
             "start-up to ready, s (median)",
         ]
         .map(String::from)
@@ -324,7 +325,8 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
             stops.iter().map(|s| s.final_stats.map_or(f64::NAN, |d| d.as_secs_f64())).collect();
         let never = fin.iter().filter(|f| f.is_nan()).count();
         let gone: Vec<f64> = stops.iter().map(|s| s.gone.as_secs_f64()).collect();
-        let left = (stops.iter().map(|s| s.left_progs).max(), stops.iter().map(|s| s.left_links).max());
+        let most = |f: fn(&&StopReport) -> usize| stops.iter().map(f).max().unwrap_or(0);
+        let left = (most(|s| s.left_progs), most(|s| s.left_links), most(|s| s.left_maps));
         let mut startup: Vec<f64> = all.iter().map(|s| s.startup.as_secs_f64()).collect();
         let who = if Some(si) == falco { falco_name.clone() } else { label.to_string() };
         stop.rows.push(vec![
@@ -333,7 +335,7 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
             med_max(&fin) + &if never > 0 { format!(" ({never} without)") } else { String::new() },
             med_max(&gone),
             stops.iter().filter(|s| s.killed).count().to_string(),
-            format!("{} / {}", left.0.unwrap_or(0), left.1.unwrap_or(0)),
+            format!("{} / {} / {}", left.0, left.1, left.2),
             num(median(&mut startup), 2),
         ]);
     }
