@@ -415,7 +415,9 @@ impl Sensor {
                 last
             }
         });
-        let (left_progs, left_links, left_maps) = bpf::left_after_exit(&held, Duration::from_secs(2));
+        // Freeing waits for RCU and workqueues: harrier's maps take up to
+        // ~2 s on a loaded machine; what is still there after 5 s stays.
+        let (left_progs, left_links, left_maps) = bpf::left_after_exit(&held, Duration::from_secs(5));
         Ok(StopReport { status, final_stats, gone, killed, left_progs, left_links, left_maps, counters })
     }
 
