@@ -37,7 +37,7 @@ fn start(w: &Path, verdict_cache: bool, resolution: Resolution) -> Watcher {
         pid: Some(std::process::id()),
         verdict_cache,
         resolution,
-        ..Config::default()
+        ..config()
     };
     Watcher::start(&cfg).unwrap_or_else(|e| panic!("starting the watcher: {e:#}"))
 }
