@@ -42,6 +42,30 @@ export HARRIER_TEST_SCALE=${HARRIER_TEST_SCALE:-20}
 # quiet machine and 190 s on one loaded ~5x over its 2 cores).
 LIMIT=${GUEST_BINARY_LIMIT:-420}
 
+# fswatch's caches never keep directories of network file systems (a server
+# can rename them behind the kernel's back: bpf/include/fswatch/walk.h), and
+# the guest's root is the host's over 9p, so its tests run chrooted into a
+# root on a tmpfs that binds the host's directories (and the guest's /tmp):
+# their climbs then meet local file systems only, as on a real machine.
+LROOT=/run/harrier-lroot
+local_root() {
+	local e
+	mkdir -p $LROOT && mount -t tmpfs tmpfs $LROOT || return 1
+	for e in /*; do
+		if [ -L "$e" ]; then
+			cp -P "$e" "$LROOT$e"
+		elif [ -d "$e" ] && [ "$e" != /run ]; then
+			mkdir "$LROOT$e" && mount --rbind "$e" "$LROOT$e" || return 1
+		fi
+	done
+	mkdir -p $LROOT/run
+}
+local_root || { echo "guest: cannot set up fswatch's local root at $LROOT"; exit 1; }
+# Its suite runs a second time on kprobes (the first takes the best hooks this
+# kernel has: fentry before 6.13), when this kernel has them.
+FSWATCH_KPROBES=
+[ -d /sys/bus/event_source/devices/kprobe ] && FSWATCH_KPROBES=1
+
 # A sleep that runs no program: the guest's root is the host's over 9p, and
 # a watchdog that must exec /usr/bin/sleep from there stops with a stuck 9p.
 exec {SLEEPFD}<> <(:)
@@ -75,7 +99,11 @@ heartbeat &
 run_bounded() {
 	local limit=$1 dir=$2 out=$3 exe=$4 pid i t
 	shift 4
-	(cd "$dir" && exec "$exe" "$@") >"$out" 2>&1 &
+	if [ -n "${IN_LROOT:-}" ]; then
+		chroot $LROOT /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$dir" "$exe" "$@" >"$out" 2>&1 &
+	else
+		(cd "$dir" && exec "$exe" "$@") >"$out" 2>&1 &
+	fi
 	pid=$!
 	for ((i = 0; i < limit; i++)); do
 		kill -0 $pid 2>/dev/null || { wait $pid; return; }
@@ -112,26 +140,14 @@ fi
 passed() { echo "harrier-guest: passed $1" >/dev/kmsg; }
 
 pass=0 fail=0 failed=()
-t0=$(date +%s)
-while IFS=$'\t' read -r exe dir name; do
-	[ -n "$exe" ] || continue
-	[ -z "${done_before[$name]:-}" ] || continue
-	out=/tmp/test-out.txt
+# Runs one test binary (NAME DIR EXE, then its extra arguments) and reports it.
+run_test() {
+	local name=$1 dir=$2 exe=$3 out=/tmp/test-out.txt s rc np nf
+	shift 3
 	s=$(date +%s)
-	# Under emulation the dispatcher runs BPF on every guest syscall (~1 ms a
-	# run), so the capture tests' dispatcher variants would take hours: the
-	# guest runs them per-syscall, plus the DISPATCHER_IN_GUEST ones below.
-	skip=()
-	case $name in harrier-capture:*) skip=(--skip _dispatcher) ;; esac
-	# Reads capture files with sysdig and harrier only: no BPF, nothing of the
-	# kernel's, and 3-4 minutes under emulation. Said, not skipped silently.
-	case $name in harrier-cli:filter_parity_cli)
-		printf 'guest %s: not run %s (kernel-independent: capture files only)\n' "$KREL" "$name"
-		continue ;;
-	esac
 	# cargo runs each test binary from its package directory.
 	echo "harrier-guest: start $name" >/dev/kmsg
-	run_bounded $LIMIT "$dir" "$out" "$exe" --test-threads=2 "${skip[@]}"
+	run_bounded $LIMIT "$dir" "$out" "$exe" --test-threads=2 "$@"
 	rc=$?
 	np=$(awk '/^test result:/ { s += $4 } END { print s + 0 }' "$out")
 	nf=$(awk '/^test result:/ { s += $6 } END { print s + 0 }' "$out")
@@ -154,6 +170,33 @@ while IFS=$'\t' read -r exe dir name; do
 			tail -20 "$out"
 		fi | sed 's/^/      /'
 	fi
+}
+
+t0=$(date +%s)
+while IFS=$'\t' read -r exe dir name; do
+	[ -n "$exe" ] || continue
+	# Under emulation the dispatcher runs BPF on every guest syscall (~1 ms a
+	# run), so the capture tests' dispatcher variants would take hours: the
+	# guest runs them per-syscall, plus the DISPATCHER_IN_GUEST ones below.
+	skip=()
+	case $name in harrier-capture:*) skip=(--skip _dispatcher) ;; esac
+	# Reads capture files with sysdig and harrier only: no BPF, nothing of the
+	# kernel's, and 3-4 minutes under emulation. Said, not skipped silently.
+	case $name in harrier-cli:filter_parity_cli)
+		printf 'guest %s: not run %s (kernel-independent: capture files only)\n' "$KREL" "$name"
+		continue ;;
+	esac
+	case $name in
+	harrier-fswatch:lib) [ -n "${done_before[$name]:-}" ] || run_test "$name" "$dir" "$exe" ;;
+	harrier-fswatch:*)
+		[ -n "${done_before[$name]:-}" ] || IN_LROOT=1 run_test "$name" "$dir" "$exe"
+		if [ -z "$FSWATCH_KPROBES" ]; then
+			printf 'guest %s: not run %s kprobes (this kernel has no kprobes)\n' "$KREL" "$name"
+		elif [ -z "${done_before[$name kprobes]:-}" ]; then
+			IN_LROOT=1 HARRIER_FSWATCH_HOOKS=kprobes run_test "$name kprobes" "$dir" "$exe"
+		fi ;;
+	*) [ -n "${done_before[$name]:-}" ] || run_test "$name" "$dir" "$exe" "${skip[@]}" ;;
+	esac
 done <"$LIST"
 
 # The dispatcher on this kernel: exact counts and the TOCTOU flag.
