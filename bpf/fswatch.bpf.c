@@ -79,6 +79,7 @@ struct fw_exit_ctx {
 SEC("tracepoint/syscalls/sys_exit_openat")
 int fw_sys_exit(struct fw_exit_ctx *ctx)
 {
+	FW_LOADS;
 	long nr = ctx->nr, ret = ctx->ret;
 	struct fw_sys s = fw_sys_of(nr);
 	struct fw_pending *p = 0;

@@ -19,8 +19,11 @@
  * constant: the verifier drops the other branch, and with it 6.1's call to a
  * kfunc it lacks (libbpf leaves it poisoned, never reached).
  */
-#define FW_CAST(p, T) (plain_loads ? bpf_core_cast((void *)(p), T) : (T *)(void *)(p))
-#define FW_RD(p, ...) (plain_loads ? ___arrow(p, __VA_ARGS__) : BPF_CORE_READ(p, __VA_ARGS__))
+#define FW_CAST(p, T) (fw_pl ? bpf_core_cast((void *)(p), T) : (T *)(void *)(p))
+#define FW_RD(p, ...) (fw_pl ? ___arrow(p, __VA_ARGS__) : BPF_CORE_READ(p, __VA_ARGS__))
+/* First in every function that uses them: one load of the constant, where a
+ * load per field read would stay in the code the verifier keeps. */
+#define FW_LOADS const bool fw_pl = plain_loads
 
 /* Bounds v by max in a way clang cannot fold away and the verifier follows. */
 #define fw_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
