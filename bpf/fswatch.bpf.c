@@ -48,7 +48,6 @@ const volatile __u32 resolution = FW_RES_RINGBUF;
 const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 const volatile __u32 hooks = FW_HOOKS_CTIME;	/* enum fw_hooks (state.h) */
-const volatile bool plain_loads = 1;	/* bpf_rdonly_cast exists (6.2+): FW_CAST, state.h */
 
 #include "fswatch/state.h"
 #include "fswatch/syscalls.h"
@@ -79,7 +78,6 @@ struct fw_exit_ctx {
 SEC("tracepoint/syscalls/sys_exit_openat")
 int fw_sys_exit(struct fw_exit_ctx *ctx)
 {
-	FW_LOADS;
 	long nr = ctx->nr, ret = ctx->ret;
 	struct fw_sys s = fw_sys_of(nr);
 	struct fw_pending *p = 0;

@@ -71,7 +71,6 @@ struct mnt_namespace___seq {
  */
 static __always_inline __u64 fw_mnt_uid(struct mount *m)
 {
-	FW_LOADS;
 	struct mnt_namespace___seq *ns;
 
 	if (bpf_core_field_exists(struct mount, mnt_id_unique))
@@ -87,7 +86,6 @@ static __always_inline __u64 fw_mnt_uid(struct mount *m)
 static __always_inline void fw_vc_expect(struct fw_verdict *e, struct mount *m, struct task_struct *t,
 					 __u64 gen)
 {
-	FW_LOADS;
 	/* Plain loads (the verifier makes them fault-safe): a helper call per
 	 * field would cost more than the map lookup this serves. */
 	struct mnt_namespace *ns = FW_RD(m, mnt_ns);
@@ -140,7 +138,6 @@ static __always_inline bool fw_shape_safe(long nr, struct pt_regs *regs)
 static __always_inline void fw_check_cached(struct fw_cpu *c, struct dentry *d0, struct mount *m0,
 					    struct task_struct *t, __u32 depth)
 {
-	FW_LOADS;
 	struct fw_walk *w = &c->walk;
 	struct fw_vkey k = {};
 	struct fw_verdict e, *v;
@@ -230,7 +227,6 @@ static __always_inline int fw_dir_probe(struct fw_cpu *c, __u32 b, struct dentry
 					struct task_struct *t, __s32 pos, __u32 depth,
 					struct fw_dir_probe *p, __s32 *done)
 {
-	FW_LOADS;
 	struct fw_walk *w = &c->walk;
 	struct dentry *d;
 	struct mount *m;

@@ -44,7 +44,6 @@ static __always_inline void fw_vc_changed(struct task_struct *t, struct inode *i
  * (NULL: its newest dentry) as they are now. */
 static __always_inline void fw_record(struct fw_pending *p, struct inode *inode, struct dentry *alias)
 {
-	FW_LOADS;
 	struct fw_slot *s;
 	struct fw_cpu *c;
 	struct qstr q;

@@ -76,7 +76,6 @@ static __always_inline struct fw_inval *fw_inval_open(struct task_struct *t, lon
 /* A rename changed this inode: remember its dentry as it is now. */
 static __always_inline void fw_inval_record(struct fw_inval *inv, struct inode *inode, bool dir)
 {
-	FW_LOADS;
 	struct hlist_node *first;
 	struct fw_islot *s;
 	struct dentry *a;
@@ -114,7 +113,6 @@ static __always_inline void fw_inval_record(struct fw_inval *inv, struct inode *
 static __always_inline void fw_vc_changed(struct task_struct *t, struct inode *inode, struct pt_regs *regs,
 					  long nr)
 {
-	FW_LOADS;
 	struct fw_inval *inv;
 	bool dir;
 
@@ -153,7 +151,6 @@ static __always_inline void fw_vc_changed(struct task_struct *t, struct inode *i
  */
 static __always_inline bool fw_rename_kept_dirs(struct task_struct *t, struct fw_inval *inv, long nr)
 {
-	FW_LOADS;
 	bool file_moved = false;
 	struct pt_regs *regs;
 	__u32 n = inv->n;

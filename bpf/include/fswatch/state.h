@@ -15,15 +15,15 @@
  * map, a kprobe's argument): 6.2+ casts it once (bpf_core_cast, the
  * bpf_rdonly_cast kfunc) and reads fields with plain loads the verifier makes
  * fault-safe; 6.1 has no such cast, so each field there is a
- * bpf_probe_read_kernel (BPF_CORE_READ). `plain_loads` is a load-time
- * constant: the verifier drops the other branch, and with it 6.1's call to a
- * kfunc it lacks (libbpf leaves it poisoned, never reached).
+ * bpf_probe_read_kernel (BPF_CORE_READ). The choice is a load-time constant
+ * the verifier sees, so it drops the other branch, and with it 6.1's call to
+ * a kfunc it lacks (libbpf leaves it poisoned, never reached). A __kconfig
+ * extern that user space sets at open (src/watcher.rs), not a const volatile:
+ * clang may load it once per function instead of once per field.
  */
-#define FW_CAST(p, T) (fw_pl ? bpf_core_cast((void *)(p), T) : (T *)(void *)(p))
-#define FW_RD(p, ...) (fw_pl ? ___arrow(p, __VA_ARGS__) : BPF_CORE_READ(p, __VA_ARGS__))
-/* First in every function that uses them: one load of the constant, where a
- * load per field read would stay in the code the verifier keeps. */
-#define FW_LOADS const bool fw_pl = plain_loads
+extern const bool CONFIG_HARRIER_PLAIN_LOADS __kconfig;
+#define FW_CAST(p, T) (CONFIG_HARRIER_PLAIN_LOADS ? bpf_core_cast((void *)(p), T) : (T *)(void *)(p))
+#define FW_RD(p, ...) (CONFIG_HARRIER_PLAIN_LOADS ? ___arrow(p, __VA_ARGS__) : BPF_CORE_READ(p, __VA_ARGS__))
 
 /* Bounds v by max in a way clang cannot fold away and the verifier follows. */
 #define fw_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))

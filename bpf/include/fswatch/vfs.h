@@ -32,7 +32,6 @@
 /* unlink, rmdir: the victim, still named, then its directory. */
 static __always_inline void fw_vfs_remove(struct inode *dir, struct dentry *victim)
 {
-	FW_LOADS;
 	struct inode *inode;
 
 	victim = FW_CAST(victim, struct dentry);
@@ -56,7 +55,6 @@ static __always_inline void fw_vfs_create(struct inode *dir, struct dentry *dent
  * newest alias at the exit (plan.h). */
 static __always_inline void fw_vfs_link(struct dentry *old, struct inode *dir)
 {
-	FW_LOADS;
 	struct inode *inode;
 
 	old = FW_CAST(old, struct dentry);
@@ -70,7 +68,6 @@ static __always_inline void fw_vfs_link(struct dentry *old, struct inode *dir)
  * trades places with), as they are before the move. */
 static __always_inline void fw_vfs_rename(struct renamedata *rd)
 {
-	FW_LOADS;
 	struct dentry *from, *to;
 	struct inode *inode;
 
@@ -90,7 +87,6 @@ static __always_inline void fw_vfs_rename(struct renamedata *rd)
 /* chmod, chown, truncate, utimes by path (by fd they find their file at exit). */
 static __always_inline void fw_vfs_setattr(struct dentry *d)
 {
-	FW_LOADS;
 	struct inode *inode;
 
 	d = FW_CAST(d, struct dentry);
@@ -103,7 +99,6 @@ static __always_inline void fw_vfs_setattr(struct dentry *d)
  * other; plan.h's fw_find_new then finds it as with the ctime hooks. */
 static __always_inline void fw_record_new(struct fw_pending *p)
 {
-	FW_LOADS;
 	struct inode *inode;
 	struct dentry *d;
 

@@ -30,7 +30,6 @@ static __always_inline bool fw_is_watched(__u32 dev, __u64 ino)
  * field would cost more than the rest of a step (6.1 has no cast: FW_CAST). */
 static __always_inline void fw_check_watch(struct fw_walk *w, struct dentry *d)
 {
-	FW_LOADS;
 	if (w->watched || (!recursive && w->depth > 1))
 		return;
 	if (fw_is_watched(FW_RD(d, d_sb, s_dev), FW_RD(d, d_inode, i_ino)))
@@ -67,7 +66,6 @@ static __always_inline bool fw_local_fs(unsigned long magic)
 
 static __always_inline void fw_key_of(struct fw_fkey *k, struct dentry *d, struct mount *m, bool has_mnt)
 {
-	FW_LOADS;
 	k->dev = FW_RD(d, d_sb, s_dev);
 	k->mnt_id = has_mnt ? FW_RD(m, mnt_id) : 0;
 	k->ino = FW_RD(d, d_inode, i_ino);
@@ -122,7 +120,6 @@ static __always_inline void fw_set_pkey(struct fw_walk *w, struct fw_fkey *k)
 /* One step up: a name, or a hop from a mount's root to its mountpoint. */
 static long fw_walk_step(__u32 i, void *ctx)
 {
-	FW_LOADS;
 	struct fw_cpu *c = fw_cpu_get();
 	struct dentry *d, *parent;
 	struct mount *mnt;

@@ -171,7 +171,16 @@ impl Watcher {
 
         let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
-        let mut open = FswatchSkelBuilder::default().open(storage).map_err(privileges)?;
+        // How BPF reads kernel objects (bpf/include/fswatch/state.h's FW_CAST):
+        // a __kconfig extern, which libbpf sets from this text at open.
+        let kconfig = format!("CONFIG_HARRIER_PLAIN_LOADS={}\n", if choice.plain_loads { 'y' } else { 'n' });
+        let kconfig = std::ffi::CString::new(kconfig).expect("no NUL");
+        let opts = libbpf_sys::bpf_object_open_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_object_open_opts>() as _,
+            kconfig: kconfig.as_ptr(),
+            ..Default::default()
+        };
+        let mut open = FswatchSkelBuilder::default().open_opts(opts, storage).map_err(privileges)?;
         let rodata = open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("no .rodata"))?;
         rodata.filter_tgid = cfg.pid.unwrap_or(0);
         rodata.event_mask = cfg.events;
@@ -193,7 +202,6 @@ impl Watcher {
         rodata.aring_last = (cfg.buffer_size - RING_SLACK) as u64;
         rodata.wake_level = wake_level(cfg.buffer_size);
         rodata.hooks = choice.hooks as u32;
-        rodata.plain_loads = choice.plain_loads;
 
         // Only the chosen hooks are loaded: the others' targets may not exist here.
         let hook_progs = choice.hooks.programs();
