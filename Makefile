@@ -29,7 +29,7 @@ test:
 	$(PHASE) packaging-install bash scripts/deps-packaging.sh >/dev/null
 	$(PHASE) packaging $(MAKE) --no-print-directory test-packaging
 	$(PHASE) vm-install bash scripts/deps-vm.sh
-	$(PHASE) guests bash scripts/test-kernels.sh guest 6.1
+	$(PHASE) guests bash scripts/test-kernels.sh guest
 	@$(PHASE) report
 
 # Each cargo-fuzz target (rules, capfile, scap) for FUZZ_SECONDS (5; make test runs this).

@@ -21,6 +21,7 @@
 #include <bpf/bpf_endian.h>
 #include "harrier.h"
 #include "percpu.h"
+#include "dpath.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -31,20 +32,26 @@ const volatile bool shared_rings = 0;	/* CPUs share BPF ringbufs, else per-CPU a
 const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 
-/* Where a dentry walk is (see hr_walk_step). */
-struct hr_walk {
-	__u64 dentry;
-	__u64 mnt;
-	__s32 pos;	/* start of the path built so far, counting down from HR_PATH_MAX */
-	__u32 pad;
-};
+/* Set by user space when it stops: every program returns at once from then
+ * on, so the final figures are exact while the links are detached (one
+ * grace period per tracepoint, seconds for a few dozen). */
+volatile bool hr_off = 0;
+
+/* What each typed event collects; by default all its table says. Per
+ * syscall number: parameters left out (bit i: parameter i in wire order,
+ * absent on the wire), parameters left out when the call succeeded, and
+ * whether its entry copies are left unattached (pointer arguments are read
+ * at exit instead). Constants: the verifier drops the code they rule out. */
+const volatile __u32 skip_params[HR_NR_SLOTS] = {};
+const volatile __u32 skip_params_ok[HR_NR_SLOTS] = {};
+const volatile __u8 no_entry[HR_NR_SLOTS] = {};
 
 /* Per-CPU state: counters, which ring this CPU writes, event and path scratch. */
 struct hr_cpu {
 	struct hr_cpu_stats stats;
 	__u32 ring;
 	__u32 pad;
-	struct hr_walk walk;
+	struct hr_dwalk walk;	/* dpath.h */
 	__u8 ev[HR_SCRATCH];
 	__u8 path[HR_PATHBUF];
 };
@@ -104,7 +111,6 @@ static __always_inline void hr_tail_to(void *ctx, __u32 nr)
 
 #include "emit.h"
 #include "task.h"
-#include "kfilter.h"
 #include "capture.gen.c"
 
 /* The one program on every syscall exit in dispatcher mode: no helper call

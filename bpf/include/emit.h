@@ -13,6 +13,7 @@
 #define HARRIER_EMIT_H
 
 #include "percpu.h"
+#include "dpath.h"
 
 /* Classic syscall tracepoint records: 8 bytes of common fields (not readable
  * by BPF), then the syscall's fields. */
@@ -40,6 +41,7 @@ struct hr_em {
 	struct pt_regs *regs;
 	__s64 ret;
 	__u32 off;		/* bytes written so far */
+	__u32 at_exit;		/* a pointer argument was read at exit: HR_ARGS_AT_EXIT */
 };
 
 /* Arguments at exit come from the saved user registers: they are what the
@@ -58,7 +60,8 @@ static __always_inline struct pt_regs *hr_task_regs(struct hr_em *em)
 }
 
 /*
- * The current task and its thread id (0 if the process filter says no).
+ * The current task and its thread id (0 if the process filter says no, or
+ * the sensor is stopping).
  * One helper call serves the filter, the header and, later, the saved
  * registers: each helper call costs ~20 ns here. (The tracepoint record
  * carries the tid too, but programs may not read its common fields.)
@@ -68,7 +71,7 @@ static __always_inline __u32 hr_tid(struct task_struct **task)
 	struct task_struct *t = bpf_get_current_task_btf();
 
 	*task = t;
-	if (filter_tgid && t->tgid != filter_tgid)
+	if (hr_off || (filter_tgid && t->tgid != filter_tgid))
 		return 0;
 	return t->pid;
 }
@@ -86,6 +89,19 @@ static __always_inline struct hr_cpu *hr_cpu_get(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&cpu_state, &zero);
+}
+
+#include "kfilter.h"
+
+/* An event the kernel filter drops before it is written: counted as
+ * produced and filtered, nothing else done. */
+static __always_inline bool hr_dropped_early(struct hr_cpu *c, __u32 type, __s64 ret)
+{
+	if (!hr_kf_early(type, ret))
+		return false;
+	c->stats.events++;
+	c->stats.filtered++;
+	return true;
 }
 
 static __always_inline void hr_header(__u8 *ev, __u32 tid, __u32 type, __s64 ret, __u32 len)
@@ -108,6 +124,7 @@ static __always_inline void hr_em_init(struct hr_em *em, struct hr_cpu *c, struc
 	em->regs = 0;
 	em->ret = ret;
 	em->off = off;
+	em->at_exit = 0;
 }
 
 /* Room for `need` bytes in this CPU's array ring, or NULL (counted as a drop). */
@@ -131,7 +148,7 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 	void *ring;
 	__u8 *ev;
 
-	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()))
+	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, type, ret))
 		return 1;
 	c->stats.events++;
 	if (shared_rings) {
@@ -153,8 +170,17 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 	return 0;
 }
 
+/* The header's type says whether arguments were read at exit (set last:
+ * whether they were is known only once every field is written). */
+static __always_inline void hr_mark_at_exit(struct hr_em *em)
+{
+	if (em->at_exit)
+		((struct hr_hdr *)em->ev)->type |= HR_ARGS_AT_EXIT;
+}
+
 static __always_inline int hr_submit_fixed(struct hr_em *em)
 {
+	hr_mark_at_exit(em);
 	if (shared_rings)
 		bpf_ringbuf_submit(em->ev, BPF_RB_NO_WAKEUP);
 	else
@@ -171,7 +197,7 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 	struct hr_cpu *c;
 	__u8 *ev;
 
-	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()))
+	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, type, ret))
 		return 1;
 	if (shared_rings) {
 		ev = c->ev;
@@ -192,6 +218,7 @@ static __always_inline int hr_submit(struct hr_em *em)
 
 	hr_clamp(len, HR_EVENT_MAX);
 	((struct hr_hdr *)em->ev)->len = len;
+	hr_mark_at_exit(em);
 	c->stats.events++;
 	if (!shared_rings) {
 		hr_aring_publish(em, len);
@@ -275,6 +302,26 @@ static __always_inline void hr_var_end(struct hr_em *em, __u8 *slot, __u32 n)
 		n = HR_SNAP_MAX;
 	*(__u16 *)slot = n;
 	em->off += 2 + n;
+}
+
+/* A parameter nobody asked for: absent on the wire (HR_VAR_ABSENT, no bytes). */
+static __always_inline void hr_put_absent(struct hr_em *em)
+{
+	__u8 *slot = hr_var_begin(em);
+
+	if (!slot)
+		return;
+	*(__u16 *)slot = HR_VAR_ABSENT;
+	em->off += 2;
+}
+
+/* Whether parameter i of syscall nr is collected (skip_params,
+ * skip_params_ok: constants the verifier folds). */
+static __always_inline bool hr_collect(struct hr_em *em, __u32 nr, __u32 i)
+{
+	if (skip_params[nr] & (1u << i))
+		return false;
+	return !((skip_params_ok[nr] & (1u << i)) && em->ret >= 0);
 }
 
 /* len bytes (at most max) of user memory as a variable field. */
@@ -434,61 +481,17 @@ static __always_inline void hr_put_argv(struct hr_em *em, __u64 uargv)
 	hr_var_end(em, slot, total);
 }
 
-/* ---- paths resolved in the kernel, from the dentry tree ---- */
+/* ---- paths resolved in the kernel, from the dentry tree (dpath.h) ---- */
 
-static __always_inline struct mount *hr_real_mount(struct vfsmount *m)
+static long hr_walk_cb(__u32 i, void *ctx)
 {
-	return (struct mount *)((void *)m - bpf_core_field_offset(struct mount, mnt));
+	struct hr_cpu *c = hr_cpu_get();
+
+	return c ? hr_dstep(&c->walk, c->path) : 1;
 }
 
-/*
- * One step up the tree: a name, or a hop from a mount's root to its
- * mountpoint. The walk state lives in the per-CPU map value, not on the
- * stack: the verifier then does not track it precisely across bpf_loop
- * iterations, and the loop verifies in one pass whatever its depth.
- */
-static long hr_walk_step(__u32 i, void *ctx)
-{
-	__u32 zero = 0, len;
-	struct hr_cpu *c = bpf_map_lookup_elem(&cpu_state, &zero);
-	struct dentry *d, *parent, *mnt_root;
-	struct mount *mnt;
-	struct qstr q;
-	__s32 pos;
-
-	if (!c)
-		return 1;
-	d = (struct dentry *)c->walk.dentry;
-	mnt = (struct mount *)c->walk.mnt;
-	parent = BPF_CORE_READ(d, d_parent);
-	mnt_root = BPF_CORE_READ(mnt, mnt.mnt_root);
-	if (d == mnt_root) {
-		struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
-
-		if (up == mnt)
-			return 1; /* the root of the mount tree */
-		c->walk.dentry = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
-		c->walk.mnt = (__u64)up;
-		return 0;
-	}
-	/* A disconnected dentry (a memfd's "memfd:name"): its name is all
-	 * there is, as /proc's links show it; written below, then stop. */
-	if (d == parent)
-		parent = 0;
-	if (bpf_core_read(&q, sizeof(q), &d->d_name))
-		return 1;
-	len = q.len & 255;
-	pos = c->walk.pos - (__s32)len - 1;
-	if (pos < 0)
-		return 1;
-	bpf_probe_read_kernel(c->path + ((pos + 1) & (HR_PATH_MAX - 1)), len, q.name);
-	c->path[pos & (HR_PATH_MAX - 1)] = '/';
-	c->walk.pos = pos;
-	c->walk.dentry = (__u64)parent;
-	return parent ? 0 : 1;
-}
-
-static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry, struct vfsmount *vfsmnt)
+/* The absolute path of (dentry, vfsmnt) as the task sees it; "" if either is NULL. */
+static __always_inline void hr_put_dpath(struct hr_em *em, void *dentry, void *vfsmnt)
 {
 	struct hr_cpu *c = em->cpu;
 	__u8 *slot = hr_var_begin(em);
@@ -496,14 +499,11 @@ static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry
 
 	if (!slot)
 		return;
-	if (!dentry || !vfsmnt) {
+	if (!hr_dwalk_init(&c->walk, dentry, vfsmnt, em->task)) {
 		hr_var_end(em, slot, 0);
 		return;
 	}
-	c->walk.dentry = (__u64)dentry;
-	c->walk.mnt = (__u64)hr_real_mount(vfsmnt);
-	c->walk.pos = HR_PATH_MAX;
-	bpf_loop(HR_PATH_MAX / 2, hr_walk_step, 0, 0);
+	bpf_loop(HR_PATH_MAX / 2, hr_walk_cb, 0, 0);
 	pos = c->walk.pos;
 	if (pos >= HR_PATH_MAX) {
 		slot[2] = '/';
@@ -517,24 +517,22 @@ static __always_inline void hr_put_dpath(struct hr_em *em, struct dentry *dentry
 	hr_var_end(em, slot, n);
 }
 
-/* The file behind descriptor fd of the current task, or NULL. */
-static __always_inline struct file *hr_fd_file(struct hr_em *em, __s64 fd)
+/* The file behind descriptor fd of the current task (an address), or 0. */
+static __always_inline __u64 hr_fd_file(struct hr_em *em, __s64 fd)
 {
-	struct task_struct *t = em->task; /* a local: BPF_CORE_READ relocates its first hop */
-	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
-	struct file **fds = BPF_CORE_READ(fdt, fd);
-	struct file *f = 0;
+	struct fdtable *fdt = em->task->files->fdt;
+	__u64 f = 0;
 
-	if (fd >= 0 && fd < BPF_CORE_READ(fdt, max_fds))
-		bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	if (fd >= 0 && fd < fdt->max_fds)
+		bpf_probe_read_kernel(&f, sizeof(f), (void *)fdt->fd + fd * sizeof(f));
 	return f;
 }
 
-/* The absolute path of a file; an empty field for NULL. */
-static __always_inline void hr_put_file_path(struct hr_em *em, struct file *f)
+/* The absolute path of a file; an empty field for none. */
+static __always_inline void hr_put_file_path(struct hr_em *em, __u64 f)
 {
 	if (f)
-		hr_put_dpath(em, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt));
+		hr_put_dpath(em, hr_kread(f, struct file, f_path.dentry), hr_kread(f, struct file, f_path.mnt));
 	else
 		hr_put_dpath(em, 0, 0);
 }
@@ -559,9 +557,7 @@ static __always_inline void hr_put_fdpath_ret(struct hr_em *em)
 static __always_inline void hr_put_sockaddr_of(struct hr_em *em, __s64 fd, bool ok, bool local)
 {
 	__u8 *slot = hr_var_begin(em);
-	struct file *f;
-	struct socket *sock;
-	struct sock *sk;
+	__u64 f, sock, sk;
 	__u16 family;
 	__u32 n = 0;
 
@@ -570,38 +566,39 @@ static __always_inline void hr_put_sockaddr_of(struct hr_em *em, __s64 fd, bool 
 	if (!ok)
 		goto out;
 	f = hr_fd_file(em, fd);
-	sock = f ? BPF_CORE_READ(f, private_data) : 0;
-	sk = sock ? BPF_CORE_READ(sock, sk) : 0;
+	sock = f ? (__u64)hr_kread(f, struct file, private_data) : 0;
+	sk = sock ? (__u64)hr_kread(sock, struct socket, sk) : 0;
 	if (!sk)
 		goto out;
-	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	family = hr_kread(sk, struct sock, __sk_common.skc_family);
 	__builtin_memset(slot + 2, 0, 28);
 	*(__u16 *)(slot + 2) = family;
 	if (family == HR_AF_INET || family == HR_AF_INET6) {
 		/* skc_num (local port) is in host order, skc_dport in network order. */
-		*(__u16 *)(slot + 4) = local ? bpf_htons(BPF_CORE_READ(sk, __sk_common.skc_num))
-					     : BPF_CORE_READ(sk, __sk_common.skc_dport);
+		*(__u16 *)(slot + 4) = local ? bpf_htons(hr_kread(sk, struct sock, __sk_common.skc_num))
+					     : hr_kread(sk, struct sock, __sk_common.skc_dport);
 		if (family == HR_AF_INET) {
-			*(__u32 *)(slot + 6) = local ? BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr)
-						     : BPF_CORE_READ(sk, __sk_common.skc_daddr);
+			*(__u32 *)(slot + 6) = local ? hr_kread(sk, struct sock, __sk_common.skc_rcv_saddr)
+						     : hr_kread(sk, struct sock, __sk_common.skc_daddr);
 			n = 16;
 		} else {
+			struct sock *s = (struct sock *)sk;
+
 			if (local)
-				bpf_core_read(slot + 10, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+				bpf_core_read(slot + 10, 16, &s->__sk_common.skc_v6_rcv_saddr);
 			else
-				bpf_core_read(slot + 10, 16, &sk->__sk_common.skc_v6_daddr);
+				bpf_core_read(slot + 10, 16, &s->__sk_common.skc_v6_daddr);
 			n = 28;
 		}
 	} else if (family == HR_AF_UNIX) {
-		struct sock *peer = local ? sk : BPF_CORE_READ((struct unix_sock *)sk, peer);
-		struct unix_address *addr = peer ? BPF_CORE_READ((struct unix_sock *)peer, addr) : 0;
-		__u32 len = addr ? BPF_CORE_READ(addr, len) : 0;
+		__u64 peer = local ? sk : (__u64)hr_kread(sk, struct unix_sock, peer);
+		__u64 addr = peer ? (__u64)hr_kread(peer, struct unix_sock, addr) : 0;
+		__u64 len = addr ? hr_kread(addr, struct unix_address, len) : 0;
 
 		/* An unbound socket has no name: the family alone says unix. */
-		if (len > HR_SOCKADDR_MAX)
-			len = HR_SOCKADDR_MAX;
+		hr_clamp(len, HR_SOCKADDR_MAX);
 		if (len)
-			bpf_probe_read_kernel(slot + 2, len, &addr->name);
+			bpf_probe_read_kernel(slot + 2, len, &((struct unix_address *)addr)->name);
 		n = len ? len : 2;
 	}
 out:
@@ -619,7 +616,7 @@ static __always_inline void hr_put_exe(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
 
-	hr_put_file_path(em, em->ret == 0 ? BPF_CORE_READ(t, mm, exe_file) : 0);
+	hr_put_file_path(em, em->ret == 0 ? (__u64)t->mm->exe_file : 0);
 }
 
 static __always_inline void hr_put_cwd(struct hr_em *em)
@@ -627,7 +624,7 @@ static __always_inline void hr_put_cwd(struct hr_em *em)
 	struct task_struct *t = em->task;
 
 	if (em->ret == 0)
-		hr_put_dpath(em, BPF_CORE_READ(t, fs, pwd.dentry), BPF_CORE_READ(t, fs, pwd.mnt));
+		hr_put_dpath(em, t->fs->pwd.dentry, t->fs->pwd.mnt);
 	else
 		hr_put_dpath(em, 0, 0);
 }
@@ -635,8 +632,8 @@ static __always_inline void hr_put_cwd(struct hr_em *em)
 static __always_inline void hr_put_args(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
-	__u64 start = BPF_CORE_READ(t, mm, arg_start);
-	__u64 end = BPF_CORE_READ(t, mm, arg_end);
+	__u64 start = t->mm->arg_start;
+	__u64 end = t->mm->arg_end;
 
 	hr_put_user(em, start, em->ret == 0 && end > start ? end - start : 0, HR_SNAP_MAX);
 }
@@ -686,24 +683,29 @@ static __always_inline bool hr_stash_is(__u32 nr)
 	return st && st->nr == nr;
 }
 
-/* The stash for this syscall, consumed; NULL if entry did not fill it. */
+/* The stash for this syscall, consumed; NULL if entry did not fill it (the
+ * syscall was in flight at attach), or when its entry copies are not
+ * attached (no_entry): its pointer arguments are then read at exit. */
 static __always_inline struct hr_stash *hr_stash_take(struct hr_em *em, __u32 nr)
 {
-	struct hr_stash *st = bpf_task_storage_get(&stash, em->task, 0, 0);
+	struct hr_stash *st;
 
+	if (no_entry[nr])
+		return 0;
+	st = bpf_task_storage_get(&stash, em->task, 0, 0);
 	if (st && st->nr == nr) {
 		st->nr = 0;
 		return st;
 	}
 	em->cpu->stats.toctou_fallbacks++;
-	((struct hr_hdr *)em->ev)->type |= HR_ARGS_AT_EXIT;
+	em->at_exit = 1;
 	return 0;
 }
 
 static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stash *st, __u64 uptr)
 {
 	if (!st || st->path_len == HR_STASH_UNSET)
-		hr_put_path(em, uptr);
+		em->at_exit = 1, hr_put_path(em, uptr);
 	else
 		hr_put_kernel(em, st->path, st->path_len, HR_PATH_MAX - 1);
 }
@@ -712,29 +714,31 @@ static __always_inline void hr_put_sockaddr_stashed(struct hr_em *em, struct hr_
 						    __u64 uptr, __u64 len)
 {
 	if (!st || !st->extra_len)
-		hr_put_sockaddr(em, uptr, len);
+		em->at_exit = 1, hr_put_sockaddr(em, uptr, len);
 	else
 		hr_put_kernel(em, st->extra, st->extra_len, HR_STASH_EXTRA);
 }
 
 /* A plain argument as it was at entry, or as the registers say now. */
-static __always_inline __u64 hr_stash_arg(struct hr_stash *st, int i, __u64 now)
+static __always_inline __u64 hr_stash_arg(struct hr_em *em, struct hr_stash *st, int i, __u64 now)
 {
 	/* Read now: else clang may merge both loads into one instruction on two
 	 * pointer types, which the verifier refuses. */
 	asm volatile("" : "+r"(now));
+	if (!st)
+		em->at_exit = 1;
 	return st ? st->args[i] : now;
 }
 
 /* A u64 inside a struct read at entry (openat2's open_how), or read now. */
-static __always_inline __u64 hr_stash_u64(struct hr_stash *st, __u32 off, __u64 uptr)
+static __always_inline __u64 hr_stash_u64(struct hr_em *em, struct hr_stash *st, __u32 off, __u64 uptr)
 {
 	__u64 v = 0;
 
 	if (st && off + 8 <= st->extra_len && off + 8 <= HR_STASH_EXTRA)
 		bpf_probe_read_kernel(&v, sizeof(v), st->extra + off);
 	else
-		v = hr_user_u64(uptr);
+		em->at_exit = 1, v = hr_user_u64(uptr);
 	return v;
 }
 

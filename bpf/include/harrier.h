@@ -18,9 +18,14 @@ struct hr_hdr {
 	__u16 len;	/* total length, header included */
 };
 
-/* Set in type when an exit found no entry copy (the syscall was already in
- * flight when the sensor attached): its pointer arguments were read at exit. */
+/* Set in type when pointer arguments were read at exit, not copied at entry:
+ * the syscall was already in flight when the sensor attached, or its entry
+ * copies are not attached (user space asked for none). */
 #define HR_ARGS_AT_EXIT 0x8000
+
+/* The length word of a variable parameter that was not collected (nobody
+ * asked for it): absent, no bytes follow. No field is this long. */
+#define HR_VAR_ABSENT 0xffff
 
 /* Process life-cycle events, from sched tracepoints (not syscalls): they keep
  * user space's tid -> pid/comm table exact without a field in every event. */

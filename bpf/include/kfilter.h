@@ -5,10 +5,12 @@
  * `harrier run` derives, per syscall, the event-local conditions under which
  * some rule or the state tables can use an event (an open that succeeded,
  * with write flags, of a path under a prefix list) and adds the user's
- * `kernel_drop` filters (process names, per syscall). The handler has
- * already written the event into its ring when this runs: a dropped event
- * is simply not published, and counted as filtered. User space writes the
- * maps before attaching and never changes them while events flow.
+ * `kernel_drop` filters (process names, per syscall). What needs only the
+ * return value and the process name is decided before the handler writes
+ * anything (hr_kf_early: no clock read, no ring room, no copies); the path
+ * and flag clauses run once the event is written, and a dropped event is
+ * simply not published. Both count it as filtered. User space writes the
+ * maps before attaching, and swaps them whole on SIGHUP.
  * Layouts are mirrored in crates/harrier-capture/src/kfilter.rs.
  */
 #ifndef HARRIER_KFILTER_H
@@ -32,7 +34,8 @@ struct hr_kf_clause {
 struct hr_kf {
 	__u8 clauses;		/* some clause is used */
 	__u8 comm_drop;		/* look (nr, comm) up in kf_comms */
-	__u8 pad[2];
+	__u8 fail_drop;		/* every used clause needs success: a failed call is dropped early */
+	__u8 pad;
 	struct hr_kf_clause c[HR_KF_CLAUSES];
 };
 
@@ -94,6 +97,8 @@ static __always_inline struct hr_kf_path_key *hr_kf_path_key(struct hr_em *em, _
 		return 0;
 	at = em->ev + (path_off & 0x3fff);
 	bpf_probe_read_kernel(&len, 2, at);
+	if (len == HR_VAR_ABSENT)
+		return 0;
 	n = len < HR_KF_PATH ? len : HR_KF_PATH;
 	bpf_probe_read_kernel(k->path, n & 127, at + 2);
 	/* A path longer than any entry matches prefixes only. */
@@ -129,8 +134,28 @@ static __always_inline bool hr_kf_clause_holds(struct hr_em *em, const struct hr
 	return true;
 }
 
+/* True: drop this event of syscall nr before anything is written: its
+ * process name is dropped, or it failed and only successes are kept. */
+static __always_inline bool hr_kf_early(__u32 nr, __s64 ret)
+{
+	struct hr_kf *kf;
+
+	if (!kf_enabled || nr >= HR_NR_SLOTS || !(kf = bpf_map_lookup_elem(&kfilter, &nr)))
+		return false;
+	if (ret < 0 && kf->fail_drop)
+		return true;
+	if (kf->comm_drop) {
+		struct hr_kf_comm_key ck = { .nr = nr };
+
+		bpf_get_current_comm(ck.comm, sizeof(ck.comm));
+		if (bpf_map_lookup_elem(&kf_comms, &ck))
+			return true;
+	}
+	return false;
+}
+
 /* True: do not send this event of syscall nr (path_off: its kernel-resolved
- * path, 0 if it has none). */
+ * path, 0 if it has none). Runs once the event is written. */
 static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_off)
 {
 	struct hr_kf_path_key *k = 0;
@@ -139,13 +164,6 @@ static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_of
 
 	if (!kf_enabled || !(kf = bpf_map_lookup_elem(&kfilter, &nr)))
 		return false;
-	if (kf->comm_drop) {
-		struct hr_kf_comm_key ck = { .nr = nr };
-
-		bpf_get_current_comm(ck.comm, sizeof(ck.comm));
-		if (bpf_map_lookup_elem(&kf_comms, &ck))
-			return true;
-	}
 	if (!kf->clauses)
 		return false;
 	for (__u32 i = 0; i < HR_KF_CLAUSES; i++)

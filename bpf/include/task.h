@@ -3,8 +3,9 @@
  * Task fields for the state engine (`task(name)` and `cgroup` kinds in
  * schema/events.tbl): what a new process has that the syscall's arguments do
  * not carry, read from the kernel at the event, because a /proc read after
- * the fact may find the process gone. All CO-RE reads; only execve/execveat,
- * the set*id family and capset use them, so their cost stays off hot paths.
+ * the fact may find the process gone. Plain CO-RE loads from the current
+ * task (the verifier makes them fault-safe; a helper call per field costs
+ * more); only execve/execveat, the set*id family and capset use them.
  */
 #ifndef HARRIER_TASK_H
 #define HARRIER_TASK_H
@@ -32,28 +33,28 @@ static __always_inline __u32 hr_task_uid(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
 
-	return BPF_CORE_READ(t, cred, uid.val);
+	return t->cred->uid.val;
 }
 
 static __always_inline __u32 hr_task_gid(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
 
-	return BPF_CORE_READ(t, cred, gid.val);
+	return t->cred->gid.val;
 }
 
 static __always_inline __u32 hr_task_euid(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
 
-	return BPF_CORE_READ(t, cred, euid.val);
+	return t->cred->euid.val;
 }
 
 static __always_inline __u32 hr_task_egid(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
 
-	return BPF_CORE_READ(t, cred, egid.val);
+	return t->cred->egid.val;
 }
 
 /* -1 (unset) without audit support, as /proc/PID/loginuid says. */
@@ -63,20 +64,20 @@ static __always_inline __u32 hr_task_loginuid(struct hr_em *em)
 
 	if (!bpf_core_field_exists(t->loginuid))
 		return (__u32)-1;
-	return BPF_CORE_READ(t, loginuid.val);
+	return t->loginuid.val;
 }
 
 /* The controlling terminal as a device number (new_encode_dev), 0 for none. */
 static __always_inline __u32 hr_task_tty(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
-	struct tty_struct *tty = BPF_CORE_READ(t, signal, tty);
+	struct tty_struct *tty = t->signal->tty;
 	__u32 major, minor;
 
 	if (!tty)
 		return 0;
-	major = BPF_CORE_READ(tty, driver, major);
-	minor = BPF_CORE_READ(tty, driver, minor_start) + BPF_CORE_READ(tty, index);
+	major = tty->driver->major;
+	minor = tty->driver->minor_start + tty->index;
 	return (minor & 0xff) | (major << 8) | ((minor & ~0xffu) << 12);
 }
 
@@ -94,15 +95,15 @@ static __always_inline __u32 hr_task_sid(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
 
-	return hr_pid_nr(BPF_CORE_READ(t, signal, pids[PIDTYPE_SID]), 0);
+	return hr_pid_nr(t->signal->pids[PIDTYPE_SID], 0);
 }
 
 /* The process id as its own pid namespace sees it. */
 static __always_inline __u32 hr_vpid_of(struct task_struct *t)
 {
-	struct pid *p = BPF_CORE_READ(t, group_leader, thread_pid);
+	struct pid *p = t->group_leader->thread_pid;
 
-	return hr_pid_nr(p, p ? BPF_CORE_READ(p, level) : 0);
+	return hr_pid_nr(p, p ? p->level : 0);
 }
 
 static __always_inline __u32 hr_task_vpid(struct hr_em *em)
@@ -113,9 +114,9 @@ static __always_inline __u32 hr_task_vpid(struct hr_em *em)
 static __always_inline __u32 hr_task_vpgid(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
-	struct pid *own = BPF_CORE_READ(t, thread_pid);
+	struct pid *own = t->thread_pid;
 
-	return hr_pid_nr(BPF_CORE_READ(t, signal, pids[PIDTYPE_PGID]), own ? BPF_CORE_READ(own, level) : 0);
+	return hr_pid_nr(t->signal->pids[PIDTYPE_PGID], own ? own->level : 0);
 }
 
 /* kernel_cap_t is one u64 since 6.3 and two u32s before: read 8 bytes either way. */
@@ -136,7 +137,7 @@ static __always_inline struct inode *hr_exe_inode(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
 
-	return em->ret == 0 ? BPF_CORE_READ(t, mm, exe_file, f_inode) : 0;
+	return em->ret == 0 ? t->mm->exe_file->f_inode : 0;
 }
 
 static __always_inline __u64 hr_task_exe_ctime(struct hr_em *em)
@@ -146,8 +147,7 @@ static __always_inline __u64 hr_task_exe_ctime(struct hr_em *em)
 	if (!i)
 		return 0;
 	if (bpf_core_field_exists(i->i_ctime_sec))
-		return BPF_CORE_READ(i, i_ctime_sec) * 1000000000ULL +
-		       (BPF_CORE_READ(i, i_ctime_nsec) & HR_NSEC_MASK);
+		return i->i_ctime_sec * 1000000000ULL + (i->i_ctime_nsec & HR_NSEC_MASK);
 	struct inode___old *o = (void *)i;
 	return BPF_CORE_READ(o, i_ctime.tv_sec) * 1000000000ULL + BPF_CORE_READ(o, i_ctime.tv_nsec);
 }
@@ -159,8 +159,7 @@ static __always_inline __u64 hr_task_exe_mtime(struct hr_em *em)
 	if (!i)
 		return 0;
 	if (bpf_core_field_exists(i->i_mtime_sec))
-		return BPF_CORE_READ(i, i_mtime_sec) * 1000000000ULL +
-		       (BPF_CORE_READ(i, i_mtime_nsec) & HR_NSEC_MASK);
+		return i->i_mtime_sec * 1000000000ULL + (i->i_mtime_nsec & HR_NSEC_MASK);
 	struct inode___old *o = (void *)i;
 	return BPF_CORE_READ(o, i_mtime.tv_sec) * 1000000000ULL + BPF_CORE_READ(o, i_mtime.tv_nsec);
 }
@@ -174,7 +173,7 @@ static __always_inline __u64 hr_task_exe_mtime(struct hr_em *em)
 static __always_inline __u32 hr_task_exe_flags(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
-	struct file *f = em->ret == 0 ? BPF_CORE_READ(t, mm, exe_file) : 0;
+	struct file *f = em->ret == 0 ? t->mm->exe_file : 0;
 	struct inode *i;
 	void *upper = 0;
 	char name[6] = {};
@@ -182,13 +181,13 @@ static __always_inline __u32 hr_task_exe_flags(struct hr_em *em)
 
 	if (!f)
 		return 0;
-	i = BPF_CORE_READ(f, f_inode);
-	if (BPF_CORE_READ(i, i_sb, s_magic) == HR_OVERLAYFS_MAGIC) {
+	i = f->f_inode;
+	if (i->i_sb->s_magic == HR_OVERLAYFS_MAGIC) {
 		bpf_probe_read_kernel(&upper, sizeof(upper), (void *)i + bpf_core_type_size(struct inode));
 		if (upper)
 			flags |= HR_EXE_UPPER_LAYER;
 	}
-	bpf_probe_read_kernel(name, sizeof(name), BPF_CORE_READ(f, f_path.dentry, d_name.name));
+	bpf_probe_read_kernel(name, sizeof(name), f->f_path.dentry->d_name.name);
 	if (name[0] == 'm' && name[1] == 'e' && name[2] == 'm' && name[3] == 'f' && name[4] == 'd' &&
 	    name[5] == ':')
 		flags |= HR_EXE_MEMFD;
@@ -279,8 +278,8 @@ static __always_inline __u32 hr_task_env_size(struct hr_em *em)
 
 	if (em->ret != 0)
 		return 0;
-	start = BPF_CORE_READ(t, mm, env_start);
-	end = BPF_CORE_READ(t, mm, env_end);
+	start = t->mm->env_start;
+	end = t->mm->env_end;
 	return end > start && end - start < 0xffffffffULL ? end - start : 0;
 }
 
@@ -291,7 +290,7 @@ static __always_inline void hr_put_env(struct hr_em *em)
 
 	if (size > HR_ENV_MAX)
 		em->cpu->stats.truncated++;
-	hr_put_user(em, size ? BPF_CORE_READ(t, mm, env_start) : 0, size, HR_ENV_MAX);
+	hr_put_user(em, size ? t->mm->env_start : 0, size, HR_ENV_MAX);
 }
 
 #endif

@@ -12,9 +12,7 @@ fn main() {
     let tables = harrier_eventgen::load(&schema).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(out.join("capture.gen.c"), harrier_eventgen::generate_c(&tables)).unwrap();
 
-    for (name, skel) in
-        [("capture", "capture.skel.rs"), ("sample", "sample.skel.rs"), ("empty", "empty.skel.rs")]
-    {
+    for (name, skel) in [("capture", "capture.skel.rs"), ("empty", "empty.skel.rs")] {
         let src = root.join(format!("bpf/{name}.bpf.c"));
         SkeletonBuilder::new()
             .source(&src)

@@ -368,16 +368,10 @@ pub fn cases(quick: bool) -> Vec<Case> {
     v
 }
 
-/// What `auto` picks for a case, sampled while its workload runs (at the
-/// real start the workload would already be running; here it waits paused).
+/// What `auto` picks for a case.
 pub fn auto_pick(case: &Case) -> Result<harrier_capture::AttachChoice> {
     let Some(list) = case.syscalls else { bail!("no sensor in this case") };
-    let mut work = spawn(case.workload)?;
-    work.release()?;
-    std::thread::sleep(Duration::from_millis(300)); // past the workload's own start-up
-    let counts = harrier_capture::attach::sample_syscalls(harrier_capture::attach::SAMPLE)?;
-    drop(work);
-    harrier_capture::attach::auto_choice(&Config::new(parse_syscalls(list)?), &counts)
+    harrier_capture::attach::auto_choice(&Config::new(parse_syscalls(list)?))
 }
 
 /// What `auto` picks, per selection label.

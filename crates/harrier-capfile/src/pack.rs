@@ -13,14 +13,15 @@
 //!           type u16 LE, n u8, n field codes
 //! tid     = varint;  ts_delta = varint zigzag(ts - previous ts), both starting at 0
 //! field   = I32: varint zigzag(i32) | I64: varint zigzag(i64)
-//!         | VAR: varint len, bytes  | FIXED(n): n bytes | REST: varint len, bytes
+//!         | VAR: varint len, bytes (len 0xffff: absent, no bytes)
+//!         | FIXED(n): n bytes | REST: varint len, bytes
 //! ```
 //!
 //! The writer only ever appends to buffers it sized once; the reader writes
 //! the unpacked records into one buffer reused from block to block.
 
 use crate::format::FOREIGN_TYPE;
-use harrier_schema::wire::{ARGS_AT_EXIT, HEADER_LEN, META_COMM, META_EXEC, META_EXIT, META_FORK};
+use harrier_schema::wire::{var_bytes, ARGS_AT_EXIT, HEADER_LEN, META_COMM, META_EXEC, META_EXIT, META_FORK};
 use harrier_schema::{syscall_by_nr, Wire, MAX_SYSCALL_NR};
 use std::sync::OnceLock;
 
@@ -105,7 +106,7 @@ fn fits(codes: &[u8], body: &[u8]) -> bool {
             F_I32 => 4,
             F_I64 => 8,
             F_VAR => match body.get(i..i + 2) {
-                Some(l) => 2 + u16::from_le_bytes([l[0], l[1]]) as usize,
+                Some(l) => 2 + var_bytes(u16::from_le_bytes([l[0], l[1]])),
                 None => return false,
             },
             F_REST => return true,
@@ -229,8 +230,10 @@ impl Packer {
                     i += 8;
                 }
                 F_VAR => {
-                    let n = u16::from_le_bytes([body[i], body[i + 1]]) as usize;
-                    put_varint(out, n as u64);
+                    // An absent field packs as its length word alone.
+                    let word = u16::from_le_bytes([body[i], body[i + 1]]);
+                    let n = var_bytes(word);
+                    put_varint(out, word as u64);
                     out.extend_from_slice(&body[i + 2..i + 2 + n]);
                     i += 2 + n;
                 }

@@ -5,7 +5,7 @@
 use crate::foreign::Foreign;
 use crate::format::{FOREIGN_TYPE, MAX_BLOCK_LEN};
 use crate::pack::{unzigzag, F_FIXED, F_I32, F_I64, F_REST, F_VAR};
-use harrier_schema::wire::{ARGS_AT_EXIT, HEADER_LEN};
+use harrier_schema::wire::{var_bytes, ARGS_AT_EXIT, HEADER_LEN};
 
 /// The reader's side: the layouts a block defined so far (reused).
 #[derive(Default)]
@@ -181,7 +181,7 @@ fn field(c: &mut Cur, code: u8, out: &mut Vec<u8>) -> Result<(), String> {
             let n = c.varint("field length")?;
             let n = u16::try_from(n).map_err(|_| format!("field length {n} is over 65535"))?;
             out.extend_from_slice(&n.to_le_bytes());
-            out.extend_from_slice(c.bytes(n as usize, "field")?);
+            out.extend_from_slice(c.bytes(var_bytes(n), "field")?);
         }
         F_REST => {
             let n = c.varint("record rest length")?;

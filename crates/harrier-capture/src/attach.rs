@@ -10,11 +10,10 @@
 
 use crate::tracefs;
 use crate::Config;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use harrier_schema::SyscallInfo;
 use std::collections::HashMap;
 use std::fmt;
-use std::time::Duration;
 
 /// How syscall exits reach their handlers (`--attach`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,22 +50,19 @@ impl fmt::Display for AttachMode {
 }
 
 /// The rule `auto` follows, in words (also printed by `harrier capture`).
-pub const AUTO_RULE: &str = "dispatcher when per-syscall tracepoints would take more than 1 s to \
-     detach (over 10 of them) or when the selected syscalls made up at least 36% of the machine's \
-     syscalls in a 0.2 s sample; per-syscall otherwise";
+pub const AUTO_RULE: &str = "per-syscall (an unselected syscall runs no BPF), unless that means more \
+     than 80 tracepoints, which would take over 4 s to detach: then the dispatcher";
 
-/// Detaching a perf tracepoint waits for an RCU grace period under the
-/// kernel's event_mutex (serial, ~75 ms each here): more than this many
-/// would break the one-second stop.
-pub const MAX_FAST_STOP_TRACEPOINTS: usize = 10;
-
-/// Selected share of the machine's syscalls above which the dispatcher wins.
-/// From `make bench-capture` (2026-11-23, stats off, wall ns per getpid): a
-/// selected event costs ~73 ns less via the dispatcher (+215 vs +289), an
-/// unselected syscall ~41 ns more (+116 vs +75); break-even 41 / (73 + 41).
-pub const DISPATCHER_SHARE: f64 = 0.36;
-
-pub const SAMPLE: Duration = Duration::from_millis(200);
+/// Detaching a perf tracepoint waits for grace periods under the kernel's
+/// event_mutex (serial, ~50 ms each here). The final figures come first
+/// (Session::finish), but the process exits only once they are detached:
+/// more than this many would keep it past 4 s.
+///
+/// Why per-syscall is the default, measured here (2026-11-26, Falco's stable
+/// rules, thread CPU ns per syscall, 3 interleaved rounds): a getpid loop (an
+/// unselected syscall) +20-35 per-syscall, +76-79 with the dispatcher; an
+/// open/close/connect/exec mix (every syscall selected) +400-440 either way.
+pub const MAX_PER_SYSCALL_TRACEPOINTS: usize = 80;
 
 /// Where one selected syscall's programs go.
 pub(crate) struct Attachment {
@@ -109,6 +105,8 @@ impl Attachment {
 /// Resolves every tracepoint the selection needs, with one id lookup (which
 /// may have to mount tracefs privately). Syscalls without one are an error,
 /// or skipped with `skip_missing` (--all): the kernel does not have them.
+/// A syscall whose arguments are read at exit (`collect`) needs no sys_enter
+/// tracepoint, and its exit is only its own (exit_also needs the entry copy).
 pub(crate) fn plan(cfg: &Config) -> Result<Vec<Attachment>> {
     let main_tp = |s: &SyscallInfo| match s.noreturn {
         true => format!("sys_enter_{}", s.tracepoint),
@@ -133,12 +131,13 @@ pub(crate) fn plan(cfg: &Config) -> Result<Vec<Attachment>> {
             }
             bail!("syscall '{}' has no tracepoint on this kernel", s.name);
         };
+        let copies = !cfg.collect.reads_at_exit(s.nr);
         let mut exit_ids = vec![main];
-        if let Some(other) = s.exit_also {
+        if let Some(other) = s.exit_also.filter(|_| copies) {
             exit_ids.push(require(format!("sys_exit_{other}"))?);
         }
         let enter_id = match s.params {
-            Some(params) if params.iter().any(|p| p.at_enter) => {
+            Some(params) if copies && params.iter().any(|p| p.at_enter) => {
                 Some(require(format!("sys_enter_{}", s.tracepoint))?)
             }
             _ => None,
@@ -170,73 +169,28 @@ pub struct AttachChoice {
 
 pub(crate) fn choose(requested: AttachMode, plan: &[Attachment]) -> Result<AttachChoice> {
     let mut choice = match requested {
-        AttachMode::Auto => {
-            rule(plan, || sample_syscalls(SAMPLE).context("sampling the machine's syscalls"))?
-        }
+        AttachMode::Auto => rule(plan),
         mode => AttachChoice { mode, reason: "requested".into(), selected_share: None, tracepoints: 0 },
     };
     choice.tracepoints = tracepoints(plan, choice.mode);
     Ok(choice)
 }
 
-/// What `auto` picks for `cfg` given a syscall sample (counts by number),
-/// e.g. one taken while a benchmark's workload runs.
-pub fn auto_choice(cfg: &Config, counts: &[u64]) -> Result<AttachChoice> {
-    rule(&plan(cfg)?, || Ok(counts.to_vec()))
+/// What `auto` picks for `cfg`.
+pub fn auto_choice(cfg: &Config) -> Result<AttachChoice> {
+    Ok(rule(&plan(cfg)?))
 }
 
-/// The rule of [`AUTO_RULE`]; samples only when the stop budget allows
-/// per-syscall tracepoints at all.
-fn rule(plan: &[Attachment], sample: impl FnOnce() -> Result<Vec<u64>>) -> Result<AttachChoice> {
-    let per_syscall = tracepoints(plan, AttachMode::PerSyscall);
-    if per_syscall > MAX_FAST_STOP_TRACEPOINTS {
-        return Ok(AttachChoice {
-            mode: AttachMode::Dispatcher,
-            reason: format!("{per_syscall} per-syscall tracepoints would not detach within 1 s"),
-            selected_share: None,
-            tracepoints: tracepoints(plan, AttachMode::Dispatcher),
-        });
-    }
-    let counts = sample()?;
-    let total: u64 = counts.iter().sum();
-    let selected: u64 = plan.iter().filter_map(|a| counts.get(a.syscall.nr as usize)).sum();
-    let share = if total == 0 { 0.0 } else { selected as f64 / total as f64 };
-    let mode = if share >= DISPATCHER_SHARE { AttachMode::Dispatcher } else { AttachMode::PerSyscall };
-    Ok(AttachChoice {
-        mode,
-        reason: format!(
-            "selected syscalls were {:.0}% of {total} sampled (dispatcher from {:.0}%)",
-            share * 100.0,
-            DISPATCHER_SHARE * 100.0
-        ),
-        selected_share: Some(share),
-        tracepoints: tracepoints(plan, mode),
-    })
-}
-
-mod sample_skel {
-    include!(concat!(env!("OUT_DIR"), "/sample.skel.rs"));
-}
-
-/// The machine's syscalls by number over `window`, the sensor's own excluded.
-pub fn sample_syscalls(window: Duration) -> Result<Vec<u64>> {
-    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-    use libbpf_rs::MapCore;
-    let mut storage = std::mem::MaybeUninit::uninit();
-    let mut open = sample_skel::SampleSkelBuilder::default().open(&mut storage)?;
-    let rodata = open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("no .rodata"))?;
-    rodata.self_tgid = std::process::id();
-    let skel = open.load().context("loading the syscall sampler")?;
-    let link = skel.progs.hr_sample.attach().context("attaching the syscall sampler")?;
-    std::thread::sleep(window);
-    drop(link);
-    let mut counts = Vec::new();
-    for nr in 0..crate::NR_SLOTS as u32 {
-        let per_cpu = skel.maps.counts.lookup_percpu(&nr.to_ne_bytes(), libbpf_rs::MapFlags::ANY)?;
-        let sum = per_cpu.into_iter().flatten().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap())).sum();
-        counts.push(sum);
-    }
-    Ok(counts)
+/// The rule of [`AUTO_RULE`].
+fn rule(plan: &[Attachment]) -> AttachChoice {
+    let n = tracepoints(plan, AttachMode::PerSyscall);
+    let (mode, reason) = match n > MAX_PER_SYSCALL_TRACEPOINTS {
+        true => {
+            (AttachMode::Dispatcher, format!("{n} per-syscall tracepoints would take over 4 s to detach"))
+        }
+        false => (AttachMode::PerSyscall, format!("{n} tracepoints; an unselected syscall runs no BPF")),
+    };
+    AttachChoice { mode, reason, selected_share: None, tracepoints: tracepoints(plan, mode) }
 }
 
 #[cfg(test)]
@@ -264,21 +218,12 @@ mod tests {
     }
 
     #[test]
-    fn auto_takes_the_dispatcher_when_the_selection_is_most_of_the_load() {
-        let plan = plan_of(&["read", "write"]);
-        let busy = rule(&plan, || Ok(counts(&[("read", 60), ("write", 30), ("futex", 10)]))).unwrap();
-        assert_eq!(busy.mode, AttachMode::Dispatcher, "{}", busy.reason);
-        let sparse = rule(&plan, || Ok(counts(&[("read", 10), ("futex", 90)]))).unwrap();
-        assert_eq!(sparse.mode, AttachMode::PerSyscall, "{}", sparse.reason);
-        let idle = rule(&plan, || Ok(counts(&[]))).unwrap();
-        assert_eq!(idle.mode, AttachMode::PerSyscall, "an idle machine pays nothing per-syscall");
-    }
-
-    #[test]
-    fn auto_keeps_the_stop_under_a_second_without_sampling() {
-        let many: Vec<&str> = harrier_schema::SYSCALLS.iter().take(11).map(|s| s.name).collect();
-        let c = rule(&plan_of(&many), || panic!("no sample needed")).unwrap();
-        assert_eq!(c.mode, AttachMode::Dispatcher);
+    fn auto_takes_per_syscall_tracepoints_unless_there_are_too_many() {
+        let c = rule(&plan_of(&["read", "write", "openat"]));
+        assert_eq!((c.mode, c.tracepoints), (AttachMode::PerSyscall, 4), "{}", c.reason);
+        let many: Vec<&str> = harrier_schema::SYSCALLS.iter().take(81).map(|s| s.name).collect();
+        let c = rule(&plan_of(&many));
+        assert_eq!(c.mode, AttachMode::Dispatcher, "{}", c.reason);
         // openat: an exit and an entry tracepoint per-syscall; only the entry with the dispatcher.
         let p = plan_of(&["openat", "exit_group", "read"]);
         assert_eq!(tracepoints(&p, AttachMode::PerSyscall), 4);

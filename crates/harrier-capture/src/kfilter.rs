@@ -91,6 +91,7 @@ fn kf_value(f: &SyscallFilter) -> Result<[u8; KF_SIZE]> {
     }
     v[0] = !f.clauses.is_empty() as u8;
     v[1] = !f.drop_comms.is_empty() as u8;
+    v[2] = (!f.clauses.is_empty() && f.clauses.iter().all(|c| c.need_success)) as u8;
     for (i, c) in f.clauses.iter().enumerate() {
         let at = 4 + i * CLAUSE_SIZE;
         v[at] = 1;

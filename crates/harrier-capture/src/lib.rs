@@ -11,6 +11,7 @@
 
 pub mod aring;
 pub mod attach;
+pub mod collect;
 mod empty;
 pub mod kfilter;
 mod merge;
@@ -56,7 +57,8 @@ pub mod testing {
 }
 
 pub use attach::{AttachChoice, AttachMode};
-pub use session::{enable_run_time_stats, EventSink, Pace, Session};
+pub use collect::Collect;
+pub use session::{enable_run_time_stats, Detach, EventSink, Pace, Session};
 pub use stats::{ProgStats, Stats, UserCounters};
 
 use anyhow::{bail, Result};
@@ -93,6 +95,8 @@ pub struct Config {
     pub attach: AttachMode,
     /// Events the handlers do not send (see [`kfilter`]); None: send all.
     pub kernel_filter: Option<kfilter::KernelFilter>,
+    /// What each event collects (see [`collect`]); everything by default.
+    pub collect: Collect,
     /// The floor of the attach plan: an empty program of the same type
     /// wherever a program would be linked (benchmarks; no events flow).
     pub empty_programs: bool,
@@ -110,6 +114,7 @@ impl Config {
             run_time_stats: false,
             attach: AttachMode::Auto,
             kernel_filter: None,
+            collect: Collect::all(),
             empty_programs: false,
         }
     }

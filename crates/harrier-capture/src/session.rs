@@ -100,6 +100,7 @@ pub struct Session {
     stats_fd: Option<OwnedFd>,
     attached: Vec<&'static SyscallInfo>,
     choice: AttachChoice,
+    collect: crate::Collect,
     buffer_size: usize,
     started: Instant,
     ncpus: usize,
@@ -126,6 +127,7 @@ impl Session {
     fn start_with(cfg: &Config, sink: Option<EventSink>) -> Result<Session> {
         cfg.validate()?;
         crate::kernel::check(crate::kernel::CAPTURE)?;
+        let cfg = &with_exit_owners(cfg);
         let ncpus = possible_cpus()?;
         let nrings = ncpus.div_ceil(cfg.cpus_per_buffer);
 
@@ -149,6 +151,7 @@ impl Session {
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
         let kernel_filter = cfg.kernel_filter.as_ref().filter(|f| !f.is_empty());
         rodata.kf_enabled = kernel_filter.is_some();
+        cfg.collect.write(&mut rodata.skip_params, &mut rodata.skip_params_ok, &mut rodata.no_entry);
 
         // Only the programs the chosen mode uses are loaded (verified).
         let mut wanted: Vec<String> = LIFE_CYCLE.iter().map(|s| s.to_string()).collect();
@@ -222,6 +225,7 @@ impl Session {
             stats_fd,
             attached,
             choice,
+            collect: cfg.collect.clone(),
             buffer_size: cfg.buffer_size,
             started: Instant::now(),
             ncpus,
@@ -282,6 +286,11 @@ impl Session {
         }
         crate::kfilter::clear(&self.skel)?;
         crate::kfilter::install(&self.skel, f)
+    }
+
+    /// What the events collect (fixed at load).
+    pub fn collect(&self) -> &crate::Collect {
+        &self.collect
     }
 
     /// How exits are reached, and why (see [`attach::AUTO_RULE`]).
@@ -383,12 +392,46 @@ impl Session {
     }
 
     /// Detaches, reads what is left in the rings and returns the final figures.
-    pub fn stop(mut self) -> Result<Stats> {
-        detach_all(std::mem::take(&mut self.links));
-        self.drain()?;
+    pub fn stop(self) -> Result<Stats> {
+        let (stats, links) = self.finish()?;
+        drop(links);
+        Ok(stats)
+    }
+
+    /// Stops producing at once (every program returns from its first check
+    /// on), hands what is left in the rings to the sink and returns the final
+    /// figures, exact: produced = received + dropped. The links stay attached
+    /// (their programs doing nothing) until the returned [`Detach`] is
+    /// dropped: a per-syscall tracepoint takes a grace period to detach, tens
+    /// of ms each, serialised by the kernel, so a caller can report first.
+    pub fn finish(mut self) -> Result<(Stats, Detach)> {
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            unsafe { std::ptr::write_volatile(&mut bss.hr_off, true) };
+        }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        self.settle()?;
         let stats = self.stats()?;
         drop(self.stats_fd.take());
-        Ok(stats)
+        Ok((stats, Detach(std::mem::take(&mut self.links))))
+    }
+
+    /// Drains until the kernel's counters stop moving: a program that passed
+    /// the off switch just before it flipped may still be writing its event.
+    fn settle(&mut self) -> Result<()> {
+        let produced = |s: &Session| -> Result<u64> {
+            Ok(s.kernel_stats()?.iter().map(|c| c.events + c.drops.iter().sum::<u64>()).sum())
+        };
+        let mut last = produced(self)?;
+        for _ in 0..200 {
+            std::thread::sleep(Duration::from_millis(1));
+            self.drain()?;
+            let now = produced(self)?;
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        Ok(())
     }
 
     pub fn stats(&self) -> Result<Stats> {
@@ -400,6 +443,27 @@ impl Session {
             attach_mode: self.choice.mode.to_string(),
             user: self.consumer.counters.clone(),
         })
+    }
+}
+
+/// The links of a finished session: dropping it detaches them (see
+/// [`Session::finish`]).
+pub struct Detach(Vec<Link>);
+
+impl Detach {
+    /// Tracepoints and programs still attached.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        detach_all(std::mem::take(&mut self.0));
     }
 }
 
@@ -425,6 +489,24 @@ fn detach_all(links: Vec<Link>) {
             s.spawn(move || drop(g));
         }
     });
+}
+
+/// `cfg`, with entry copies kept for a syscall whose success another
+/// syscall's exit reports (execveat as execve) when that one is not
+/// selected: its handler must then find its own entry copy to act.
+fn with_exit_owners(cfg: &Config) -> Config {
+    let mut cfg = cfg.clone();
+    let selected = |name: &str| cfg.syscalls.iter().any(|s| s.name == name);
+    let keep: Vec<u32> = cfg
+        .syscalls
+        .iter()
+        .filter(|s| s.exit_also.is_some_and(|o| !selected(o)) && cfg.collect.reads_at_exit(s.nr))
+        .map(|s| s.nr)
+        .collect();
+    for nr in keep {
+        cfg.collect.keep_entry(nr);
+    }
+    cfg
 }
 
 /// Process life-cycle programs (tp_btf), attached in every session.

@@ -9,6 +9,7 @@ use test_case::test_case;
 use common::{bpf_available, capture, capture_with, gettid};
 use harrier_capture::testing::{scaled, slack};
 use harrier_capture::{parse_syscalls, Config};
+use harrier_schema::decode::Value;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,9 +68,13 @@ fn fd_target(fd: i32) -> String {
     std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap().display().to_string()
 }
 
-#[test_case(PerSyscall ; "per_syscall")]
-#[test_case(Dispatcher ; "dispatcher")]
-fn open_paths_survive_a_racing_thread(mode: AttachMode) {
+/// With entry copies, and without (`harrier run` when no rule reads the path
+/// argument): the kernel-resolved `fullpath` is the truth either way.
+#[test_case(PerSyscall, true ; "per_syscall")]
+#[test_case(Dispatcher, true ; "dispatcher")]
+#[test_case(PerSyscall, false ; "per_syscall_no_entry_copies")]
+#[test_case(Dispatcher, false ; "dispatcher_no_entry_copies")]
+fn open_paths_survive_a_racing_thread(mode: AttachMode, entry_copies: bool) {
     common::use_mode(mode);
     if !bpf_available() {
         return;
@@ -91,7 +96,15 @@ fn open_paths_survive_a_racing_thread(mode: AttachMode) {
     };
     let mut opened = Vec::new();
     let mut calls = 0;
-    let c = capture("openat,open", || {
+    let mut cfg = Config::new(parse_syscalls("openat,open").unwrap());
+    cfg.pid = Some(std::process::id());
+    if !entry_copies {
+        for s in ["open", "openat"] {
+            cfg.collect.read_at_exit(s).unwrap();
+            cfg.collect.skip_on_success(s, "path").unwrap();
+        }
+    }
+    let c = capture_with(cfg, || {
         // Bounded in time too: under emulation (the kernel matrix's guest) a
         // spinning flipper can starve this loop; the asserts below still need
         // both files seen at least once.
@@ -129,6 +142,13 @@ fn open_paths_survive_a_racing_thread(mode: AttachMode) {
     assert_eq!(reported, opened, "each event names the file the kernel opened");
     let count = |n: &str| opened.iter().filter(|p| p.ends_with(n)).count();
     assert!(count("/a") > 0 && count("/b") > 0, "the race really flipped the path");
+    if !entry_copies {
+        let loaded: Vec<&str> = c.stats.programs.iter().map(|p| p.name.as_str()).collect();
+        assert!(!loaded.iter().any(|n| n.starts_with("hr_enter_")), "no entry program: {loaded:?}");
+        assert!(events.iter().all(|e| e.param("path") == Some(&Value::Missing)), "path not collected");
+        assert!(events.iter().all(|e| !e.header.args_at_exit), "nothing was read at exit");
+        return;
+    }
     // The entry copy is what the thread passed; it must name one of the two.
     assert!(events.iter().all(|e| {
         let p = e.param("path").unwrap().as_str().unwrap();

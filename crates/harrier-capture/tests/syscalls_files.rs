@@ -684,3 +684,40 @@ fn chdir_fchdir(mode: AttachMode) {
     expect(&e[0], 0, &[("fd", ofd)]);
     expect(&e[1], -EBADF as i64, &[("fd", BADFD)]);
 }
+
+/// An open's `fullpath` is the file as the opening task sees it, as
+/// /proc/PID/fd shows it: a chrooted thread's file is named from its own
+/// root, the same file opened from outside by its whole path.
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn a_chrooted_thread_opens_from_its_own_root(mode: AttachMode) {
+    common::use_mode(mode);
+    if !bpf_available() {
+        return;
+    }
+    let d = TempDir::new("chroot");
+    std::fs::create_dir(d.path("etc")).unwrap();
+    std::fs::write(d.path("etc/f"), "x").unwrap();
+    let (outer, jail) = (cstr(&d.path("etc/f")), cstr(d.0.to_str().unwrap()));
+    let seen_inside = std::sync::Mutex::new(None);
+    let c = capture("openat", || {
+        sys(libc::SYS_openat, &[AT_FDCWD64, ptr(&outer), 0, 0]);
+        std::thread::scope(|s| {
+            s.spawn(|| unsafe {
+                // This thread only: its own root (the process keeps "/").
+                assert_eq!(libc::unshare(libc::CLONE_FS), 0, "unshare(CLONE_FS)");
+                assert_eq!(libc::chroot(jail.as_ptr()), 0, "chroot");
+                assert_eq!(libc::chdir(c"/".as_ptr()), 0, "chdir");
+                let fd = sys(libc::SYS_openat, &[AT_FDCWD64, ptr(&cstr("/etc/f")), 0, 0]);
+                *seen_inside.lock().unwrap() = Some((gettid(), fd));
+            });
+        });
+    });
+    let (tid, fd) = seen_inside.into_inner().unwrap().expect("the chrooted thread ran");
+    assert!(fd >= 0, "the chrooted open failed: {fd}");
+    let outside = exactly(&c, "openat", 1);
+    assert_eq!(text(&outside[0], "fullpath"), d.path("etc/f"));
+    let inside = named_in_order(&c, tid, "openat");
+    assert_eq!(inside.len(), 1, "one open from the chrooted thread: {inside:?}");
+    assert_eq!(text(&inside[0], "fullpath"), "/etc/f", "named from the thread's root");
+}

@@ -13,8 +13,8 @@ use harrier_capture::AttachMode::{self, Dispatcher, PerSyscall};
 use test_case::test_case;
 
 use common::*;
-use harrier_capture::{parse_syscalls, Config};
-use harrier_schema::decode::{Event, Meta, SyscallEvent};
+use harrier_capture::{parse_syscalls, Collect, Config};
+use harrier_schema::decode::{Event, Meta, SyscallEvent, Value};
 use libc::{EBADF, EINVAL, ENOENT, EPERM, ESRCH};
 use std::ffi::CString;
 use std::fs::File;
@@ -84,9 +84,14 @@ fn wait(pid: i32) -> i32 {
 /// Captures `syscalls` in a parked child while it does `work`.
 /// Returns the events, the child's pid and its wait status.
 fn capture_child(syscalls: &str, work: impl FnOnce()) -> (Captured, u32, i32) {
+    capture_child_with(syscalls, Collect::all(), work)
+}
+
+fn capture_child_with(syscalls: &str, collect: Collect, work: impl FnOnce()) -> (Captured, u32, i32) {
     let mut child = fork_parked(work);
     let mut cfg = Config::new(parse_syscalls(syscalls).unwrap());
     cfg.pid = Some(child.pid as u32);
+    cfg.collect = collect;
     let mut status = 0;
     let c = capture_with(cfg, || status = child.run());
     (c, child.pid as u32, status)
@@ -122,10 +127,14 @@ fn exec_image(e: &SyscallEvent, args: &[u8], cwd: &str) {
 /// Forks a child that moves into a temp dir and then runs `exec` on the
 /// prepared values; returns the execve/execveat event's capture, pid and cwd.
 fn exec_in_child(syscall: &str, exec: impl FnOnce()) -> (Captured, u32, String) {
+    exec_in_child_with(syscall, Collect::all(), exec)
+}
+
+fn exec_in_child_with(syscall: &str, collect: Collect, exec: impl FnOnce()) -> (Captured, u32, String) {
     let d = TempDir::new(syscall);
     let cwd = std::fs::canonicalize(&d.0).unwrap().to_str().unwrap().to_string();
     let dc = cstr(&cwd);
-    let (c, pid, status) = capture_child(syscall, || {
+    let (c, pid, status) = capture_child_with(syscall, collect, || {
         sys(libc::SYS_chdir, &[ptr(dc.as_ptr())]);
         exec();
         unsafe { libc::_exit(127) };
@@ -258,6 +267,55 @@ fn execve_execveat_failure(mode: AttachMode) {
     assert_eq!(bytes(&e, "argv"), joined);
     for f in ["exe", "args", "cwd", "env"] {
         assert_eq!(bytes(&e, f), b"", "{f} of a failed execveat");
+    }
+}
+
+/// Exec arguments read at exit (`harrier run` when no rule reads them): no
+/// entry program, and a successful exec's pointer arguments are gone by its
+/// exit, so its filename is absent and a successful execveat reports as
+/// execve, as Falco's exit events do. A failed exec keeps its image: its
+/// arguments are read at exit, and the event says so.
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn exec_arguments_read_at_exit(mode: AttachMode) {
+    common::use_mode(mode);
+    if !bpf_available() {
+        return;
+    }
+    let mut collect = Collect::all();
+    collect.read_at_exit("execve").unwrap();
+    collect.read_at_exit("execveat").unwrap();
+    let bin = File::open("/usr/bin/true").unwrap();
+    let (bfd, empty) = (bin.as_raw_fd() as i64, cstr(""));
+    let args = [cstr("true")];
+    let (av, env) = (argv(&args), [std::ptr::null::<libc::c_char>()]);
+    let (c, pid, cwd) = exec_in_child_with("execve,execveat", collect.clone(), || {
+        let a = [bfd, ptr(empty.as_ptr()), ptr(av.as_ptr()), ptr(env.as_ptr()), libc::AT_EMPTY_PATH as i64];
+        sys(libc::SYS_execveat, &a);
+    });
+    let loaded: Vec<&str> = c.stats.programs.iter().map(|p| p.name.as_str()).collect();
+    assert!(!loaded.iter().any(|n| n.starts_with("hr_enter_")), "no entry program: {loaded:?}");
+    let e = of(&c, pid, "execve", 1);
+    of(&c, pid, "execveat", 0);
+    assert_eq!(e[0].param("filename"), Some(&Value::Missing), "gone with the old image");
+    assert!(!e[0].header.args_at_exit, "no argument was read at exit");
+    exec_image(&e[0], b"true\0", &cwd);
+    assert_eq!(c.stats.kernel_total().toctou_fallbacks, 0, "no entry copy was expected");
+
+    let missing = cstr("/no/such/harrier-bin");
+    let mut cfg = Config::new(parse_syscalls("execve,execveat").unwrap());
+    cfg.pid = Some(std::process::id());
+    cfg.collect = collect;
+    let c = capture_with(cfg, || {
+        sys(libc::SYS_execve, &[ptr(missing.as_ptr()), ptr(av.as_ptr()), ptr(env.as_ptr())]);
+        let a = [libc::AT_FDCWD as i64, ptr(missing.as_ptr()), ptr(av.as_ptr()), ptr(env.as_ptr()), 0];
+        sys(libc::SYS_execveat, &a);
+    });
+    for name in ["execve", "execveat"] {
+        let e = only(&c, name);
+        assert_eq!(e.ret, -ENOENT as i64);
+        assert_eq!(text(&e, "filename"), "/no/such/harrier-bin", "{name}: read at exit");
+        assert!(e.header.args_at_exit, "{name}: and it says so");
     }
 }
 

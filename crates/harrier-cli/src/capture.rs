@@ -214,11 +214,11 @@ pub fn run(a: CaptureArgs) -> Result<()> {
         choice.mode,
         choice.reason
     );
-    if choice.tracepoints > harrier_capture::attach::MAX_FAST_STOP_TRACEPOINTS {
+    if choice.tracepoints > harrier_capture::attach::MAX_PER_SYSCALL_TRACEPOINTS {
         say!(
             "harrier: note: {} tracepoints take ~{:.1} s to detach when stopping (--attach auto avoids this)",
             choice.tracepoints,
-            choice.tracepoints as f64 * 0.075
+            choice.tracepoints as f64 * 0.05
         );
     }
 

@@ -130,6 +130,8 @@ fn reload(c: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &
             return say!("harrier: reload failed, the old rules stay: kernel filter: {err:#}");
         }
     }
+    let needed = harrier_engine::collect::collect(&rules, &attached, harrier_engine::needs_env(&rules));
+    let uncollected = s.collect().lacks(&needed);
     let n = rules.check_report().active();
     e.replace_rules(rules);
     say!("harrier: reloaded: {n} rules evaluated");
@@ -137,6 +139,12 @@ fn reload(c: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &
         say!(
             "harrier: note: the new rules also need {}: restart harrier run to capture them",
             missing.join(", ")
+        );
+    }
+    if !uncollected.is_empty() {
+        say!(
+            "harrier: note: the new rules also read {}: restart harrier run to collect them",
+            uncollected.join(", ")
         );
     }
 }
@@ -171,6 +179,12 @@ pub fn run(a: RunArgs) -> Result<()> {
         let f = harrier_engine::kfilter::derive_with(rules_part, &interest.syscalls, &user_drops);
         say!("harrier: kernel filter: {}", harrier_engine::kfilter::summary(&f));
         cfg.kernel_filter = Some(f);
+    }
+    // A capture file keeps every parameter; otherwise what the rules read.
+    if a.write.write.is_none() {
+        let env = harrier_engine::needs_env(&rules);
+        cfg.collect = harrier_engine::collect::collect(&rules, &interest.syscalls, env);
+        say!("harrier: collected: {}", cfg.collect.summary());
     }
     if unsafe { libc::geteuid() } != 0 {
         bail!("harrier run needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN)");
@@ -305,7 +319,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d)
     })?;
     let stopped = Instant::now();
-    let stats = session.stop()?;
+    // Final figures now; the links are detached (a grace period per
+    // tracepoint) once everything is reported, when `_links` goes.
+    let (stats, _links) = session.finish()?;
     let engine = Rc::try_unwrap(engine).ok().expect("the session released the engine").into_inner();
     let file = file.map(|f| Rc::try_unwrap(f).ok().expect("the session released the sink").into_inner());
     let file_outcome = file.map(|mut f| {

@@ -3,6 +3,7 @@
 //! every event in time order, keeps the state tables current, and meets each
 //! event with only the rules that can match its type.
 
+pub mod collect;
 pub mod config;
 pub mod interest;
 pub mod kfilter;

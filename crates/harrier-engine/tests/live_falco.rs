@@ -291,12 +291,14 @@ fn netcat_running_a_program_over_a_connection_in_a_container_alerts() {
     }
     // A listener and a client on the container's loopback, each running
     // /bin/true on the connection (busybox nc moves the socket onto fd 0 and
-    // 1 for it). The client retries until the listener listens. debugfs in
+    // 1 for it). The client retries until the listener listens, pausing
+    // between tries: a busy retry loop on a loaded machine floods the rings,
+    // which this test does not drain while the container runs. debugfs in
     // this unprivileged container is a negative for the privileged rule.
     let pid = std::process::id();
     let script = format!(
         "/bin/busybox ip link set lo up; /bin/nc -l -p 4444 -e /bin/true & \
-         until /bin/nc 127.0.0.1 4444 -e /bin/true; do :; done; wait; \
+         until /bin/nc 127.0.0.1 4444 -e /bin/true; do /bin/busybox usleep 20000; done; wait; \
          /bin/debugfs -V; /bin/busybox echo ready-{pid}; /bin/busybox head -n 1"
     );
     let mut ct = applet_container("nc", &script, &["nc", "true", "debugfs"]).cap("CAP_NET_ADMIN");

@@ -30,20 +30,22 @@ fn fixed_stmt(p: &Param, off: usize) -> String {
     };
     let value = match &p.kind {
         Kind::Fd(i) | Kind::S32(i) | Kind::U32(i) | Kind::U64(i) | Kind::S64(i) if p.at_enter => {
-            format!("hr_stash_arg(st, {i}, {})", arg(*i))
+            format!("hr_stash_arg(&em, st, {i}, {})", arg(*i))
         }
         Kind::Fd(i) | Kind::S32(i) | Kind::U32(i) | Kind::U64(i) | Kind::S64(i) => arg(*i),
         Kind::Tgid => "hr_tgid(&em)".into(),
         Kind::Task(f) => format!("hr_task_{f}(&em)"),
         Kind::U32User(i, o) => format!("hr_user_u32({} + {o})", arg(*i)),
-        Kind::U64User(i, o) if p.at_enter => format!("hr_stash_u64(st, {o}, {} + {o})", arg(*i)),
+        Kind::U64User(i, o) if p.at_enter => format!("hr_stash_u64(&em, st, {o}, {} + {o})", arg(*i)),
         Kind::U64User(i, o) => format!("hr_user_u64({} + {o})", arg(*i)),
         k => unreachable!("{k:?} is not fixed-size"),
     };
     format!("\t{put}(&em, {off}, {value}); /* {} */\n", p.name)
 }
 
-fn var_stmt(p: &Param) -> String {
+/// The statement that writes variable parameter `index` (wire order) of
+/// syscall `nr`, or leaves it absent when user space asked not to collect it.
+fn var_stmt(p: &Param, nr: u32, index: usize) -> String {
     let call = match &p.kind {
         Kind::Path(i) if p.at_enter => format!("hr_put_path_stashed(&em, st, {})", arg(*i)),
         Kind::Path(i) => format!("hr_put_path(&em, {})", arg(*i)),
@@ -75,7 +77,10 @@ fn var_stmt(p: &Param) -> String {
         Kind::Env => "hr_put_env(&em)".into(),
         k => unreachable!("{k:?} is fixed-size"),
     };
-    format!("\t{call}; /* {} */\n", p.name)
+    format!(
+        "\tif (hr_collect(&em, {nr}, {index}))\n\t\t{call}; /* {} */\n\telse\n\t\thr_put_absent(&em);\n",
+        p.name
+    )
 }
 
 /// `guests`: syscalls whose exit this syscall's tracepoint may report
@@ -90,7 +95,7 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
     let sc = &ev.syscall;
     let mut off = PARAMS_BASE;
     let mut body = String::new();
-    for p in &ev.params {
+    for (index, p) in ev.params.iter().enumerate() {
         match p.kind.wire().fixed_size() {
             Some(sz) => {
                 body += &fixed_stmt(p, off);
@@ -101,7 +106,7 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
                 if matches!(p.kind, Kind::FdPathRet) && !body.contains("kf_path =") {
                     body += "\tkf_path = em.off;\n";
                 }
-                body += &var_stmt(p)
+                body += &var_stmt(p, sc.nr, index)
             }
         }
     }
@@ -119,12 +124,17 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
     // entry copy; on ours, hand a guest's exit to the guest (a tail call to
     // its slot, or nothing: per-syscall, the guest sits on our tracepoint).
     let mut guard = String::new();
+    // Without entry copies a guest cannot be told apart: its exit is ours
+    // (a successful execveat reports as execve, as Falco's does).
     if ev.exit_also.is_some() {
-        guard += &format!("\tif (nr != {nr} && !hr_stash_is({nr}))\n\t\treturn 0;\n", nr = sc.nr);
+        guard += &format!(
+            "\tif (nr != {nr} && (no_entry[{nr}] || !hr_stash_is({nr})))\n\t\treturn 0;\n",
+            nr = sc.nr
+        );
     }
     for g in guests {
         guard += &format!(
-            "\tif (hr_stash_is({g})) {{\n\t\tif (tail)\n\t\t\thr_tail_to(ctx, {g});\n\t\treturn 0;\n\t}}\n"
+            "\tif (!no_entry[{g}] && hr_stash_is({g})) {{\n\t\tif (tail)\n\t\t\thr_tail_to(ctx, {g});\n\t\treturn 0;\n\t}}\n"
         );
     }
     // Events with only fixed-size parameters are written in place in the ring.

@@ -198,6 +198,21 @@ pub struct Ctx<'a, S: EventSource + ?Sized> {
 
 impl Expr {
     /// Every field the expression reads.
+    /// Every field selection the expression reads (with its argument).
+    pub fn selections<'a>(&'a self, out: &mut Vec<&'a FieldSel>) {
+        match self {
+            Expr::Const(_) | Expr::EvtType { .. } => {}
+            Expr::And(v) | Expr::Or(v) => v.iter().for_each(|e| e.selections(out)),
+            Expr::Not(e) => e.selections(out),
+            Expr::Check(c) => {
+                out.push(&c.sel);
+                if let CRhs::Field(r) = &c.rhs {
+                    out.push(r);
+                }
+            }
+        }
+    }
+
     pub fn fields(&self, out: &mut Vec<Field>) {
         match self {
             Expr::Const(_) | Expr::EvtType { .. } => {}

@@ -153,6 +153,21 @@ impl Rule {
         v.dedup();
         v
     }
+    /// Every field selection the rule reads, with its argument (evt.arg.name
+    /// names a parameter): condition, output and extra output fields.
+    pub fn selections(&self) -> Vec<&FieldSel> {
+        let mut v = Vec::new();
+        if let Some(e) = &self.expr {
+            e.selections(&mut v);
+        }
+        for s in &self.output.segments {
+            if let output::Segment::Field { sel, .. } = s {
+                v.push(sel);
+            }
+        }
+        v.extend(self.output.extra.iter().filter_map(|(_, sel, _)| sel.as_ref()));
+        v
+    }
     /// The fields the output uses (to extract, or to show in docs).
     pub fn output_fields(&self) -> impl Iterator<Item = &str> {
         self.output.segments.iter().filter_map(|s| match s {
@@ -386,6 +401,12 @@ impl RuleSet {
         v.sort_unstable();
         v.dedup();
         v
+    }
+
+    /// Every field selection the active rules read (what the integration must
+    /// collect: `evt.arg.X` needs parameter X).
+    pub fn selections(&self) -> Vec<&FieldSel> {
+        self.rules.iter().filter(|r| r.is_active()).flat_map(|r| r.selections()).collect()
     }
 
     /// Indices of the active rules an event of this type must meet, in file order.

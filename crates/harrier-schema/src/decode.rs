@@ -127,11 +127,10 @@ impl<'a> Reader<'a> {
             Wire::U32 => self.u32().map(|v| Value::UInt(v as u64)),
             Wire::I64 => self.u64().map(|v| Value::Int(v as i64)),
             Wire::U64 => self.u64().map(Value::UInt),
-            Wire::Bytes => self
-                .take(2)
-                .map(|l| u16::from_le_bytes(l.try_into().unwrap()) as usize)
-                .and_then(|n| self.take(n))
-                .map(Value::Bytes),
+            Wire::Bytes => match self.take(2).map(|l| u16::from_le_bytes(l.try_into().unwrap())) {
+                Some(crate::wire::VAR_ABSENT) => None,
+                l => l.and_then(|n| self.take(n as usize)).map(Value::Bytes),
+            },
         };
         v.unwrap_or(Value::Missing)
     }
@@ -323,6 +322,22 @@ pub(crate) mod tests {
         let b = event(87, 0, &[]); // unlink with its path left out
         let Event::Syscall(e) = decode(&b).unwrap() else { panic!() };
         assert_eq!(e.param("path"), Some(&Value::Missing));
+    }
+
+    #[test]
+    fn a_field_the_kernel_did_not_collect_is_absent_and_the_next_one_read() {
+        let mut body = vec![0u8; 12];
+        body.extend(crate::wire::VAR_ABSENT.to_le_bytes()); // path: not collected
+        body.extend(4u16.to_le_bytes());
+        body.extend(b"/etc"); // fullpath
+        let b = event(257, 3, &body);
+        let Event::Syscall(e) = decode(&b).unwrap() else { panic!() };
+        assert_eq!(e.param("path"), Some(&Value::Missing));
+        assert_eq!(e.param("fullpath").unwrap().as_str().unwrap(), "/etc");
+        let v = crate::view::SyscallView::new(&b).unwrap().unwrap();
+        assert_eq!(v.named("path"), Some(Value::Missing));
+        assert_eq!(v.named("fullpath").unwrap().as_str().unwrap(), "/etc");
+        assert_eq!(e.to_json(1, "cat", 0)["path"], Json::Null);
     }
 
     #[test]

@@ -104,7 +104,7 @@ impl<'a> SyscallView<'a> {
             let size = match fixed {
                 1.. => fixed as usize,
                 0 => match b.get(at..at + 2) {
-                    Some(l) => 2 + u16::from_le_bytes(l.try_into().unwrap()) as usize,
+                    Some(l) => 2 + crate::wire::var_bytes(u16::from_le_bytes(l.try_into().unwrap())),
                     None => break,
                 },
             };
@@ -160,10 +160,10 @@ impl<'a> SyscallView<'a> {
             Wire::U32 => Value::UInt(u32_at(at) as u64),
             Wire::I64 => Value::Int(u64_at(at) as i64),
             Wire::U64 => Value::UInt(u64_at(at)),
-            Wire::Bytes => {
-                let n = u16::from_le_bytes(b[at..at + 2].try_into().unwrap()) as usize;
-                Value::Bytes(&b[at + 2..at + 2 + n])
-            }
+            Wire::Bytes => match u16::from_le_bytes(b[at..at + 2].try_into().unwrap()) {
+                crate::wire::VAR_ABSENT => Value::Missing,
+                n => Value::Bytes(&b[at + 2..at + 2 + n as usize]),
+            },
         }
     }
 

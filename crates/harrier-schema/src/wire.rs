@@ -13,6 +13,19 @@ pub const PARAMS_BASE: usize = 24;
 /// exit, not entry: it was already in flight when the sensor attached.
 pub const ARGS_AT_EXIT: u16 = 0x8000;
 
+/// The length word of a variable parameter the kernel did not collect
+/// (nobody asked for it; `HR_VAR_ABSENT`): absent, no bytes follow.
+pub const VAR_ABSENT: u16 = 0xffff;
+
+/// Bytes after a variable parameter's length word.
+pub fn var_bytes(len_word: u16) -> usize {
+    if len_word == VAR_ABSENT {
+        0
+    } else {
+        len_word as usize
+    }
+}
+
 /// Process life-cycle events from sched tracepoints (type numbers above any syscall).
 pub const META_FORK: u16 = 1000;
 pub const META_EXEC: u16 = 1001;

@@ -5,17 +5,22 @@
 
 use std::collections::BTreeSet;
 
-/// Ids of the programs and links whose descriptors a set of processes hold.
+/// Ids of the programs, links and maps whose descriptors a set of
+/// processes hold.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Owned {
     pub progs: BTreeSet<u32>,
     pub links: BTreeSet<u32>,
+    pub maps: BTreeSet<u32>,
 }
 
 /// (prog_id, link_id) named by one fdinfo text.
 fn fdinfo_ids(text: &str) -> (Option<u32>, Option<u32>) {
-    let get = |key: &str| text.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.trim().parse().ok());
-    (get("prog_id:"), get("link_id:"))
+    (fdinfo_field(text, "prog_id:"), fdinfo_field(text, "link_id:"))
+}
+
+fn fdinfo_field(text: &str, key: &str) -> Option<u32> {
+    text.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.trim().parse().ok())
 }
 
 /// What `pids` hold (threads share their process's descriptors).
@@ -25,6 +30,7 @@ pub fn owned(pids: &[u32]) -> Owned {
         let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else { continue };
         for e in dir.flatten() {
             let Ok(text) = std::fs::read_to_string(e.path()) else { continue };
+            o.maps.extend(fdinfo_field(&text, "map_id:"));
             let (prog, link) = fdinfo_ids(&text);
             match (prog, link) {
                 (Some(p), Some(l)) => {
@@ -71,6 +77,14 @@ pub fn prog(id: u32) -> Option<ProgStat> {
     })
 }
 
+pub fn map_exists(id: u32) -> bool {
+    let fd = unsafe { libbpf_sys::bpf_map_get_fd_by_id(id) };
+    if fd >= 0 {
+        unsafe { libc::close(fd) };
+    }
+    fd >= 0
+}
+
 pub fn link_exists(id: u32) -> bool {
     let fd = unsafe { libbpf_sys::bpf_link_get_fd_by_id(id) };
     if fd >= 0 {
@@ -100,16 +114,17 @@ pub fn delta(before: &[ProgStat], after: &[ProgStat]) -> Vec<ProgStat> {
         .collect()
 }
 
-/// What is left of `o` once its owner is gone: (programs, links) that still
-/// exist. The kernel frees a program a moment after its last reference, so
-/// this waits up to `grace` for them to go.
-pub fn left_after_exit(o: &Owned, grace: std::time::Duration) -> (usize, usize) {
+/// What is left of `o` once its owner is gone: (programs, links, maps) that
+/// still exist. The kernel frees them a moment after their last reference,
+/// so this waits up to `grace` for them to go.
+pub fn left_after_exit(o: &Owned, grace: std::time::Duration) -> (usize, usize, usize) {
     let end = std::time::Instant::now() + grace;
     loop {
         let progs = o.progs.iter().filter(|&&id| prog(id).is_some()).count();
         let links = o.links.iter().filter(|&&id| link_exists(id)).count();
-        if (progs == 0 && links == 0) || std::time::Instant::now() >= end {
-            return (progs, links);
+        let maps = o.maps.iter().filter(|&&id| map_exists(id)).count();
+        if progs + links + maps == 0 || std::time::Instant::now() >= end {
+            return (progs, links, maps);
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
@@ -128,6 +143,8 @@ mod tests {
         assert_eq!(fdinfo_ids(prog), (Some(117), None));
         assert_eq!(fdinfo_ids(link), (Some(117), Some(41)));
         assert_eq!(fdinfo_ids("pos:\t0\nflags:\t0\n"), (None, None));
+        let map = "pos:\t0\nflags:\t02000002\nmap_type:\t3\nkey_size:\t4\nmap_id:\t88\nfrozen:\t0\n";
+        assert_eq!((fdinfo_field(map, "map_id:"), fdinfo_ids(map)), (Some(88), (None, None)));
     }
 
     #[test]

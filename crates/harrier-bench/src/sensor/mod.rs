@@ -75,6 +75,8 @@ pub struct Spec {
     pub ready_timeout: Duration,
     /// Period of the RSS sampler.
     pub rss_period: Duration,
+    /// Ready only once it holds BPF links (off: a stand-in without BPF).
+    pub ready_needs_bpf: bool,
 }
 
 impl Spec {
@@ -93,6 +95,7 @@ impl Spec {
             stats_interval: Duration::from_secs(1),
             ready_timeout: Duration::from_secs(180),
             rss_period: Duration::from_millis(200),
+            ready_needs_bpf: true,
         }
     }
 
@@ -205,9 +208,10 @@ pub struct StopReport {
     pub gone: Duration,
     /// Still running after the grace period: killed.
     pub killed: bool,
-    /// Its BPF programs and links that still existed after it exited.
+    /// Its BPF programs, links and maps that still existed after it exited.
     pub left_progs: usize,
     pub left_links: usize,
+    pub left_maps: usize,
     /// Counters from its exit summary (else its last stats line).
     pub counters: Counters,
 }
@@ -303,9 +307,12 @@ impl Sensor {
     fn ready(&mut self, lines: &Lines) -> bool {
         match self.spec.kind {
             Kind::Harrier => lines.lines.iter().any(|(_, l)| l.contains(" rules loaded, ")),
+            // Its first metrics line comes from the event loop, after
+            // start_capture attached its programs.
             Kind::Falco => {
                 self.stats.poll();
                 self.stats.lines > 0
+                    && (!self.spec.ready_needs_bpf || !bpf::owned(&[self.pid]).links.is_empty())
             }
         }
     }
@@ -408,8 +415,10 @@ impl Sensor {
                 last
             }
         });
-        let (left_progs, left_links) = bpf::left_after_exit(&held, Duration::from_secs(2));
-        Ok(StopReport { status, final_stats, gone, killed, left_progs, left_links, counters })
+        // Freeing waits for RCU and workqueues: harrier's maps take up to
+        // ~2 s on a loaded machine; what is still there after 5 s stays.
+        let (left_progs, left_links, left_maps) = bpf::left_after_exit(&held, Duration::from_secs(5));
+        Ok(StopReport { status, final_stats, gone, killed, left_progs, left_links, left_maps, counters })
     }
 
     pub fn stop(&mut self) -> Result<StopReport> {

@@ -370,7 +370,8 @@ pub fn run(o: Opts, sizes: work::Sizes) -> Result<()> {
         }
     }
     let meta = report::Meta {
-        falco_version: r.o.falco.as_ref().map(|(f, _)| version(f, "--version")),
+        // "Falco version: 0.44.1" → "Falco 0.44.1"
+        falco_version: r.o.falco.as_ref().map(|(f, _)| version(f, "--version").replace("version: ", "")),
         harrier_version: version(&r.o.harrier, "--version"),
         load_before,
         load_after: loadavg(),

@@ -6,6 +6,7 @@ use super::rate::Rates;
 use super::work::{Sizes, Workload};
 use super::{Opts, Sample, Samples, FALCO, FLOOR, HARRIER, NONE};
 use crate::report::{bar_panels, num, Table};
+use crate::sensor::StopReport;
 use crate::workload::median;
 use anyhow::Result;
 use std::collections::BTreeMap;
@@ -97,12 +98,13 @@ pub fn cell(runs: &[Sample], base: &[Sample], bpf: &[Sample], sensor: bool) -> C
     }
 }
 
-/// "0.52×", or "-" when either side is missing or the base is not positive.
+/// "0.52×"; "-" when either side is missing or the base is not positive;
+/// "< 0" when the value is below zero (an added cost within the noise).
 pub fn ratio(a: f64, b: f64) -> String {
-    if a.is_finite() && b.is_finite() && b > 0.0 {
-        format!("{:.2}×", a / b)
-    } else {
-        "-".into()
+    match a.is_finite() && b.is_finite() && b > 0.0 {
+        true if a < 0.0 => "< 0".into(),
+        true => format!("{:.2}×", a / b),
+        false => "-".into(),
     }
 }
 
@@ -137,6 +139,10 @@ pub fn programs(bpf: &[Sample]) -> Vec<(String, f64, f64, f64)> {
     rows.sort_by(|a, b| b.3.total_cmp(&a.3));
     rows
 }
+
+/// Programs below this many ns per workload syscall are left out of the
+/// per-program table (they are in the totals).
+const MIN_PROG_NS: f64 = 0.1;
 
 fn mb(v: f64) -> String {
     num(v, 1)
@@ -253,7 +259,9 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
     };
     for (wi, w) in o.workloads.iter().enumerate() {
         for (si, label) in labels.iter().enumerate() {
-            for (name, runs, ns_run, ns_sys) in programs(&bpf[wi][si]) {
+            for (name, runs, ns_run, ns_sys) in
+                programs(&bpf[wi][si]).into_iter().filter(|p| p.3 >= MIN_PROG_NS)
+            {
                 let who = if Some(si) == falco { falco_name.clone() } else { label.to_string() };
                 progs.rows.push(vec![
                     w.name().into(),
@@ -303,7 +311,7 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
             "SIGINT → final stats, s (median / max)",
             "SIGINT → exit, s (median / max)",
             "killed",
-            "BPF programs / links left",
+            "BPF programs / links / maps left (max)",
             "start-up to ready, s (median)",
         ]
         .map(String::from)
@@ -317,7 +325,8 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
             stops.iter().map(|s| s.final_stats.map_or(f64::NAN, |d| d.as_secs_f64())).collect();
         let never = fin.iter().filter(|f| f.is_nan()).count();
         let gone: Vec<f64> = stops.iter().map(|s| s.gone.as_secs_f64()).collect();
-        let left = (stops.iter().map(|s| s.left_progs).max(), stops.iter().map(|s| s.left_links).max());
+        let most = |f: fn(&&StopReport) -> usize| stops.iter().map(f).max().unwrap_or(0);
+        let left = (most(|s| s.left_progs), most(|s| s.left_links), most(|s| s.left_maps));
         let mut startup: Vec<f64> = all.iter().map(|s| s.startup.as_secs_f64()).collect();
         let who = if Some(si) == falco { falco_name.clone() } else { label.to_string() };
         stop.rows.push(vec![
@@ -326,7 +335,7 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
             med_max(&fin) + &if never > 0 { format!(" ({never} without)") } else { String::new() },
             med_max(&gone),
             stops.iter().filter(|s| s.killed).count().to_string(),
-            format!("{} / {}", left.0.unwrap_or(0), left.1.unwrap_or(0)),
+            format!("{} / {} / {}", left.0, left.1, left.2),
             num(median(&mut startup), 2),
         ]);
     }
@@ -370,7 +379,8 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
     );
     if !progs.rows.is_empty() {
         md += &format!(
-            "\nBPF programs each sensor holds (by owner), with run-time stats on:\n\n{}",
+            "\nBPF programs each sensor holds (by owner), with run-time stats on (those under {MIN_PROG_NS} ns \
+             per syscall left out; tail-called programs count in their caller):\n\n{}",
             progs.markdown()
         );
     }

@@ -23,6 +23,7 @@ fn ratios_need_both_sides() {
     assert_eq!(ratio(50.0, 0.0), "-");
     assert_eq!(ratio(f64::NAN, 10.0), "-");
     assert_eq!(ratio(10.0, -5.0), "-", "a base within the noise below zero has no ratio");
+    assert_eq!(ratio(-10.0, 5.0), "< 0");
 }
 
 #[test]
@@ -99,6 +100,7 @@ fn the_report_has_every_table_and_the_chart() {
         killed: false,
         left_progs: 0,
         left_links: 0,
+        left_maps: 0,
         counters: Default::default(),
     };
     let with = |ns: f64| Sample { stop: Some(stop.clone()), ..run(1e6, ns / 1e3, 0.1) };
@@ -110,7 +112,7 @@ fn the_report_has_every_table_and_the_chart() {
     b.progs = vec![prog("hr_dispatch", 1_000_000, 80_000_000)];
     bpf[0][2].push(b);
     let meta = Meta {
-        falco_version: Some("Falco version: 0.44.1".into()),
+        falco_version: Some("Falco 0.44.1".into()),
         harrier_version: "harrier 0.1.0".into(),
         load_before: "1.00 1.00 1.00".into(),
         load_after: "2.00 2.00 2.00".into(),
@@ -147,11 +149,11 @@ fn the_report_has_every_table_and_the_chart() {
         h.contains("+100.0") && h.contains("0.50×") && h.contains("1.67×"),
         "Falco's half, the floor's 1.67×: {h}"
     );
-    assert!(row("| getpid (calls) | Falco version: 0.44.1 |").contains("+200.0"));
+    assert!(row("| getpid (calls) | Falco 0.44.1 |").contains("+200.0"));
     assert!(row("| getpid | harrier run |").contains("| 80.0 |"), "BPF ns per syscall");
     assert!(row("| getpid | harrier run | hr_dispatch |").contains("| 1.000 | 80.0 | 80.0 |"));
     assert!(row("| harrier run | 100000 (load-bound").contains("0.50×"), "drop-free rate vs Falco's");
-    assert!(row("| Falco version: 0.44.1 | 200000 |").contains("250000 (7)"));
+    assert!(row("| Falco 0.44.1 | 200000 |").contains("250000 (7)"));
     assert!(row("| harrier run | 2 |").contains("0.30 / 0.30"), "stops: the main and the BPF run");
     assert!(md.contains("load average 1.00 1.00 1.00 at the start, 2.00 2.00 2.00 at the end"));
     assert!(std::fs::metadata(out.join("vs-falco.png")).unwrap().len() > 1000);

@@ -1,0 +1,146 @@
+//! What `harrier run` has the kernel collect (harrier_capture::Collect): the
+//! parameters its rules, outputs and state tables read, and nothing else.
+//!
+//! The state tables read every parameter but a few, listed in [`OPTIONAL`]:
+//! the path an open was asked for (the kernel's `fullpath` names the file),
+//! the address a connect was asked for (the socket's `peer` and `local` are
+//! the truth), an exec's filename and argv (the new image's exe and args
+//! are read from the task), its environment (only proc.env reads it), and
+//! the data buffers. Each of those is collected only when a rule or output
+//! field can read it. When no field reads a syscall's pointer arguments as
+//! the caller passed them, its entry copies go too: no sys_enter program, and
+//! a failed call's arguments are read at exit (flagged `args_at_exit`).
+
+use harrier_capture::Collect;
+use harrier_rules::events::EventType;
+use harrier_rules::expr::FieldSel;
+use harrier_rules::fields::{harrier_param_name, FieldArg};
+use harrier_rules::ruleset::RuleSet;
+use harrier_rules::Field;
+use harrier_schema::SyscallInfo;
+
+/// When a parameter no state table needs is still collected.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Only for a field that reads it.
+    Asked,
+    /// Also when the call failed: a failed open has no `fullpath`, so its
+    /// path is the only name the file has.
+    OnFailure,
+}
+
+/// Parameters no state table reads: (syscalls, parameter, when kept).
+const OPTIONAL: &[(&[&str], &str, Keep)] = &[
+    (&["open", "openat", "openat2", "creat"], "path", Keep::OnFailure),
+    (&["connect"], "addr", Keep::Asked),
+    (&["execve", "execveat"], "filename", Keep::Asked),
+    (&["execve", "execveat"], "argv", Keep::Asked),
+    (&["execve", "execveat"], "env", Keep::Asked),
+    (&["read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev"], "data", Keep::Asked),
+    (&["sendto", "sendmsg", "recvfrom", "recvmsg"], "data", Keep::Asked),
+];
+
+/// Which parameters the rules' and outputs' fields can read.
+enum Reads {
+    /// Every parameter of every event (evt.args, evt.arg[0]...).
+    All,
+    /// These parameters, by Harrier's names.
+    Some(Vec<String>),
+}
+
+fn reads(sels: &[&FieldSel], keep_env: bool) -> Reads {
+    let mut names: Vec<String> = Vec::new();
+    for sel in sels {
+        match sel.field {
+            Field::EvtArg | Field::EvtRawarg => match &sel.arg {
+                FieldArg::Key(k) => names.push(harrier_param_name(k).to_string()),
+                _ => return Reads::All,
+            },
+            Field::EvtArgs | Field::EvtInfo => return Reads::All,
+            Field::FdNameraw => names.push("path".into()),
+            Field::FsPathName | Field::FsPathNameraw => names.push("path".into()),
+            Field::EvtBuffer | Field::EvtBuflen => names.push("data".into()),
+            _ => {}
+        }
+    }
+    if keep_env {
+        names.push("env".into());
+    }
+    Reads::Some(names)
+}
+
+/// The selections of the active rules that can match events of syscall `s`:
+/// a rule's condition and output are only evaluated on its own event types.
+fn selections_for<'r>(rules: &'r RuleSet, s: &SyscallInfo) -> Vec<&'r FieldSel> {
+    let Some(ty) = EventType::from_name(s.name) else { return Vec::new() };
+    let matching = rules.rules().iter().filter(|r| r.is_active() && r.event_types.contains(ty));
+    matching.flat_map(|r| r.selections()).collect()
+}
+
+/// Collect for the attached `syscalls`, given the rule set and whether the
+/// state keeps environments (proc.env).
+pub fn collect(rules: &RuleSet, syscalls: &[&'static SyscallInfo], keep_env: bool) -> Collect {
+    let mut c = Collect::all();
+    for s in syscalls {
+        let Some(params) = s.params else { continue };
+        let Reads::Some(read) = reads(&selections_for(rules, s), keep_env) else { continue };
+        let mut at_entry_read = false;
+        for p in params.iter() {
+            let optional = OPTIONAL.iter().find(|(sys, name, _)| sys.contains(&s.name) && *name == p.name);
+            let asked = read.iter().any(|r| r == p.name);
+            match optional {
+                Some(_) if asked => at_entry_read |= p.at_enter,
+                // Known names; an error would mean the table and this list disagree.
+                Some((_, _, Keep::Asked)) => c.skip(s.name, p.name).expect("optional parameter"),
+                Some((_, _, Keep::OnFailure)) => {
+                    c.skip_on_success(s.name, p.name).expect("optional parameter")
+                }
+                None => at_entry_read |= p.at_enter && p.wire == harrier_schema::Wire::Bytes,
+            }
+        }
+        if params.iter().any(|p| p.at_enter) && !at_entry_read {
+            c.read_at_exit(s.name).expect("has entry copies");
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harrier_rules::ruleset::LoadOptions;
+
+    fn rules(yaml: &str) -> RuleSet {
+        RuleSet::load(&[("r.yaml", yaml)], &LoadOptions::default()).unwrap()
+    }
+
+    fn syscalls(names: &str) -> Vec<&'static SyscallInfo> {
+        names.split(',').map(|n| harrier_schema::syscall_by_name(n).unwrap()).collect()
+    }
+
+    const OPEN_RULE: &str = "- rule: r\n  desc: d\n  condition: evt.type = openat and fd.name = /etc/shadow\n  output: \"%fd.name %proc.cmdline\"\n  priority: WARNING\n";
+
+    #[test]
+    fn rules_that_read_no_argument_leave_the_copies_out() {
+        let c = collect(&rules(OPEN_RULE), &syscalls("openat,connect,execve"), false);
+        assert_eq!(
+            c.summary(),
+            "connect (no addr, read at exit); execve (no filename, no argv, no env, read at exit); \
+             openat (path on failure only, read at exit)"
+        );
+    }
+
+    #[test]
+    fn a_field_that_reads_an_argument_keeps_it_and_its_entry_copy() {
+        let r = rules(&OPEN_RULE.replace("fd.name = /etc/shadow", "evt.arg.name = /etc/shadow"));
+        let c = collect(&r, &syscalls("openat,execve"), true);
+        let openat = harrier_schema::syscall_by_name("openat").unwrap().nr;
+        assert_eq!((c.skipped(openat), c.skipped_on_success(openat)), (0, 0));
+        assert!(!c.reads_at_exit(openat), "evt.arg.name is the path as passed: copied at entry");
+        assert_eq!(c.summary(), "execve (no filename, no argv, read at exit)", "proc.env keeps env");
+        // evt.args reads every parameter, of the rule's own events only.
+        let all = rules(&OPEN_RULE.replace("%fd.name", "%evt.args"));
+        let c = collect(&all, &syscalls("openat,execve"), false);
+        assert_eq!(c.summary(), "execve (no filename, no argv, no env, read at exit)");
+    }
+}
