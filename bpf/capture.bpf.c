@@ -32,6 +32,15 @@ const volatile bool shared_rings = 0;	/* CPUs share BPF ringbufs, else per-CPU a
 const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 
+/* The last part of each per-CPU ring (aring_reserve bytes, 0: none) is kept
+ * for priority events: the process life cycle and the syscalls user space
+ * marks in `priority` (those its most severe rules read). A flood of
+ * ordinary events then cannot crowd out the exec that follows it; the
+ * ordinary events refused are counted as shed. `priority` may change while
+ * events flow (rules reloaded): user space writes it through the mapping. */
+const volatile __u64 aring_reserve = 0;
+__u8 priority[HR_NR_SLOTS] = {};
+
 /* Set by user space when it stops: every program returns at once from then
  * on, so the final figures are exact while the links are detached (one
  * grace period per tracepoint, seconds for a few dozen). */

@@ -127,11 +127,23 @@ static __always_inline void hr_em_init(struct hr_em *em, struct hr_cpu *c, struc
 	em->at_exit = 0;
 }
 
-/* Room for `need` bytes in this CPU's array ring, or NULL (counted as a drop). */
-static __always_inline __u8 *hr_aring_claim(struct hr_em *em, struct hr_cpu *c, __u64 need)
+/* Room for `need` bytes in this CPU's array ring, or NULL (counted as a
+ * drop). An event of an ordinary type must leave the reserve free too. */
+static __always_inline __u8 *hr_aring_claim(struct hr_em *em, struct hr_cpu *c, __u32 type, __u64 need)
 {
-	return hr_aring_reserve(&arings, c->ring, aring_mask, aring_last, need, c->stats.drops, &em->ring,
-				&em->head);
+	__u64 miss[HR_DROP_MAX] = {}, extra = 0;
+	__u8 *ev;
+
+	if (aring_reserve && type < HR_NR_SLOTS && !priority[type & (HR_NR_SLOTS - 1)])
+		extra = aring_reserve;
+	ev = hr_aring_reserve(&arings, c->ring, aring_mask, aring_last, need + extra, miss, &em->ring, &em->head);
+	if (!ev) {
+		if (miss[HR_DROP_NO_RING])
+			c->stats.drops[HR_DROP_NO_RING]++;
+		else
+			c->stats.drops[extra ? HR_DROP_SHED : HR_DROP_RING_FULL]++;
+	}
+	return ev;
 }
 
 static __always_inline void hr_aring_publish(struct hr_em *em, __u64 len)
@@ -162,7 +174,7 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 			c->stats.drops[HR_DROP_RING_FULL]++;
 			return 1;
 		}
-	} else if (!(ev = hr_aring_claim(em, c, size))) {
+	} else if (!(ev = hr_aring_claim(em, c, type, size))) {
 		return 1;
 	}
 	hr_header(ev, tid, type, ret, size);
@@ -201,7 +213,7 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 		return 1;
 	if (shared_rings) {
 		ev = c->ev;
-	} else if (!(ev = hr_aring_claim(em, c, HR_SCRATCH))) {
+	} else if (!(ev = hr_aring_claim(em, c, type, HR_SCRATCH))) {
 		c->stats.events++;
 		return 1;
 	}

@@ -39,9 +39,10 @@ enum hr_meta_type {
 #define HR_FORK_SHARES_FILES 1	/* the child shares the parent's fd table */
 
 enum hr_drop_reason {
-	HR_DROP_RING_FULL = 0,	/* bpf_ringbuf_output() found no room */
+	HR_DROP_RING_FULL = 0,	/* no room in the ring */
 	HR_DROP_NO_RING = 1,	/* this CPU has no ring (never expected) */
-	HR_DROP_MAX = 2,
+	HR_DROP_SHED = 2,	/* an ordinary event, with the ring past its reserve line */
+	HR_DROP_MAX = 3,
 };
 
 /* Per-CPU counters; user space sums them. */

@@ -39,7 +39,7 @@ fn a_quick_harrier_only_run_writes_the_report() {
         "| mix (syscalls) | no sensor |",
         "| mix (syscalls) | harrier run |",
         "| getpid (calls) | harrier run, empty programs |",
-        "| mix | harrier run | hr_dispatch |",
+        "| mix | harrier run | hr_exit_openat |",
         "| harrier run | 4 |",
     ] {
         assert!(md.contains(row), "no row {row:?} in:\n{md}");

@@ -97,6 +97,13 @@ pub struct Config {
     pub kernel_filter: Option<kfilter::KernelFilter>,
     /// What each event collects (see [`collect`]); everything by default.
     pub collect: Collect,
+    /// Bytes at the end of each per-CPU ring kept for priority events (the
+    /// process life cycle and `priority_syscalls`): a flood of ordinary
+    /// events cannot crowd them out; what it loses is counted as shed. 0:
+    /// none. With the largest record's room it may take up to 2/3 of the ring.
+    pub ring_reserve: usize,
+    /// Syscalls whose events may use the reserve.
+    pub priority_syscalls: Vec<u32>,
     /// The floor of the attach plan: an empty program of the same type
     /// wherever a program would be linked (benchmarks; no events flow).
     pub empty_programs: bool,
@@ -115,6 +122,8 @@ impl Config {
             attach: AttachMode::Auto,
             kernel_filter: None,
             collect: Collect::all(),
+            ring_reserve: 0,
+            priority_syscalls: Vec::new(),
             empty_programs: false,
         }
     }
@@ -137,6 +146,9 @@ impl Config {
         }
         if self.cpus_per_buffer == 0 {
             bail!("cpus per buffer must be at least 1");
+        }
+        if self.ring_reserve > 0 && self.ring_reserve + harrier_schema::wire::ARING_SLACK > size * 2 / 3 {
+            bail!("ring reserve {} leaves too little of the {size}-byte ring to ordinary events", self.ring_reserve);
         }
         Ok(())
     }

@@ -149,6 +149,13 @@ impl Session {
         rodata.shared_rings = shared;
         rodata.aring_mask = cfg.buffer_size as u64 - 1;
         rodata.aring_last = (cfg.buffer_size - ARING_SLACK) as u64;
+        // A record never starts in a ring's last ARING_SLACK bytes: the next
+        // one may skip that much, so the line ordinary events stop at sits
+        // that much further back.
+        rodata.aring_reserve = match cfg.ring_reserve {
+            r if shared || r == 0 => 0,
+            r => (r + ARING_SLACK) as u64,
+        };
         let kernel_filter = cfg.kernel_filter.as_ref().filter(|f| !f.is_empty());
         rodata.kf_enabled = kernel_filter.is_some();
         cfg.collect.write(&mut rodata.skip_params, &mut rodata.skip_params_ok, &mut rodata.no_entry);
@@ -198,6 +205,8 @@ impl Session {
             skel.maps.rings.update(&(i as u32).to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)?;
         }
         set_cpu_rings(&skel, ncpus, cfg.cpus_per_buffer)?;
+        let mut skel = skel;
+        set_priority(&mut skel, &cfg.priority_syscalls);
         if dispatcher {
             fill_tail_slots(&skel, &plan)?;
         }
@@ -286,6 +295,12 @@ impl Session {
         }
         crate::kfilter::clear(&self.skel)?;
         crate::kfilter::install(&self.skel, f)
+    }
+
+    /// Marks the syscalls whose events may use the ring reserve (others lose
+    /// it), while events flow: e.g. after the rules were reloaded.
+    pub fn set_priority_syscalls(&mut self, nrs: &[u32]) {
+        set_priority(&mut self.skel, nrs);
     }
 
     /// What the events collect (fixed at load).
@@ -545,6 +560,16 @@ fn fill_tail_slots(skel: &CaptureSkel, plan: &[Attachment]) -> Result<()> {
         skel.maps.exit_tails.update(&nr.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)?;
     }
     Ok(())
+}
+
+/// Writes the ring reserve's priority table through the .bss mapping (the
+/// programs read it per event; a byte store is atomic).
+fn set_priority(skel: &mut CaptureSkel, nrs: &[u32]) {
+    let Some(bss) = skel.maps.bss_data.as_deref_mut() else { return };
+    for (nr, p) in bss.priority.iter_mut().enumerate() {
+        let on = nrs.contains(&(nr as u32)) as u8;
+        unsafe { std::ptr::write_volatile(p, on) };
+    }
 }
 
 /// Tells each CPU which ring it writes: CPU c uses ring c / cpus_per_buffer.

@@ -209,6 +209,12 @@ fn an_open_in_flight_at_attach_is_flagged(mode: AttachMode) {
 
 /// A child that makes `n` getpid calls once `go` is readable, then exits.
 fn spawn_getpid_child(n: usize) -> (libc::pid_t, i32) {
+    spawn_calls_child(&[(libc::SYS_getpid, n)])
+}
+
+/// A child that makes, once `go` is readable, each (syscall, count) of
+/// `calls` in order (raw, no arguments), then exits.
+fn spawn_calls_child(calls: &[(libc::c_long, usize)]) -> (libc::pid_t, i32) {
     let mut p = [0i32; 2];
     assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
     match unsafe { libc::fork() } {
@@ -221,8 +227,10 @@ fn spawn_getpid_child(n: usize) -> (libc::pid_t, i32) {
             if libc::read(p[0], (&mut b as *mut u8).cast(), 1) != 1 {
                 libc::_exit(1);
             }
-            for _ in 0..n {
-                libc::syscall(libc::SYS_getpid);
+            for &(nr, n) in calls {
+                for _ in 0..n {
+                    libc::syscall(nr);
+                }
             }
             libc::_exit(0);
         },
@@ -267,6 +275,39 @@ fn drops_are_counted_exactly_in_per_cpu_rings(mode: AttachMode) {
     if bpf_available() {
         drops_are_counted_exactly(1);
     }
+}
+
+/// A flood of ordinary events (getpid) then a few priority ones (getppid),
+/// the consumer paused: the flood stops at the reserve line and is counted
+/// as shed, every priority event still gets in, and the count stays exact.
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn a_flood_cannot_crowd_out_priority_events(mode: AttachMode) {
+    common::use_mode(mode);
+    if !bpf_available() {
+        return;
+    }
+    let (n, m) = (scaled(50_000, 10_000), 200); // 72 bytes each: 14.4 KiB
+    let (child, go) = spawn_calls_child(&[(libc::SYS_getpid, n), (libc::SYS_getppid, m)]);
+    let mut cfg = Config::new(parse_syscalls("getpid,getppid").unwrap());
+    cfg.pid = Some(child as u32);
+    cfg.buffer_size = 64 << 10;
+    cfg.ring_reserve = 16 << 10;
+    cfg.priority_syscalls = vec![libc::SYS_getppid as u32];
+    let c = capture_with(cfg, || unsafe {
+        libc::write(go, b"g".as_ptr().cast(), 1);
+        let mut status = 0;
+        libc::waitpid(child, &mut status, 0);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        libc::close(go);
+    });
+    let count = |name: &str| c.of_tid(child as u32).iter().filter(|e| e.syscall.name == name).count();
+    let k = c.stats.kernel_total();
+    assert_eq!(count("getppid"), m, "every priority event got in: {k:?}");
+    assert!(count("getpid") > 1000 && count("getpid") < n);
+    let [ring_full, _, shed] = k.drops;
+    assert_eq!((ring_full, shed), (0, (n - count("getpid")) as u64), "the flood's losses are shed ones");
+    assert_eq!(c.stats.user.events + k.dropped(), k.events, "received + dropped = generated");
 }
 
 #[test_case(PerSyscall ; "per_syscall")]

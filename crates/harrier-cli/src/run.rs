@@ -132,6 +132,7 @@ fn reload(c: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &
     }
     let needed = harrier_engine::collect::collect(&rules, &attached, harrier_engine::needs_env(&rules));
     let uncollected = s.collect().lacks(&needed);
+    s.set_priority_syscalls(&harrier_engine::interest::priority_syscalls(&rules, c.outputs_queue.keep_rank));
     let n = rules.check_report().active();
     e.replace_rules(rules);
     say!("harrier: reloaded: {n} rules evaluated");
@@ -186,6 +187,11 @@ pub fn run(a: RunArgs) -> Result<()> {
         cfg.collect = harrier_engine::collect::collect(&rules, &interest.syscalls, env);
         say!("harrier: collected: {}", cfg.collect.summary());
     }
+    // An eighth of each ring is kept for the events the most severe rules
+    // (and the process table) need: a flood cannot blind them. Rings under
+    // 256 KiB (tests, tiny hosts) have no room to spare for it.
+    cfg.ring_reserve = if cfg.buffer_size >= 256 << 10 { cfg.buffer_size / 8 } else { 0 };
+    cfg.priority_syscalls = harrier_engine::interest::priority_syscalls(&rules, c.outputs_queue.keep_rank);
     if unsafe { libc::geteuid() } != 0 {
         bail!("harrier run needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN)");
     }

@@ -429,7 +429,10 @@ fn stats_json_file_and_report() {
 
     let programs = s["programs"].as_array().expect("programs is an array");
     let exit = programs.iter().find(|p| p["name"] == "hr_exit_getpid").unwrap_or_else(|| panic!("{s:#}"));
-    assert_eq!(num(&exit["run_cnt"]), getpids, "one program run per getpid event");
+    // One run per event, and maybe a few more: runs between the stop flag
+    // and the detach return at once (they emit nothing).
+    let extra_runs = num(&exit["run_cnt"]) - getpids;
+    assert!((0.0..=16.0).contains(&extra_runs), "one program run per getpid event: {s:#}");
     assert!(num(&exit["run_time_ns"]) > 0.0);
     assert!((num(&exit["avg_ns"]) - num(&exit["run_time_ns"]) / num(&exit["run_cnt"])).abs() < 1e-6);
     assert_eq!(s["run_time_stats"], true);

@@ -69,3 +69,45 @@ pub fn interest(rules: &RuleSet) -> Interest {
     }
     Interest { syscalls, rules_only, state_only, both, unbounded_rules }
 }
+
+/// Syscalls whose events may use the kernel rings' reserve
+/// (harrier_capture::Config::ring_reserve): exec, from which every later
+/// alert names its process, and the event types of the rules at or above
+/// `keep_rank` (the outputs' keep_priority, as harrier_outputs::rank counts:
+/// 0 is Emergency). A flood of lesser events then cannot crowd them out in
+/// the kernel any more than in the outputs' queues.
+pub fn priority_syscalls(rules: &RuleSet, keep_rank: usize) -> Vec<u32> {
+    let mut nrs: Vec<u32> = ["execve", "execveat"].iter().filter_map(|n| syscall_by_name(n)).map(|s| s.nr).collect();
+    let severe = rules
+        .rules()
+        .iter()
+        .filter(|r| r.is_active() && harrier_outputs::rank(r.priority.as_str()) <= keep_rank);
+    for r in severe {
+        for t in r.event_types.iter().filter(|t| t.is_syscall()) {
+            if let Some(s) = syscall_by_name(t.name()) {
+                nrs.push(s.nr);
+            }
+        }
+    }
+    nrs.sort_unstable();
+    nrs.dedup();
+    nrs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harrier_rules::ruleset::LoadOptions;
+
+    #[test]
+    fn exec_and_the_severe_rules_events_may_use_the_reserve() {
+        let yaml = "- rule: a\n  desc: d\n  condition: evt.type = ptrace\n  output: x\n  priority: CRITICAL\n\
+                    - rule: b\n  desc: d\n  condition: evt.type = openat\n  output: x\n  priority: WARNING\n";
+        let rules = RuleSet::load(&[("r.yaml", yaml)], &LoadOptions::default()).unwrap();
+        let names = |v: Vec<u32>| -> Vec<&str> {
+            v.iter().map(|&n| harrier_schema::syscall_by_nr(n).unwrap().name).collect()
+        };
+        assert_eq!(names(priority_syscalls(&rules, 2)), ["execve", "ptrace", "execveat"]);
+        assert_eq!(names(priority_syscalls(&rules, 4)), ["execve", "ptrace", "openat", "execveat"]);
+    }
+}

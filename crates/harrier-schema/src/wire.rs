@@ -41,14 +41,16 @@ pub const ARING_DATA: usize = 128;
 /// so the verifier refuses to load if it were too small.
 pub const ARING_SLACK: usize = (16384 + 2 + 4096 + 4096 + 256 + 7) & !7;
 
-/// Drop reasons, in the order of `enum hr_drop_reason`.
-pub const DROP_REASONS: [&str; 2] = ["ring_full", "no_ring"];
+/// Drop reasons, in the order of `enum hr_drop_reason`: no room in the
+/// ring, no ring for the CPU, an ordinary event refused past the reserve
+/// kept for priority events.
+pub const DROP_REASONS: [&str; 3] = ["ring_full", "no_ring", "shed"];
 
 /// Per-CPU counters, laid out as `struct hr_cpu_stats`.
 #[derive(Debug, Default, Clone, Copy, serde::Serialize)]
 pub struct CpuStats {
     pub events: u64,
-    pub drops: [u64; 2],
+    pub drops: [u64; 3],
     pub toctou_fallbacks: u64,
     pub stash_fails: u64,
     pub read_faults: u64,
@@ -58,18 +60,18 @@ pub struct CpuStats {
 }
 
 impl CpuStats {
-    pub const SIZE: usize = 8 * 8;
+    pub const SIZE: usize = 9 * 8;
 
     pub fn from_bytes(b: &[u8]) -> CpuStats {
         let u = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
         CpuStats {
             events: u(0),
-            drops: [u(1), u(2)],
-            toctou_fallbacks: u(3),
-            stash_fails: u(4),
-            read_faults: u(5),
-            truncated: u(6),
-            filtered: u(7),
+            drops: [u(1), u(2), u(3)],
+            toctou_fallbacks: u(4),
+            stash_fails: u(5),
+            read_faults: u(6),
+            truncated: u(7),
+            filtered: u(8),
         }
     }
 
