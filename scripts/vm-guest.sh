@@ -116,7 +116,9 @@ run_bounded() {
 	{ echo w >/proc/sysrq-trigger; echo l >/proc/sysrq-trigger; } 2>/dev/null
 	echo "      its threads (state, kernel stack):"
 	for t in /proc/$pid/task/*; do
-		local comm state=? line
+		# It may end meanwhile (no task left: the glob stays as written).
+		local comm=? state=? line
+		[ -e "$t/comm" ] || { echo "        (it has ended)"; break; }
 		read -r comm <$t/comm
 		while read -r line; do [[ $line == State:* ]] && state=${line#State:}; done <$t/status
 		echo "        $comm $state"
@@ -188,6 +190,9 @@ while IFS=$'\t' read -r exe dir name; do
 	esac
 	case $name in
 	harrier-fswatch:lib) [ -n "${done_before[$name]:-}" ] || run_test "$name" "$dir" "$exe" ;;
+	# harrier fswatch's CLI test: in the local root as its suite (outside it,
+	# 6.1 flagged its mkdir unresolved, path right: README Kernels).
+	harrier-cli:fswatch_cli) [ -n "${done_before[$name]:-}" ] || IN_LROOT=1 run_test "$name" "$dir" "$exe" ;;
 	harrier-fswatch:*)
 		[ -n "${done_before[$name]:-}" ] || IN_LROOT=1 run_test "$name" "$dir" "$exe"
 		if [ -z "$FSWATCH_KPROBES" ]; then
@@ -202,8 +207,10 @@ done <"$LIST"
 # The dispatcher on this kernel: exact counts and the TOCTOU flag.
 DISPATCHER_IN_GUEST="exactly_one_exit_event_per_syscall::test_case_2_dispatcher an_open_in_flight_at_attach_is_flagged::test_case_2_dispatcher"
 core=$(awk -F'\t' '$3 == "harrier-capture:core" { print $1 "\t" $2 }' "$LIST")
+# GUEST_ONLY (HARRIER_VM_ONLY): the test list is filtered on the host; these by name.
+only() { [ -z "${GUEST_ONLY:-}" ] || [[ $1 =~ $GUEST_ONLY ]]; }
 for t in $DISPATCHER_IN_GUEST; do
-	[ -z "${done_before[core $t]:-}" ] || continue
+	[ -z "${done_before[core $t]:-}" ] && only "core $t" || continue
 	s=$(date +%s)
 	echo "harrier-guest: start core $t" >/dev/kmsg
 	run_bounded $LIMIT "$(cut -f2 <<<"$core")" /tmp/test-out.txt "$(cut -f1 <<<"$core")" --exact "$t"
@@ -221,7 +228,7 @@ for t in $DISPATCHER_IN_GUEST; do
 done
 
 # The bypass C tests: the built binaries, not `make` (the shared tree is read-only).
-if [ -z "${done_before[bypass C tests]:-}" ]; then
+if [ -z "${done_before[bypass C tests]:-}" ] && only "bypass C tests"; then
 	s=$(date +%s)
 	echo "harrier-guest: start bypass C tests" >/dev/kmsg
 	O=$TARGET/release/bypass
