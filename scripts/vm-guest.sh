@@ -190,9 +190,6 @@ while IFS=$'\t' read -r exe dir name; do
 	esac
 	case $name in
 	harrier-fswatch:lib) [ -n "${done_before[$name]:-}" ] || run_test "$name" "$dir" "$exe" ;;
-	# harrier fswatch's CLI test: in the local root as its suite (outside it,
-	# 6.1 flagged its mkdir unresolved, path right: README Kernels).
-	harrier-cli:fswatch_cli) [ -n "${done_before[$name]:-}" ] || IN_LROOT=1 run_test "$name" "$dir" "$exe" ;;
 	harrier-fswatch:*)
 		[ -n "${done_before[$name]:-}" ] || IN_LROOT=1 run_test "$name" "$dir" "$exe"
 		if [ -z "$FSWATCH_KPROBES" ]; then

@@ -20,6 +20,12 @@ fn assert_one_line_error(args: &[&str], needle: &str) {
     assert!(err.contains(needle), "{args:?}: {needle:?} not in {err}");
 }
 
+/// How many mounts of this namespace show device `dev` ("major:minor").
+fn mounts_of(dev: &str) -> usize {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    info.lines().filter(|l| l.split(' ').nth(2) == Some(dev)).count()
+}
+
 #[test]
 fn bad_input_gets_one_line() {
     assert_one_line_error(
@@ -126,7 +132,14 @@ fn json_events_carry_the_listed_fields() {
     }
     assert_eq!(m["pid"], std::process::id());
     assert_eq!(m["user"], "root");
-    assert_eq!(m["unresolved"], false);
+    // Exact, unless the file system is mounted more than once in this
+    // namespace (the guests bind /tmp into fswatch's local root: see
+    // scripts/vm-guest.sh): a new entry's mount is then a guess, flagged.
+    if mounts_of(m["device"].as_str().unwrap()) > 1 {
+        assert!(m["flags"].as_array().unwrap().iter().any(|f| f == "mount_guess"), "{m}");
+    } else {
+        assert_eq!(m["unresolved"], false, "{m}\n{rest}");
+    }
     assert_eq!(m["container_id"], "host");
     let exe = std::env::current_exe().unwrap();
     assert_eq!(m["exe"], exe.to_string_lossy().as_ref());
