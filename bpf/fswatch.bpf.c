@@ -3,11 +3,13 @@
  * harrier fswatch: file-system events whose paths come from the kernel's own
  * objects (dentries and mounts), never from the syscall's path string.
  *
- * Hooks (this kernel has no kprobes, fentry or BPF LSM; see docs/fswatch.md):
+ * Hooks (docs/fswatch.md, "Hooks per kernel"; user space picks one set):
  * - tp_btf inode_set_ctime_to_ts, ctime_ns_xchg, ctime_xchg_skip (fs/inode.c,
  *   6.13+): every inode whose ctime a selected syscall changes is added to a
  *   per-task record, with the name and parent its first dentry has at that
  *   moment (before a rename moves it or an unlink drops it);
+ * - before 6.13, fentry (or kprobes) on the vfs_* functions that make those
+ *   changes fill the same record (vfs.h);
  * - the syscalls:sys_exit_<name> tracepoint of each selected syscall (one
  *   program attached to each): the record is turned into an event. Files from fds
  *   (open's result, write's and fchmod's argument) walk their struct path;
@@ -18,7 +20,7 @@
  *
  * One object (libbpf-cargo builds one per .bpf.c), in parts under
  * include/fswatch/: state.h (maps), syscalls.h (what is reported),
- * inodes.h (the entry and ctime hooks), walk.h (dentry walk and watch
+ * inodes.h (the record and the ctime hooks), vfs.h (the vfs_* hooks), walk.h (dentry walk and watch
  * check), cache.h, dirrefs.h and chain.h (what spares the climbs), mount.h (which
  * mount), event.h (paths and the record), plan.h (which inode is which);
  * the exit hook, which ties them, is here.
@@ -45,10 +47,12 @@ const volatile bool rcache = 0;	/* the reader's directory cache (dirrefs.h): vca
 const volatile __u32 resolution = FW_RES_RINGBUF;
 const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
+const volatile __u32 hooks = FW_HOOKS_CTIME;	/* enum fw_hooks (state.h) */
 
 #include "fswatch/state.h"
 #include "fswatch/syscalls.h"
 #include "fswatch/inodes.h"
+#include "fswatch/vfs.h"
 #include "fswatch/walk.h"
 #include "fswatch/dirrefs.h"
 #include "fswatch/cache.h"
@@ -145,12 +149,16 @@ int fw_sys_exit(struct fw_exit_ctx *ctx)
 		f = fw_fd_file(t, s.cls == FW_C_FD_RET ? ret : (int)fw_arg(regs, 0));
 		if (!f)
 			goto unresolved;
-		f = bpf_core_cast(f, struct file);
-		a = f->f_path.dentry;
+		f = FW_CAST(f, struct file);
+		a = FW_RD(f, f_path.dentry);
 		pl->dentry[0] = (__u64)a;
-		pl->mnt[0] = (__u64)fw_real_mount(f->f_path.mnt);
-		/* open: created if its directory's ctime changed. */
-		if (p && s.cls == FW_C_FD_RET) {
+		pl->mnt[0] = (__u64)fw_real_mount(FW_RD(f, f_path.mnt));
+		/* open: created if its directory's ctime changed; the vfs_*
+		 * hooks see no create by open (vfs.h): the kernel's own mark. */
+		if (hooks != FW_HOOKS_CTIME && s.cls == FW_C_FD_RET) {
+			if (FW_RD(f, f_mode) & FMODE_CREATED_)
+				pl->extra[0] = FW_F_CREATED;
+		} else if (p && s.cls == FW_C_FD_RET) {
 			__u64 pi = (__u64)BPF_CORE_READ(a, d_parent, d_inode);
 
 			for (int j = 0; j < FW_SLOTS; j++)
@@ -159,6 +167,7 @@ int fw_sys_exit(struct fw_exit_ctx *ctx)
 		}
 		break;
 	case FW_C_NEW:
+		fw_record_new(p);	/* vfs.h: the entry vfs_mkdir or vfs_symlink made */
 		a = fw_find_new(p);
 		if (!a)
 			goto unresolved;

@@ -48,7 +48,9 @@ fi
 if ((${#missing[@]})); then
 	echo "deps-vm: installing ${missing[*]}"
 	[ -n "$updated" ] || apt-get update -qq
-	apt_install "${missing[@]}"
+	# INITRD=No: no initramfs for these kernels (virtme-ng boots them with
+	# its own), ~25 CPU-s each saved.
+	INITRD=No apt_install "${missing[@]}"
 fi
 
 if [ "$("$VENV/bin/vng" --version 2>/dev/null | awk '{ print $NF }')" != "$VNG_VERSION" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test's phases, timed (wall clock), one line each at the end:
+# make test's phases, timed (wall clock and CPU), one line each at the end:
 #   phase.sh start              a fresh record (target/phases.tsv)
 #   phase.sh NAME CMD [ARG...]  runs CMD as phase NAME; on failure prints the times so far
 #   phase.sh report             one line per phase, the total and the load average
@@ -9,9 +9,9 @@ record=${HARRIER_PHASES:-target/phases.tsv}
 mkdir -p "$(dirname "$record")"
 
 report() {
-	echo "== make test's phases (wall time; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
-	awk -F'\t' '{ printf "   %-18s %6d s  %5.1f min  %s\n", $1, $2, $2 / 60, $3; t += $2 }
-		END { printf "   %-18s %6d s  %5.1f min\n", "total", t, t / 60 }' "$record"
+	echo "== make test's phases (wall time, and the CPU time its processes used; load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+	awk -F'\t' '{ printf "   %-18s %6d s  %5.1f min  cpu %6d s  %s\n", $1, $2, $2 / 60, $3, $4; t += $2; c += $3 }
+		END { printf "   %-18s %6d s  %5.1f min  cpu %6d s\n", "total", t, t / 60, c }' "$record"
 }
 
 case ${1:-} in
@@ -25,7 +25,12 @@ report) report ;;
 	"$@"
 	rc=$?
 	[ $rc -eq 0 ] && status= || status="FAILED (exit $rc)"
-	printf '%s\t%d\t%s\n' "$name" $(($(date +%s) - t0)) "$status" >>"$record"
+	# CPU: user + system of the finished children, from `times` run in this
+	# shell (inside $(...) it would count a subshell's, none).
+	times >"$record.times"
+	cpu=$(tail -1 "$record.times" | sed 's/[ms]/ /g' | awk '{ printf "%d", $1 * 60 + $2 + $3 * 60 + $4 }')
+	rm -f "$record.times"
+	printf '%s\t%d\t%d\t%s\n' "$name" $(($(date +%s) - t0)) "$cpu" "$status" >>"$record"
 	[ $rc -eq 0 ] || report >&2
 	exit $rc
 	;;

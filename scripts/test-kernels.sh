@@ -21,7 +21,11 @@
 #      HARRIER_VM_CPUS (2), HARRIER_VM_MEMORY (2G), HARRIER_VM_APPEND (more
 #      kernel words), HARRIER_VM_STALL (s without a guest heartbeat, 120),
 #      HARRIER_VM_LIMIT (s for one VM, 2400), HARRIER_VM_TCG (single; multi),
-#      HARRIER_VM_PARALLEL (1).
+#      HARRIER_VM_PARALLEL (1), HARRIER_VM_ONLY (an ERE: only the test binaries
+#      whose name, e.g. harrier-cli:fswatch_cli, matches; the dispatcher and
+#      bypass C tests too by their names, "core ..." and "bypass C tests"),
+#      HARRIER_VM_OUT (the files' dir below the checkout, default
+#      TARGET/test-kernels: another for a second run beside a running one).
 # Per guest KERNEL, in TARGET/test-kernels: guest-KERNEL.log (what the guest
 # printed), .console (its kernel's console: printed only when it fails or
 # stalls), .qmp (qemu's view of a stalled guest).
@@ -32,7 +36,7 @@ MODE=${1:-all}
 [ $# -eq 0 ] || shift
 CARGO=${CARGO:-cargo}
 TARGET=$($CARGO metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
-OUT=$TARGET/test-kernels
+OUT=${HARRIER_VM_OUT:-$TARGET/test-kernels}
 VNG=/opt/harrier-vng/bin/vng
 mkdir -p "$OUT"
 
@@ -51,8 +55,8 @@ for line in sys.stdin:
     t = m["target"]
     name = os.path.basename(os.path.dirname(m["manifest_path"])) + ":" + ("lib" if "lib" in t["kind"] else t["name"])
     print("\t".join([m["executable"], os.path.dirname(m["manifest_path"]), name]))
-' | sort -t$'\t' -k3 >"$OUT/tests.tsv"
-	[ -s "$OUT/tests.tsv" ] || { echo "test-kernels: cargo listed no test binary" >&2; exit 1; }
+' | sort -t$'\t' -k3 | awk -F'\t' -v only="${HARRIER_VM_ONLY:-}" 'only == "" || $3 ~ only' >"$OUT/tests.tsv"
+	[ -s "$OUT/tests.tsv" ] || { echo "test-kernels: cargo listed no test binary${HARRIER_VM_ONLY:+ matching $HARRIER_VM_ONLY}" >&2; exit 1; }
 }
 
 host() {
@@ -184,7 +188,7 @@ boot() {
 		--append "sysctl.kernel.hung_task_timeout_secs=60 sysctl.kernel.hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel tsc=reliable ${HARRIER_VM_APPEND:-}" \
 		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run "${maps[@]}" \
 		--qemu-opts="-qmp unix:$qmp,server=on,wait=off -pidfile $pidfile $tcg" \
-		--exec "GUEST_DONE=$done bash $script $list $ROOT $TARGET 2>&1" >"$log" 2>"$console" </dev/null &
+		--exec "GUEST_DONE=$done GUEST_ONLY='${HARRIER_VM_ONLY:-}' bash $script $list $ROOT $TARGET 2>&1" >"$log" 2>"$console" </dev/null &
 	local vpid=$! t0=$SECONDS why= beats=0 n last=$SECONDS
 	tail -n +1 -f --pid=$vpid "$log" &
 	local tpid=$!

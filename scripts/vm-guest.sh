@@ -42,6 +42,30 @@ export HARRIER_TEST_SCALE=${HARRIER_TEST_SCALE:-20}
 # quiet machine and 190 s on one loaded ~5x over its 2 cores).
 LIMIT=${GUEST_BINARY_LIMIT:-420}
 
+# fswatch's caches never keep directories of network file systems (a server
+# can rename them behind the kernel's back: bpf/include/fswatch/walk.h), and
+# the guest's root is the host's over 9p, so its tests run chrooted into a
+# root on a tmpfs that binds the host's directories (and the guest's /tmp):
+# their climbs then meet local file systems only, as on a real machine.
+LROOT=/run/harrier-lroot
+local_root() {
+	local e
+	mkdir -p $LROOT && mount -t tmpfs tmpfs $LROOT || return 1
+	for e in /*; do
+		if [ -L "$e" ]; then
+			cp -P "$e" "$LROOT$e"
+		elif [ -d "$e" ] && [ "$e" != /run ]; then
+			mkdir "$LROOT$e" && mount --rbind "$e" "$LROOT$e" || return 1
+		fi
+	done
+	mkdir -p $LROOT/run
+}
+local_root || { echo "guest: cannot set up fswatch's local root at $LROOT"; exit 1; }
+# Its suite runs a second time on kprobes (the first takes the best hooks this
+# kernel has: fentry before 6.13), when this kernel has them.
+FSWATCH_KPROBES=
+[ -d /sys/bus/event_source/devices/kprobe ] && FSWATCH_KPROBES=1
+
 # A sleep that runs no program: the guest's root is the host's over 9p, and
 # a watchdog that must exec /usr/bin/sleep from there stops with a stuck 9p.
 exec {SLEEPFD}<> <(:)
@@ -75,7 +99,11 @@ heartbeat &
 run_bounded() {
 	local limit=$1 dir=$2 out=$3 exe=$4 pid i t
 	shift 4
-	(cd "$dir" && exec "$exe" "$@") >"$out" 2>&1 &
+	if [ -n "${IN_LROOT:-}" ]; then
+		chroot $LROOT /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$dir" "$exe" "$@" >"$out" 2>&1 &
+	else
+		(cd "$dir" && exec "$exe" "$@") >"$out" 2>&1 &
+	fi
 	pid=$!
 	for ((i = 0; i < limit; i++)); do
 		kill -0 $pid 2>/dev/null || { wait $pid; return; }
@@ -88,7 +116,9 @@ run_bounded() {
 	{ echo w >/proc/sysrq-trigger; echo l >/proc/sysrq-trigger; } 2>/dev/null
 	echo "      its threads (state, kernel stack):"
 	for t in /proc/$pid/task/*; do
-		local comm state=? line
+		# It may end meanwhile (no task left: the glob stays as written).
+		local comm=? state=? line
+		[ -e "$t/comm" ] || { echo "        (it has ended)"; break; }
 		read -r comm <$t/comm
 		while read -r line; do [[ $line == State:* ]] && state=${line#State:}; done <$t/status
 		echo "        $comm $state"
@@ -112,26 +142,14 @@ fi
 passed() { echo "harrier-guest: passed $1" >/dev/kmsg; }
 
 pass=0 fail=0 failed=()
-t0=$(date +%s)
-while IFS=$'\t' read -r exe dir name; do
-	[ -n "$exe" ] || continue
-	[ -z "${done_before[$name]:-}" ] || continue
-	out=/tmp/test-out.txt
+# Runs one test binary (NAME DIR EXE, then its extra arguments) and reports it.
+run_test() {
+	local name=$1 dir=$2 exe=$3 out=/tmp/test-out.txt s rc np nf
+	shift 3
 	s=$(date +%s)
-	# Under emulation the dispatcher runs BPF on every guest syscall (~1 ms a
-	# run), so the capture tests' dispatcher variants would take hours: the
-	# guest runs them per-syscall, plus the DISPATCHER_IN_GUEST ones below.
-	skip=()
-	case $name in harrier-capture:*) skip=(--skip _dispatcher) ;; esac
-	# Reads capture files with sysdig and harrier only: no BPF, nothing of the
-	# kernel's, and 3-4 minutes under emulation. Said, not skipped silently.
-	case $name in harrier-cli:filter_parity_cli)
-		printf 'guest %s: not run %s (kernel-independent: capture files only)\n' "$KREL" "$name"
-		continue ;;
-	esac
 	# cargo runs each test binary from its package directory.
 	echo "harrier-guest: start $name" >/dev/kmsg
-	run_bounded $LIMIT "$dir" "$out" "$exe" --test-threads=2 "${skip[@]}"
+	run_bounded $LIMIT "$dir" "$out" "$exe" --test-threads=2 "$@"
 	rc=$?
 	np=$(awk '/^test result:/ { s += $4 } END { print s + 0 }' "$out")
 	nf=$(awk '/^test result:/ { s += $6 } END { print s + 0 }' "$out")
@@ -154,13 +172,42 @@ while IFS=$'\t' read -r exe dir name; do
 			tail -20 "$out"
 		fi | sed 's/^/      /'
 	fi
+}
+
+t0=$(date +%s)
+while IFS=$'\t' read -r exe dir name; do
+	[ -n "$exe" ] || continue
+	# Under emulation the dispatcher runs BPF on every guest syscall (~1 ms a
+	# run), so the capture tests' dispatcher variants would take hours: the
+	# guest runs them per-syscall, plus the DISPATCHER_IN_GUEST ones below.
+	skip=()
+	case $name in harrier-capture:*) skip=(--skip _dispatcher) ;; esac
+	# Reads capture files with sysdig and harrier only: no BPF, nothing of the
+	# kernel's, and 3-4 minutes under emulation. Said, not skipped silently.
+	case $name in harrier-cli:filter_parity_cli)
+		printf 'guest %s: not run %s (kernel-independent: capture files only)\n' "$KREL" "$name"
+		continue ;;
+	esac
+	case $name in
+	harrier-fswatch:lib) [ -n "${done_before[$name]:-}" ] || run_test "$name" "$dir" "$exe" ;;
+	harrier-fswatch:*)
+		[ -n "${done_before[$name]:-}" ] || IN_LROOT=1 run_test "$name" "$dir" "$exe"
+		if [ -z "$FSWATCH_KPROBES" ]; then
+			printf 'guest %s: not run %s kprobes (this kernel has no kprobes)\n' "$KREL" "$name"
+		elif [ -z "${done_before[$name kprobes]:-}" ]; then
+			IN_LROOT=1 HARRIER_FSWATCH_HOOKS=kprobes run_test "$name kprobes" "$dir" "$exe"
+		fi ;;
+	*) [ -n "${done_before[$name]:-}" ] || run_test "$name" "$dir" "$exe" "${skip[@]}" ;;
+	esac
 done <"$LIST"
 
 # The dispatcher on this kernel: exact counts and the TOCTOU flag.
 DISPATCHER_IN_GUEST="exactly_one_exit_event_per_syscall::test_case_2_dispatcher an_open_in_flight_at_attach_is_flagged::test_case_2_dispatcher"
 core=$(awk -F'\t' '$3 == "harrier-capture:core" { print $1 "\t" $2 }' "$LIST")
+# GUEST_ONLY (HARRIER_VM_ONLY): the test list is filtered on the host; these by name.
+only() { [ -z "${GUEST_ONLY:-}" ] || [[ $1 =~ $GUEST_ONLY ]]; }
 for t in $DISPATCHER_IN_GUEST; do
-	[ -z "${done_before[core $t]:-}" ] || continue
+	[ -z "${done_before[core $t]:-}" ] && only "core $t" || continue
 	s=$(date +%s)
 	echo "harrier-guest: start core $t" >/dev/kmsg
 	run_bounded $LIMIT "$(cut -f2 <<<"$core")" /tmp/test-out.txt "$(cut -f1 <<<"$core")" --exact "$t"
@@ -178,7 +225,7 @@ for t in $DISPATCHER_IN_GUEST; do
 done
 
 # The bypass C tests: the built binaries, not `make` (the shared tree is read-only).
-if [ -z "${done_before[bypass C tests]:-}" ]; then
+if [ -z "${done_before[bypass C tests]:-}" ] && only "bypass C tests"; then
 	s=$(date +%s)
 	echo "harrier-guest: start bypass C tests" >/dev/kmsg
 	O=$TARGET/release/bypass

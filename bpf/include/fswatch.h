@@ -81,6 +81,14 @@ enum fw_resolution {
 	FW_RES_FRAGS = 2,	/* fragments: the leaf's name and its directory's key; directories in a map */
 };
 
+/* Which hooks tell the exits what a syscall changed (`hooks`, set by user
+ * space from what the kernel has; crates/harrier-fswatch/src/hooks.rs). */
+enum fw_hooks {
+	FW_HOOKS_CTIME = 0,	/* fs/inode.c's ctime tracepoints (tp_btf, 6.13+): inodes.h */
+	FW_HOOKS_FENTRY = 1,	/* fentry on the vfs_* functions: vfs.h */
+	FW_HOOKS_KPROBE = 2,	/* kprobes on the same functions */
+};
+
 /*
  * fragments: each directory climbed is an entry of the `fragments` LRU hash,
  * keyed by (dev, mount id, inode) → (parent's key, its name, when that last

@@ -528,23 +528,36 @@ static int t_orphan(void)
 	/* As a subreaper we inherit the grandchild when its parent exits, and can
 	 * collect its status. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* B exits once C has checked its parent: a fixed delay was too short
+	 * under emulation, where C then saw the new parent "before". */
+	int go[2];
+	if (pipe(go)) {
+		FAIL("orphan: pipe: %s", strerror(errno));
+		return 1;
+	}
 	pid_t b = fork();
 	if (b == 0) {
 		pid_t c = fork();
 		if (c == 0) {
 			pid_t parent = raw0(SYS_getppid);
 			int bad = check_bypassed("orphan: before", 1000);
-			if (G.getppid() != parent)
+			if (G.getppid() != parent) {
+				FAIL("orphan: getppid() = %d before the parent exits, not %d", G.getppid(), parent);
 				bad = 1;
+			}
+			if (write(go[1], "", 1) != 1)
+				_exit(1);
 			while (raw0(SYS_getppid) == parent) /* B exits meanwhile */
 				if (check("orphan: while the parent exits"))
 					_exit(1);
 			bad |= check_loop("orphan: after reparenting", 1000);
 			_exit(bad);
 		}
-		usleep(100000);
-		_exit(0);
+		char x;
+		_exit(read(go[0], &x, 1) == 1 ? 0 : 1);
 	}
+	close(go[0]);
+	close(go[1]);
 	if (wait_ok(b, "orphan: middle process"))
 		return 1;
 	int st;

@@ -17,8 +17,9 @@
  * - the entry holds the mount namespace's event counter (bumped by the kernel
  *   on every mount, umount, move and pivot_root in it) and the task's root
  *   (chroot): either differing is a miss;
- * - the key holds the mount's never-reused id (mnt_id_unique, 6.8+) and the
- *   inode number, which only a removal (that bumps the generation) frees;
+ * - the key holds the mount's never-reused id (mnt_id_unique, 6.8+; before,
+ *   fw_mnt_uid) and the inode number, which only a removal (that bumps the
+ *   generation) frees;
  * - directories of file systems whose directories can move behind the
  *   kernel's back (not in fw_local_fs: NFS, FUSE...) are never cached.
  */
@@ -57,12 +58,27 @@ static __always_inline void fw_gen_bump(void)
 	__sync_fetch_and_add(&fw_gen, 1);
 }
 
-/* A mount's never-reused id (6.8+); 0: unknown, the cache is not used. */
+/* Before 6.18 (mount.h's fw_ns_id) a namespace's never-reused id was its `seq`. */
+struct mnt_namespace___seq {
+	__u64 seq;
+} __attribute__((preserve_access_index));
+
+/*
+ * A mount's never-reused id: 6.8+'s mnt_id_unique. Before, the never-reused
+ * sequence number of its namespace above its mount id: an id is reused only
+ * after an umount, which moves that namespace's event counter, and every
+ * entry holds the counter (fw_vc_expect). 0: unknown, the cache is not used.
+ */
 static __always_inline __u64 fw_mnt_uid(struct mount *m)
 {
-	if (!bpf_core_field_exists(struct mount, mnt_id_unique))
+	struct mnt_namespace___seq *ns;
+
+	if (bpf_core_field_exists(struct mount, mnt_id_unique))
+		return FW_RD(m, mnt_id_unique);
+	ns = (void *)FW_RD(m, mnt_ns);
+	if (!ns || !bpf_core_field_exists(ns->seq))
 		return 0;
-	return m->mnt_id_unique;
+	return BPF_CORE_READ(ns, seq) << 32 | (__u32)FW_RD(m, mnt_id);
 }
 
 /* What an entry must match besides its key: the generation (read by the
@@ -72,13 +88,13 @@ static __always_inline void fw_vc_expect(struct fw_verdict *e, struct mount *m, 
 {
 	/* Plain loads (the verifier makes them fault-safe): a helper call per
 	 * field would cost more than the map lookup this serves. */
-	struct mnt_namespace *ns = m->mnt_ns;
+	struct mnt_namespace *ns = FW_RD(m, mnt_ns);
 	struct fs_struct *fs = t->fs;
 	struct mount *rm = fw_real_mount(fs->root.mnt);
 
 	e->gen = gen;
-	e->ns_event = ns ? ns->event : 0;
-	e->root_uid = rm ? fw_mnt_uid(bpf_core_cast(rm, struct mount)) : 0;
+	e->ns_event = ns ? FW_RD(ns, event) : 0;
+	e->root_uid = rm ? fw_mnt_uid(FW_CAST(rm, struct mount)) : 0;
 	e->root_ino = fs->root.dentry->d_inode->i_ino;
 	e->watched = 0;
 }
@@ -131,25 +147,25 @@ static __always_inline void fw_check_cached(struct fw_cpu *c, struct dentry *d0,
 
 	if (!d0 || !m0)
 		goto climb;
-	d = bpf_core_cast(d0, struct dentry);
-	m = bpf_core_cast(m0, struct mount);
+	d = FW_CAST(d0, struct dentry);
+	m = FW_CAST(m0, struct mount);
 	dir = d;
 	if (depth == 0) {
 		/* The leaf may be watched itself; files are not cached. */
-		if (fw_is_watched(d->d_sb->s_dev, d->d_inode->i_ino)) {
+		if (fw_is_watched(FW_RD(d, d_sb, s_dev), FW_RD(d, d_inode, i_ino))) {
 			w->watched = 1;
 			return;
 		}
 		/* A mount's root or the task's root: their parent is elsewhere. */
-		if (d == m->mnt.mnt_root || d->d_parent == d || d == t->fs->root.dentry)
+		dir = FW_RD(d, d_parent);
+		if (d == FW_RD(m, mnt.mnt_root) || dir == d || d == t->fs->root.dentry)
 			goto climb;
-		dir = d->d_parent;
 	}
 	k.mnt_uid = fw_mnt_uid(m);
 	if (!k.mnt_uid)
 		goto climb;
-	k.ino = dir->d_inode->i_ino;
-	k.dev = dir->d_sb->s_dev;
+	k.ino = FW_RD(dir, d_inode, i_ino);
+	k.dev = FW_RD(dir, d_sb, s_dev);
 	/* The generation before busy (inval.h writes them the other way round). */
 	gen = *(volatile __u64 *)&fw_gen;
 	asm volatile("" ::: "memory");
@@ -213,6 +229,7 @@ static __always_inline int fw_dir_probe(struct fw_cpu *c, __u32 b, struct dentry
 {
 	struct fw_walk *w = &c->walk;
 	struct dentry *d;
+	struct mount *m;
 
 	if (!fw_walk_init(c, b, d0, m0, t, pos, depth, 0)) {
 		*done = pos;
@@ -222,11 +239,14 @@ static __always_inline int fw_dir_probe(struct fw_cpu *c, __u32 b, struct dentry
 		*done = fw_walk_run(c);
 		return 0;
 	}
-	d = bpf_core_cast(d0, struct dentry);
-	p->m = bpf_core_cast(m0, struct mount);
+	/* Locals, not p's fields, in FW_RD: BPF_CORE_READ would relocate
+	 * those too, against a kernel that has no struct fw_dir_probe. */
+	d = FW_CAST(d0, struct dentry);
+	m = FW_CAST(m0, struct mount);
+	p->m = m;
 	if (depth == 0) {
 		/* A mount's root or the task's root: their parent is elsewhere. */
-		if (d == p->m->mnt.mnt_root || d->d_parent == d || (__u64)d0 == w->root_dentry) {
+		if (d == FW_RD(m, mnt.mnt_root) || FW_RD(d, d_parent) == d || (__u64)d0 == w->root_dentry) {
 			*done = fw_walk_run(c);
 			return 0;
 		}
@@ -236,11 +256,12 @@ static __always_inline int fw_dir_probe(struct fw_cpu *c, __u32 b, struct dentry
 			return 0;
 		}
 	}
-	p->dir = bpf_core_cast((void *)w->dentry, struct dentry);
+	d = FW_CAST(w->dentry, struct dentry);
+	p->dir = d;
 	p->leaf_watched = w->watched;
-	p->k.mnt_uid = fw_mnt_uid(p->m);
-	p->k.ino = p->dir->d_inode->i_ino;
-	p->k.dev = p->dir->d_sb->s_dev;
+	p->k.mnt_uid = fw_mnt_uid(m);
+	p->k.ino = FW_RD(d, d_inode, i_ino);
+	p->k.dev = FW_RD(d, d_sb, s_dev);
 	p->gen = *(volatile __u64 *)&fw_gen;
 	asm volatile("" ::: "memory");
 	p->busy = *(volatile __s64 *)&fw_busy;

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Recording a syscall in flight: every inode whose ctime it changes
- * (fs/inode.c's timestamp tracepoints, 6.13+), with the name and parent the
- * inode's dentry has at that moment. There is no entry hook: the record is
- * opened by the first ctime change of a selected syscall (its number is in
- * the task's pt_regs) and closed by that syscall's exit, so syscalls that
- * change nothing, and every unselected syscall, pay nothing here.
+ * (fs/inode.c's timestamp tracepoints, 6.13+; before, the vfs_* calls that
+ * change them: vfs.h), with the name and parent the inode's dentry has at
+ * that moment. There is no entry hook: the record is opened by the first
+ * change of a selected syscall (its number is in the task's pt_regs) and
+ * closed by that syscall's exit, so syscalls that change nothing, and every
+ * unselected syscall, pay nothing here.
  */
 #ifndef HARRIER_FSWATCH_INODES_H
 #define HARRIER_FSWATCH_INODES_H
@@ -39,21 +40,65 @@ static __always_inline bool fw_hashed(struct dentry *d)
 static __always_inline void fw_vc_changed(struct task_struct *t, struct inode *inode, struct pt_regs *regs,
 					  long nr);
 
-/* An inode's ctime changed: if a selected syscall that names an entry is in
- * flight in this task, remember the inode and its name and parent as they
- * are now. */
-static __always_inline int fw_changed(struct inode *inode)
+/* Adds inode to the record (once), with the name and parent of `alias`
+ * (NULL: its newest dentry) as they are now. */
+static __always_inline void fw_record(struct fw_pending *p, struct inode *inode, struct dentry *alias)
+{
+	struct fw_slot *s;
+	struct fw_cpu *c;
+	struct qstr q;
+	__u32 n = p->nslots;
+
+	for (int i = 0; i < FW_SLOTS; i++)
+		if (i < n && p->slots[i].inode == (__u64)inode)
+			return;
+	if (n >= FW_SLOTS) {
+		if ((c = fw_cpu_get()))
+			c->stats.slots_full++;
+		return;
+	}
+	s = &p->slots[n & (FW_SLOTS - 1)];
+	/* Plain loads where the kernel has the cast (FW_CAST): only the
+	 * name's bytes need a helper. */
+	inode = FW_CAST(inode, struct inode);
+	s->inode = (__u64)inode;
+	s->ino = FW_RD(inode, i_ino);
+	s->dev = FW_RD(inode, i_sb, s_dev);
+	s->is_dir = (FW_RD(inode, i_mode) & S_IFMT_) == S_IFDIR_;
+	s->parent_inode = 0;
+	s->name_len = 0;
+	if (!alias) {
+		struct hlist_node *first = FW_RD(inode, i_dentry.first);
+
+		if (first)
+			alias = (struct dentry *)((void *)first - bpf_core_field_offset(struct dentry, d_u));
+	}
+	if (alias) {
+		alias = FW_CAST(alias, struct dentry);
+		s->parent_inode = (__u64)FW_RD(alias, d_parent, d_inode);
+		q.name = FW_RD(alias, d_name.name);
+		q.len = FW_RD(alias, d_name.len);
+		{
+			__u32 len = q.len & (FW_NAME_MAX - 1);
+
+			if (!bpf_probe_read_kernel(s->name, len, q.name))
+				s->name_len = len;
+		}
+	}
+	p->nslots = n + 1;
+}
+
+/* An inode changed (its ctime, or a vfs_* call names it): if a selected
+ * syscall that names an entry is in flight in this task, remember the inode
+ * and the name and parent of `alias` (NULL: its newest dentry) as they are
+ * now. Returns the syscall's record, if there is one. */
+static __always_inline struct fw_pending *fw_changed(struct inode *inode, struct dentry *alias)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct fw_pending *p;
-	struct dentry *alias;
 	struct pt_regs *regs;
-	struct fw_slot *s;
 	struct fw_sys sy;
-	struct fw_cpu *c;
-	struct qstr q;
 	long nr;
-	__u32 n;
 
 	/* Kernel threads and io_uring workers make no syscall of their own. */
 	regs = 0;
@@ -78,58 +123,31 @@ static __always_inline int fw_changed(struct inode *inode)
 		/* The first change of this syscall (the exit closes each record). */
 		p->nr = nr;
 		p->nslots = 0;
+		p->new_dentry = 0;
 	}
-	n = p->nslots;
-	for (int i = 0; i < FW_SLOTS; i++)
-		if (i < n && p->slots[i].inode == (__u64)inode)
-			return 0;
-	if (n >= FW_SLOTS) {
-		if ((c = fw_cpu_get()))
-			c->stats.slots_full++;
-		return 0;
-	}
-	s = &p->slots[n & (FW_SLOTS - 1)];
-	/* Plain loads (the tracepoint's inode is a typed pointer; its alias
-	 * through bpf_core_cast): only the name's bytes need a helper. */
-	s->inode = (__u64)inode;
-	s->ino = inode->i_ino;
-	s->dev = inode->i_sb->s_dev;
-	s->is_dir = (inode->i_mode & S_IFMT_) == S_IFDIR_;
-	s->parent_inode = 0;
-	s->name_len = 0;
-	if (inode->i_dentry.first) {
-		alias = bpf_core_cast((void *)inode->i_dentry.first - bpf_core_field_offset(struct dentry, d_u),
-				      struct dentry);
-		s->parent_inode = (__u64)alias->d_parent->d_inode;
-		q.name = alias->d_name.name;
-		q.len = alias->d_name.len;
-		{
-			__u32 len = q.len & (FW_NAME_MAX - 1);
-
-			if (!bpf_probe_read_kernel(s->name, len, q.name))
-				s->name_len = len;
-		}
-	}
-	p->nslots = n + 1;
-	return 0;
+	fw_record(p, inode, alias);
+	return p;
 }
 
 SEC("tp_btf/inode_set_ctime_to_ts")
 int BPF_PROG(fw_ctime_set, struct inode *inode, struct timespec64 *ts)
 {
-	return fw_changed(inode);
+	fw_changed(inode, 0);
+	return 0;
 }
 
 SEC("tp_btf/ctime_ns_xchg")
 int BPF_PROG(fw_ctime_xchg, struct inode *inode, __u32 old, __u32 new, __u32 cur)
 {
-	return fw_changed(inode);
+	fw_changed(inode, 0);
+	return 0;
 }
 
 SEC("tp_btf/ctime_xchg_skip")
 int BPF_PROG(fw_ctime_skip, struct inode *inode, struct timespec64 *ts)
 {
-	return fw_changed(inode);
+	fw_changed(inode, 0);
+	return 0;
 }
 
 #endif

@@ -76,6 +76,7 @@ static __always_inline struct fw_inval *fw_inval_open(struct task_struct *t, lon
 /* A rename changed this inode: remember its dentry as it is now. */
 static __always_inline void fw_inval_record(struct fw_inval *inv, struct inode *inode, bool dir)
 {
+	struct hlist_node *first;
 	struct fw_islot *s;
 	struct dentry *a;
 	__u32 n = inv->n;
@@ -93,12 +94,12 @@ static __always_inline void fw_inval_record(struct fw_inval *inv, struct inode *
 	s->dentry = 0;
 	s->parent = 0;
 	s->hash_len = 0;
-	if (inode->i_dentry.first) {
-		a = bpf_core_cast((void *)inode->i_dentry.first - bpf_core_field_offset(struct dentry, d_u),
-				  struct dentry);
+	first = FW_RD(inode, i_dentry.first);
+	if (first) {
+		a = FW_CAST((void *)first - bpf_core_field_offset(struct dentry, d_u), struct dentry);
 		s->dentry = (__u64)a;
-		s->parent = (__u64)a->d_parent;
-		s->hash_len = a->d_name.hash_len;
+		s->parent = (__u64)FW_RD(a, d_parent);
+		s->hash_len = FW_RD(a, d_name.hash_len);
 	}
 	inv->n = n + 1;
 }
@@ -112,8 +113,11 @@ static __always_inline void fw_inval_record(struct fw_inval *inv, struct inode *
 static __always_inline void fw_vc_changed(struct task_struct *t, struct inode *inode, struct pt_regs *regs,
 					  long nr)
 {
-	bool dir = (inode->i_mode & S_IFMT_) == S_IFDIR_;
 	struct fw_inval *inv;
+	bool dir;
+
+	inode = FW_CAST(inode, struct inode);
+	dir = (FW_RD(inode, i_mode) & S_IFMT_) == S_IFDIR_;
 
 	if (!regs) {
 		/* No syscall of its own (nfsd, devtmpfs, io_uring): no exit to wait for. */
@@ -160,24 +164,25 @@ static __always_inline bool fw_rename_kept_dirs(struct task_struct *t, struct fw
 	}
 	for (int i = 0; i < FW_INVAL_SLOTS; i++) {
 		struct fw_islot *s = &inv->slots[i];
+		struct hlist_node *first;
 		struct inode *inode;
 		struct dentry *a;
-		bool same;
+		bool same, moved;
 
 		if (i >= n)
 			break;
-		inode = bpf_core_cast((void *)s->inode, struct inode);
+		inode = FW_CAST(s->inode, struct inode);
 		a = 0;
-		if (inode->i_dentry.first)
-			a = bpf_core_cast((void *)inode->i_dentry.first -
-						  bpf_core_field_offset(struct dentry, d_u),
-					  struct dentry);
+		first = FW_RD(inode, i_dentry.first);
+		if (first)
+			a = FW_CAST((void *)first - bpf_core_field_offset(struct dentry, d_u), struct dentry);
 		/* The same dentry, still hashed: its place and name now. */
-		same = a && (__u64)a == s->dentry && a->d_hash.pprev;
+		same = a && (__u64)a == s->dentry && FW_RD(a, d_hash.pprev);
+		moved = same && ((__u64)FW_RD(a, d_parent) != s->parent || FW_RD(a, d_name.hash_len) != s->hash_len);
 		if (s->is_dir) {
-			if (!same || (__u64)a->d_parent != s->parent || a->d_name.hash_len != s->hash_len)
+			if (!same || moved)
 				return false;
-		} else if (same && ((__u64)a->d_parent != s->parent || a->d_name.hash_len != s->hash_len)) {
+		} else if (moved) {
 			file_moved = true;
 		}
 	}

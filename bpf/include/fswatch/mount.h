@@ -45,15 +45,36 @@ struct {
 	__type(value, struct fw_mpick);
 } mpicks SEC(".maps");
 
-/* A namespace's never-reused id (ns_common.ns_id, 6.18); 0 where it has none. */
+/* A namespace's never-reused id (ns_common.ns_id, 6.18; before, its seq:
+ * cache.h); 0 where it has none. */
 static __always_inline __u64 fw_ns_id(struct mnt_namespace *ns)
 {
-	if (!bpf_core_field_exists(struct ns_common, ns_id))
-		return 0;
-	return BPF_CORE_READ(ns, ns.ns_id);
+	struct mnt_namespace___seq *old = (void *)ns;
+
+	if (bpf_core_field_exists(struct ns_common, ns_id))
+		return BPF_CORE_READ(ns, ns.ns_id);
+	if (bpf_core_field_exists(old->seq))
+		return BPF_CORE_READ(old, seq);
+	return 0;
 }
 
-/* One mount of the super block's list (6.8+: s_mounts, mnt_next_for_sb). */
+/* 6.1 and 6.12 list a super block's mounts in a list_head of
+ * mount.mnt_instance (6.18: s_mounts a struct mount *, chained by
+ * mnt_next_for_sb). */
+struct super_block___list {
+	struct list_head s_mounts;
+} __attribute__((preserve_access_index));
+
+struct mount___list {
+	struct list_head mnt_instance;
+} __attribute__((preserve_access_index));
+
+/* Whether this kernel's super blocks list their mounts in a way fw_mscan_step follows. */
+#define FW_MOUNT_LIST_NEW bpf_core_field_exists(struct mount, mnt_next_for_sb)
+#define FW_MOUNT_LIST_OLD bpf_core_field_exists(((struct mount___list *)0)->mnt_instance)
+
+/* One mount of the super block's list: ms->m is the mount (new lists) or
+ * its list node (old ones, ms->head the list's head). */
 static long fw_mscan_step(__u32 i, void *ctx)
 {
 	struct fw_cpu *c = fw_cpu_get();
@@ -63,9 +84,13 @@ static long fw_mscan_step(__u32 i, void *ctx)
 	if (!c)
 		return 1;
 	ms = &c->mscan;
-	m = (struct mount *)ms->m;
-	if (!m)
+	/* Branches on the kernel's layout (constants): the other's field
+	 * relocations fail on this kernel and must not be reached. */
+	if (!ms->m || (!FW_MOUNT_LIST_NEW && ms->m == ms->head))
 		return 1;
+	m = (struct mount *)ms->m;
+	if (!FW_MOUNT_LIST_NEW)
+		m = (void *)m - bpf_core_field_offset(struct mount___list, mnt_instance);
 	if ((__u64)BPF_CORE_READ(m, mnt_ns) == ms->ns) {
 		if (ms->count < FW_CANDS) {
 			ms->mnts[ms->count & (FW_CANDS - 1)] = (__u64)m;
@@ -77,7 +102,10 @@ static long fw_mscan_step(__u32 i, void *ctx)
 		if (!ms->whole && (__u64)BPF_CORE_READ(m, mnt.mnt_root) == ms->sroot)
 			ms->whole = (__u64)m;
 	}
-	ms->m = (__u64)BPF_CORE_READ(m, mnt_next_for_sb);
+	if (FW_MOUNT_LIST_NEW)
+		ms->m = (__u64)BPF_CORE_READ(m, mnt_next_for_sb);
+	else
+		ms->m = (__u64)BPF_CORE_READ((struct mount___list *)m, mnt_instance.next);
 	return 0;
 }
 
@@ -167,7 +195,7 @@ static __always_inline struct fw_mount_pick fw_mount_for(struct fw_cpu *c, struc
 	__u32 slot;
 	bool hint_ok;
 
-	if (bpf_core_field_exists(struct mount, mnt_next_for_sb) && ns) {
+	if ((FW_MOUNT_LIST_NEW || FW_MOUNT_LIST_OLD) && ns) {
 		/* The event before the scan: a change during it makes the entry stale. */
 		event = BPF_CORE_READ(ns, event);
 		ns_id = fw_ns_id(ns);
@@ -184,11 +212,18 @@ static __always_inline struct fw_mount_pick fw_mount_for(struct fw_cpu *c, struc
 	ms->first = 0;
 	ms->whole = 0;
 	ms->count = 0;
-	if (bpf_core_field_exists(struct mount, mnt_next_for_sb)) {
+	ms->head = 0;
+	if (FW_MOUNT_LIST_NEW) {
 		ms->m = (__u64)BPF_CORE_READ(sb, s_mounts);
 		bpf_loop(FW_MOUNTS_MAX, fw_mscan_step, 0, 0);
+	} else if (FW_MOUNT_LIST_OLD) {
+		struct super_block___list *sbl = (void *)sb;
+
+		ms->head = (__u64)&sbl->s_mounts;
+		ms->m = (__u64)BPF_CORE_READ(sbl, s_mounts.next);
+		bpf_loop(FW_MOUNTS_MAX, fw_mscan_step, 0, 0);
 	} else {
-		/* Older kernels keep a list_head there: only the hint is used. */
+		/* No list this code knows: only the hint is used. */
 		ms->count = 2;
 	}
 	if (ms->count == 1) {

@@ -10,6 +10,21 @@
 #define FW_PCACHE_MAX 1024	/* the longest directory path the path cache keeps (cache.h) */
 #define FW_PATHBUF (FW_PATH_MAX + FW_PCACHE_MAX)	/* room past FW_PATH_MAX for masked copies */
 
+/*
+ * Kernel objects behind a pointer the verifier does not type (one kept in a
+ * map, a kprobe's argument): 6.2+ casts it once (bpf_core_cast, the
+ * bpf_rdonly_cast kfunc) and reads fields with plain loads the verifier makes
+ * fault-safe; 6.1 has no such cast, so each field there is a
+ * bpf_probe_read_kernel (BPF_CORE_READ). The choice is a load-time constant
+ * the verifier sees, so it drops the other branch, and with it 6.1's call to
+ * a kfunc it lacks (libbpf leaves it poisoned, never reached). A __kconfig
+ * extern that user space sets at open (src/watcher.rs), not a const volatile:
+ * clang may load it once per function instead of once per field.
+ */
+extern const bool CONFIG_HARRIER_PLAIN_LOADS __kconfig;
+#define FW_CAST(p, T) (CONFIG_HARRIER_PLAIN_LOADS ? bpf_core_cast((void *)(p), T) : (T *)(void *)(p))
+#define FW_RD(p, ...) (CONFIG_HARRIER_PLAIN_LOADS ? ___arrow(p, __VA_ARGS__) : BPF_CORE_READ(p, __VA_ARGS__))
+
 /* Bounds v by max in a way clang cannot fold away and the verifier follows. */
 #define fw_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
 
@@ -78,6 +93,7 @@ enum fw_how {
 
 struct fw_mscan {
 	__u64 m;
+	__u64 head;	/* an old kernel's list head (mount.h), else 0 */
 	__u64 ns;
 	__u64 sroot;
 	__u64 first;	/* the first in the task's namespace */
@@ -193,13 +209,16 @@ struct fw_slot {
 	char name[FW_NAME_MAX];	/* its first dentry's name, when it changed */
 };
 
-/* The syscall in flight, per task: opened by its first ctime change, closed
- * at its exit. */
+/* The syscall in flight, per task: opened by its first ctime change (or
+ * vfs_* call), closed at its exit. */
 struct fw_pending {
 	__u32 nr;
 	__u8 nslots;
 	__u8 pad;
 	__u16 pad2;
+	/* vfs.h: the dentry vfs_mkdir or vfs_symlink was asked to create; its
+	 * inode exists only after the call, so the exit records it. */
+	__u64 new_dentry;
 	struct fw_slot slots[FW_SLOTS];
 };
 

@@ -27,12 +27,12 @@ static __always_inline bool fw_is_watched(__u32 dev, __u64 ino)
 
 /* The walk reads the kernel's objects with plain loads through
  * bpf_core_cast (the verifier makes them fault-safe): a helper call per
- * field would cost more than the rest of a step. */
+ * field would cost more than the rest of a step (6.1 has no cast: FW_CAST). */
 static __always_inline void fw_check_watch(struct fw_walk *w, struct dentry *d)
 {
 	if (w->watched || (!recursive && w->depth > 1))
 		return;
-	if (fw_is_watched(d->d_sb->s_dev, d->d_inode->i_ino))
+	if (fw_is_watched(FW_RD(d, d_sb, s_dev), FW_RD(d, d_inode, i_ino)))
 		w->watched = 1;
 }
 
@@ -66,9 +66,9 @@ static __always_inline bool fw_local_fs(unsigned long magic)
 
 static __always_inline void fw_key_of(struct fw_fkey *k, struct dentry *d, struct mount *m, bool has_mnt)
 {
-	k->dev = d->d_sb->s_dev;
-	k->mnt_id = has_mnt ? m->mnt_id : 0;
-	k->ino = d->d_inode->i_ino;
+	k->dev = FW_RD(d, d_sb, s_dev);
+	k->mnt_id = has_mnt ? FW_RD(m, mnt_id) : 0;
+	k->ino = FW_RD(d, d_inode, i_ino);
 }
 
 /* fragments: bumped after every insert or rewrite of a `fragments` entry
@@ -134,8 +134,8 @@ static long fw_walk_step(__u32 i, void *ctx)
 	w = &c->walk;
 	if (!w->dentry || (w->check && (w->watched || (!recursive && w->depth > 1))))
 		return 1;
-	d = bpf_core_cast((void *)w->dentry, struct dentry);
-	mnt = bpf_core_cast((void *)w->mnt, struct mount);
+	d = FW_CAST(w->dentry, struct dentry);
+	mnt = FW_CAST(w->mnt, struct mount);
 	frags = FW_FRAGS_ON && !w->check;
 	if (frags) {
 		fw_key_of(&c->fkey, d, mnt, w->mnt != 0);
@@ -144,7 +144,7 @@ static long fw_walk_step(__u32 i, void *ctx)
 			fw_set_pkey(w, &c->fkey);
 		__builtin_memset(&c->frag.parent, 0, sizeof(c->frag.parent));
 	}
-	if (!fw_local_fs(d->d_sb->s_magic))
+	if (!fw_local_fs(FW_RD(d, d_sb, s_magic)))
 		w->cacheable = 0;	/* NFS, FUSE...: may move without a local syscall */
 	if (w->dentry == w->root_dentry && w->mnt == w->root_mnt) {
 		w->at_root = 1;
@@ -155,8 +155,8 @@ static long fw_walk_step(__u32 i, void *ctx)
 			fw_frag_put(c, 0, 0);	/* the top */
 		return 1;
 	}
-	if (w->mnt && w->dentry == (__u64)mnt->mnt.mnt_root) {
-		__u64 up = (__u64)mnt->mnt_parent;
+	if (w->mnt && w->dentry == (__u64)FW_RD(mnt, mnt.mnt_root)) {
+		__u64 up = (__u64)FW_RD(mnt, mnt_parent);
 
 		fw_check_watch(w, d);
 		if (up == w->mnt) {
@@ -167,12 +167,12 @@ static long fw_walk_step(__u32 i, void *ctx)
 				fw_frag_put(c, 0, 0);
 			return 1;
 		}
-		w->dentry = (__u64)mnt->mnt_mountpoint;
+		w->dentry = (__u64)FW_RD(mnt, mnt_mountpoint);
 		w->mnt = up;
 		if (frags) {
 			/* A mount's root: no name of its own, its mountpoint's place. */
-			fw_key_of(&c->frag.parent, bpf_core_cast((void *)w->dentry, struct dentry),
-				  bpf_core_cast((void *)up, struct mount), true);
+			fw_key_of(&c->frag.parent, FW_CAST(w->dentry, struct dentry), FW_CAST(up, struct mount),
+				  true);
 			if (w->inline_left)
 				fw_set_pkey(w, &c->frag.parent);
 			else
@@ -181,7 +181,7 @@ static long fw_walk_step(__u32 i, void *ctx)
 		return 0;
 	}
 	fw_check_watch(w, d);
-	parent = d->d_parent;
+	parent = FW_RD(d, d_parent);
 	if (w->check) {
 		w->depth++;
 		if ((__u64)parent == w->dentry)

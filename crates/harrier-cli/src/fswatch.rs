@@ -59,6 +59,10 @@ pub struct FswatchArgs {
     /// The reader's nice value (-20..19), e.g. -5: drains sooner on a busy machine.
     #[arg(long, allow_negative_numbers = true)]
     nice: Option<i32>,
+    /// Kernel hooks: auto (the best this kernel has: tracepoints on 6.13+,
+    /// else fentry, else kprobes), tracepoints, fentry or kprobes.
+    #[arg(long, default_value = "auto")]
+    hooks: String,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -90,6 +94,10 @@ fn config(a: &FswatchArgs) -> Result<(Config, Format)> {
         bail!("queue size must be at least 1");
     }
     let resolution: Resolution = a.resolution.parse()?;
+    let hooks = match a.hooks.as_str() {
+        "auto" => None,
+        h => Some(h.parse()?),
+    };
     let cfg = Config {
         paths: a.paths.clone(),
         events: parse_events(&events)?,
@@ -98,6 +106,7 @@ fn config(a: &FswatchArgs) -> Result<(Config, Format)> {
         resolution,
         buffer_size: harrier_capture::parse_size(&a.buffer_size)?,
         pid: a.pid,
+        hooks,
         ..Config::default()
     };
     harrier_fswatch::validate(&cfg)?;
@@ -204,6 +213,7 @@ pub fn run(a: FswatchArgs) -> Result<()> {
     if let Some(n) = a.nice {
         harrier_fswatch::set_reader_nice(n)?;
     }
+    say!("harrier fswatch: {}", w.hooks().describe());
     say!(
         "harrier fswatch: watching {} ({} resolution, {}recursive); Ctrl-C to stop",
         if cfg.paths.is_empty() {

@@ -7,18 +7,9 @@ use std::process::Command;
 
 const HARRIER: &str = env!("CARGO_BIN_EXE_harrier");
 
-/// Falco's public legacy captures: SCAP_DATA_DIR or a `shared/data/scap` above this crate.
+/// One of Falco's public legacy captures (harrier_scap::testing::scap_dir).
 fn capture(name: &str) -> Option<PathBuf> {
-    let from_env = std::env::var_os("SCAP_DATA_DIR").map(PathBuf::from);
-    let above = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|a| a.join("shared/data/scap"))
-        .find(|d| d.join(name).exists());
-    let found = from_env.or(above).map(|d| d.join(name)).filter(|p| p.exists());
-    if found.is_none() && std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{name}: the legacy captures (shared/data/scap) were not found: set SCAP_DATA_DIR");
-    }
-    found
+    harrier_scap::testing::scap_dir().map(|d| d.join(name))
 }
 
 fn harrier(args: &[&str]) -> String {

@@ -63,20 +63,7 @@ fn sysdig() -> Option<PathBuf> {
     None
 }
 
-/// SCAP_DATA_DIR or a `shared/data/scap` above this crate.
-fn scap_dir() -> Option<PathBuf> {
-    let from_env = std::env::var_os("SCAP_DATA_DIR").map(PathBuf::from);
-    let above = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|a| a.join("shared/data/scap"))
-        .find(|d| d.join("curl_google.scap").exists());
-    let found = from_env.or(above).or_else(|| Some(PathBuf::from("/work/shared/data/scap")));
-    let found = found.filter(|d| d.join("curl_google.scap").exists());
-    if found.is_none() && std::env::var("CI").as_deref() == Ok("true") {
-        panic!("the legacy captures (shared/data/scap) were not found: set SCAP_DATA_DIR");
-    }
-    found
-}
+use harrier_scap::testing::scap_dir;
 
 /// (tid, syscall, ret) of one selected exit; syscall None where sysdig has
 /// no name for it ("<unknown>"), ret None where it has no return value.

@@ -15,12 +15,14 @@ mod dirrefs;
 mod doorbell;
 mod fragmap;
 mod frags;
+pub mod hooks;
 pub mod syscalls;
 mod watcher;
 pub mod wire;
 
 pub use doorbell::Woke;
-pub use watcher::{missing_hooks, Stats, Watcher, HOOKS_SINCE};
+pub use hooks::Hooks;
+pub use watcher::{Stats, Watcher};
 pub use wire::FsEvent;
 
 use anyhow::{bail, Context, Result};
@@ -76,6 +78,9 @@ pub struct Config {
     /// in ringbuf and single-fragment modes, a directory's path is sent once
     /// and then referred to. Used with the verdict cache; off only to measure it.
     pub reader_cache: bool,
+    /// Which hooks tell the exits what a syscall changed (crate::hooks);
+    /// None: the best this kernel has.
+    pub hooks: Option<Hooks>,
 }
 
 /// Every kind but modify, as FSProbe.
@@ -94,6 +99,7 @@ impl Default for Config {
             prefilter: true,
             verdict_cache: true,
             reader_cache: true,
+            hooks: None,
         }
     }
 }

@@ -5,6 +5,7 @@ use crate::dirrefs::{DirRefs, DirStats, MAX_DIRS};
 use crate::doorbell::{Doorbell, Woke};
 use crate::fragmap::{FragMap, JoinStats};
 use crate::frags::FragSlots;
+use crate::hooks::{Choice, Hooks};
 use crate::wire::{has_marks, FsEvent, KernelStats};
 use crate::{validate, wake_level, watch_key, Config, Resolution, RING_SLACK};
 use anyhow::{anyhow, bail, Context, Result};
@@ -21,13 +22,6 @@ mod skel {
 }
 use skel::{FswatchSkel, FswatchSkelBuilder};
 
-/// tp_btf hooks that exist only on some kernels (fs/inode.c's timestamp
-/// tracepoints: 6.13+). Without them, events by path come out unresolved.
-const CTIME_HOOKS: [(&str, &str); 3] = [
-    ("fw_ctime_set", "inode_set_ctime_to_ts"),
-    ("fw_ctime_xchg", "ctime_ns_xchg"),
-    ("fw_ctime_skip", "ctime_xchg_skip"),
-];
 /// The exit program, attached to the syscalls:sys_exit_<name> tracepoint of
 /// each selected syscall (crate::syscalls): no other syscall runs it.
 const EXIT_PROG: &str = "fw_sys_exit";
@@ -40,8 +34,8 @@ pub struct Stats {
     pub received: u64,
     /// Bytes read from the rings (as the kernel wrote them).
     pub bytes: u64,
-    /// tp_btf hooks this kernel lacks (events by path are then unresolved).
-    pub missing_hooks: Vec<String>,
+    /// The hooks that told the exits what each syscall changed (crate::hooks).
+    pub hooks: Hooks,
     /// single-fragment: paths overwritten in their path ring before they were read;
     /// fragments: paths with a directory evicted from the map; ringbuf and
     /// single-fragment: references to a reader's directory slot given away
@@ -74,7 +68,7 @@ impl Stats {
              {} filtered out in the kernel, {} failed syscalls, {} unresolved, {} without entry record, \
              {} inode slots full, {} paths lost, {} paths stale; caches: verdicts {} hits {} misses, \
              paths {} hits {} misses, generation {}; reader's directories: {} taught, {} paths by reference, \
-             {} stale, {} not kept; {} doorbell wake-ups{}",
+             {} stale, {} not kept; {} doorbell wake-ups; hooks: {}",
             k.events,
             self.duration_s,
             self.received,
@@ -98,11 +92,7 @@ impl Stats {
             self.dir_cache.stale,
             self.dir_cache.full,
             self.wakeups,
-            if self.missing_hooks.is_empty() {
-                String::new()
-            } else {
-                format!("; missing hooks: {}", self.missing_hooks.join(", "))
-            }
+            self.hooks.name(),
         )
     }
 
@@ -124,7 +114,7 @@ pub struct Watcher {
     bytes: u64,
     /// What the reader's pace follows (Watcher::pace_bytes).
     pace_bytes: u64,
-    missing_hooks: Vec<String>,
+    choice: Choice,
     /// single-fragment's path rings (and their tails, for the doorbell).
     frags: Option<FragSlots>,
     /// fragments' map reader.
@@ -137,21 +127,6 @@ pub struct Watcher {
     /// across CPUs; reused, so a drain allocates nothing once warm.
     arena: Vec<u8>,
     order: Vec<(u64, u32, u32)>,
-}
-
-/// The timestamp tracepoints (trace/events/timestamp.h) this kernel lacks.
-/// They hand over the inodes a directory-entry syscall changes; without them
-/// no path-taking event can be resolved from kernel objects.
-pub fn missing_hooks() -> Vec<&'static str> {
-    // Looked up in the kernel's BTF quietly: libbpf_find_vmlinux_btf_id would
-    // print a libbpf warning for each missing name before our one-line error.
-    let btf = unsafe { libbpf_sys::btf__load_vmlinux_btf() };
-    if btf.is_null() {
-        return CTIME_HOOKS.iter().map(|(_, tp)| *tp).collect();
-    }
-    let missing = CTIME_HOOKS.iter().map(|(_, tp)| *tp).filter(|tp| !has_btf_tracepoint(btf, tp)).collect();
-    unsafe { libbpf_sys::btf__free(btf) };
-    missing
 }
 
 /// Entries of the per-CPU verdict and path caches (bpf/include/fswatch/cache.h):
@@ -177,15 +152,6 @@ fn chain_cache_size(cfg: &Config, ncpus: usize) -> u32 {
     ((4usize << 20) / (56 * ncpus)).clamp(64, 16384) as u32
 }
 
-/// The first mainline release with the timestamp tracepoints.
-pub const HOOKS_SINCE: &str = "6.13";
-
-/// A tp_btf target exists when the kernel's BTF has its `btf_trace_<name>` typedef.
-fn has_btf_tracepoint(btf: *mut libbpf_sys::btf, name: &str) -> bool {
-    let c = std::ffi::CString::new(format!("btf_trace_{name}")).unwrap();
-    unsafe { libbpf_sys::btf__find_by_name_kind(btf, c.as_ptr(), libbpf_sys::BTF_KIND_TYPEDEF) >= 0 }
-}
-
 fn privileges(e: libbpf_rs::Error) -> anyhow::Error {
     if unsafe { libc::geteuid() } != 0 {
         anyhow!("{e} (harrier fswatch needs root: CAP_BPF and CAP_PERFMON)")
@@ -200,18 +166,21 @@ impl Watcher {
         // Paths first: a bad one is a user error, not a load error.
         let keys = cfg.paths.iter().map(|p| watch_key(p)).collect::<Result<Vec<_>>>()?;
         harrier_capture::kernel::check(harrier_capture::kernel::CAPTURE)?;
-        if let Some(tp) = missing_hooks().first() {
-            bail!(
-                "this kernel ({}) lacks the {tp} tracepoint, which harrier fswatch needs to resolve \
-                 paths from kernel objects: Linux {HOOKS_SINCE} or newer",
-                harrier_capture::kernel::release()
-            );
-        }
+        let choice = crate::hooks::choose(cfg.hooks)?;
         let ncpus = libbpf_rs::num_possible_cpus().context("counting CPUs")?;
 
         let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
-        let mut open = FswatchSkelBuilder::default().open(storage).map_err(privileges)?;
+        // How BPF reads kernel objects (bpf/include/fswatch/state.h's FW_CAST):
+        // a __kconfig extern, which libbpf sets from this text at open.
+        let kconfig = format!("CONFIG_HARRIER_PLAIN_LOADS={}\n", if choice.plain_loads { 'y' } else { 'n' });
+        let kconfig = std::ffi::CString::new(kconfig).expect("no NUL");
+        let opts = libbpf_sys::bpf_object_open_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_object_open_opts>() as _,
+            kconfig: kconfig.as_ptr(),
+            ..Default::default()
+        };
+        let mut open = FswatchSkelBuilder::default().open_opts(opts, storage).map_err(privileges)?;
         let rodata = open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("no .rodata"))?;
         rodata.filter_tgid = cfg.pid.unwrap_or(0);
         rodata.event_mask = cfg.events;
@@ -232,17 +201,13 @@ impl Watcher {
         rodata.aring_mask = cfg.buffer_size as u64 - 1;
         rodata.aring_last = (cfg.buffer_size - RING_SLACK) as u64;
         rodata.wake_level = wake_level(cfg.buffer_size);
+        rodata.hooks = choice.hooks as u32;
 
-        let missing_hooks: Vec<String> = missing_hooks().iter().map(|tp| tp.to_string()).collect();
-        let mut wanted: Vec<&str> = vec![EXIT_PROG];
-        for (prog, tp) in CTIME_HOOKS {
-            if !missing_hooks.iter().any(|m| m == tp) {
-                wanted.push(prog);
-            }
-        }
+        // Only the chosen hooks are loaded: the others' targets may not exist here.
+        let hook_progs = choice.hooks.programs();
         for mut p in open.open_object_mut().progs_mut() {
             let name = p.name().to_string_lossy().into_owned();
-            p.set_autoload(wanted.contains(&name.as_str()));
+            p.set_autoload(name == EXIT_PROG || hook_progs.contains(&name));
         }
         open.maps.arings.set_value_size((ARING_DATA + cfg.buffer_size) as u32)?;
         open.maps.arings.set_max_entries(ncpus as u32)?;
@@ -314,7 +279,7 @@ impl Watcher {
             received: 0,
             bytes: 0,
             pace_bytes: 0,
-            missing_hooks,
+            choice,
             frags,
             fmap,
             join: JoinStats::default(),
@@ -340,14 +305,20 @@ impl Watcher {
                 );
             }
         }
-        for name in wanted.iter().filter(|n| **n != EXIT_PROG) {
+        for name in &hook_progs {
             let obj = w.skel.object();
             let mut progs = obj.progs_mut();
-            let p =
-                progs.find(|p| p.name() == *name).ok_or_else(|| anyhow!("BPF program {name} is missing"))?;
+            let p = progs
+                .find(|p| p.name() == name.as_str())
+                .ok_or_else(|| anyhow!("BPF program {name} is missing"))?;
             w.links.push(p.attach().with_context(|| format!("attaching {name}"))?);
         }
         Ok(w)
+    }
+
+    /// The hooks this watcher chose, and why (`Choice::describe`).
+    pub fn hooks(&self) -> &Choice {
+        &self.choice
     }
 
     /// Sleeps until a ring passes its wake level (its doorbell) or `timeout`
@@ -454,7 +425,7 @@ impl Watcher {
             kernel: self.kernel_stats()?,
             received: self.received,
             bytes: self.bytes,
-            missing_hooks: self.missing_hooks.clone(),
+            hooks: self.choice.hooks,
             paths_lost: self.paths_lost + self.join.missing,
             paths_stale: self.join.stale,
             generation: self.generation(),

@@ -31,7 +31,7 @@ fn drops_with_the_reader_stopped_are_counted_exactly() {
         events: parse_events("mkdir").unwrap(),
         buffer_size: 64 << 10,
         pid: Some(std::process::id()),
-        ..Config::default()
+        ..config()
     };
     let watcher = Watcher::start(&cfg).unwrap();
     // 2,000 mkdirs without draining: a 64 KiB ring holds a few dozen.
@@ -93,7 +93,7 @@ fn no_follow_forgets_a_file_moved_out() {
         events: parse_events("rename,setattr").unwrap(),
         follow: false,
         pid: Some(std::process::id()),
-        ..Config::default()
+        ..config()
     };
     let mut watcher = Watcher::start(&cfg).unwrap();
     std::fs::create_dir(w.join("d")).unwrap();
@@ -121,7 +121,7 @@ fn follow_keeps_a_directory_moved_out() {
         paths: vec![w.clone()],
         events: parse_events("rename,setattr,mkdir").unwrap(),
         pid: Some(std::process::id()),
-        ..Config::default()
+        ..config()
     };
     let mut watcher = Watcher::start(&cfg).unwrap();
     std::fs::create_dir(w.join("d")).unwrap();

@@ -26,7 +26,7 @@ fn start(w: &Path, resolution: Resolution, reader_cache: bool) -> Watcher {
         pid: Some(std::process::id()),
         resolution,
         reader_cache,
-        ..Config::default()
+        ..config()
     };
     Watcher::start(&cfg).unwrap_or_else(|e| panic!("starting the watcher: {e:#}"))
 }

@@ -26,7 +26,7 @@ fn small(w: &Path, events: &str, resolution: Resolution) -> Watcher {
         resolution,
         buffer_size: MIN_BUFFER,
         pid: Some(std::process::id()),
-        ..Config::default()
+        ..config()
     };
     Watcher::start(&cfg).unwrap_or_else(|e| panic!("starting a {resolution:?} watcher on 8 pages: {e:#}"))
 }

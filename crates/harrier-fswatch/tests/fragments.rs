@@ -199,7 +199,7 @@ fn the_chain_cache_decides_repeated_events_and_is_off_with_the_verdict_cache() {
             pid: Some(std::process::id()),
             resolution: Resolution::Fragments,
             verdict_cache,
-            ..Config::default()
+            ..config()
         };
         let mut watcher = Watcher::start(&cfg).unwrap_or_else(|e| panic!("starting the watcher: {e:#}"));
         for _ in 0..N {

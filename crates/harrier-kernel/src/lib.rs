@@ -1,10 +1,13 @@
 //! What Harrier needs from the kernel, probed before loading: a kernel that
 //! lacks a feature gets one line naming it and the first Linux that has it,
 //! instead of a verifier log. The newest entry of each list sets the oldest
-//! supported kernel (README, "Kernels"). Used by the capture engine and the bypass.
+//! supported kernel (README, "Kernels"). Used by the capture engine and the bypass;
+//! fswatch picks its hooks from the FSWATCH_* features (harrier-fswatch's hooks.rs).
 
 use anyhow::{bail, Result};
 use libbpf_sys as sys;
+
+mod btf;
 
 /// One kernel feature and how to tell whether this kernel has it.
 pub struct Feature {
@@ -24,6 +27,13 @@ enum Probe {
     Btf,
     /// A perf event source in /sys/bus/event_source/devices.
     EventSource(&'static str),
+    /// tp_btf targets: every one's `btf_trace_<name>` in the kernel's BTF.
+    BtfTracepoints(&'static [&'static str]),
+    /// A function (or kfunc) in the kernel's BTF.
+    BtfFunc(&'static str),
+    /// An fentry program on this function loads and attaches (BPF trampolines:
+    /// a kernel can have them and still refuse, e.g. locked down).
+    Fentry(&'static str),
 }
 
 const TP: sys::bpf_prog_type = sys::BPF_PROG_TYPE_TRACEPOINT;
@@ -53,6 +63,29 @@ pub const CAPTURE: &[Feature] = &[
     Feature { name: "kernel BTF (/sys/kernel/btf/vmlinux)", since: "5.5", probe: Probe::Btf },
 ];
 
+/// fs/inode.c's ctime tracepoints: harrier fswatch's first choice of hooks.
+pub const FSWATCH_CTIME: Feature = Feature {
+    name: "fs/inode.c's ctime tracepoints (inode_set_ctime_to_ts, ctime_ns_xchg, ctime_xchg_skip)",
+    since: "6.13",
+    probe: Probe::BtfTracepoints(&["inode_set_ctime_to_ts", "ctime_ns_xchg", "ctime_xchg_skip"]),
+};
+
+/// BPF trampolines: fswatch's fentry hooks on the vfs_* functions.
+pub const FSWATCH_FENTRY: Feature = Feature {
+    name: "BPF trampolines (fentry, CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS)",
+    since: "5.5",
+    probe: Probe::Fentry("vfs_unlink"),
+};
+
+/// kprobes: fswatch's last choice, on the same functions.
+pub const FSWATCH_KPROBES: Feature =
+    Feature { name: "kprobes (CONFIG_KPROBE_EVENTS)", since: "4.17", probe: Probe::EventSource("kprobe") };
+
+/// Plain loads through pointers the verifier does not type (bpf_core_cast);
+/// without it fswatch reads each field with a helper call.
+pub const RDONLY_CAST: Feature =
+    Feature { name: "the bpf_rdonly_cast kfunc", since: "6.2", probe: Probe::BtfFunc("bpf_rdonly_cast") };
+
 /// What the bypass uses, newest first. Its BPF atomics (fetch-and-add,
 /// cmpxchg, xchg: 5.12) are older than bpf_loop, so bpf_loop covers them.
 pub const BYPASS: &[Feature] = &[
@@ -75,7 +108,7 @@ pub const BYPASS: &[Feature] = &[
 impl Feature {
     /// Some(false) when the kernel lacks it; None when the probe itself could
     /// not run (no privileges): the load then reports what is wrong.
-    fn present(&self) -> Option<bool> {
+    pub fn present(&self) -> Option<bool> {
         let r = match self.probe {
             Probe::Helper(prog, helper) => unsafe {
                 sys::libbpf_probe_bpf_helper(prog, helper, std::ptr::null())
@@ -86,10 +119,29 @@ impl Feature {
             Probe::EventSource(name) => {
                 return Some(std::path::Path::new("/sys/bus/event_source/devices").join(name).exists())
             }
+            Probe::BtfTracepoints(names) => return btf::has_all(names, "btf_trace_", sys::BTF_KIND_TYPEDEF),
+            Probe::BtfFunc(name) => return btf::has_all(&[name], "", sys::BTF_KIND_FUNC),
+            Probe::Fentry(func) => match btf::fentry_attaches(func) {
+                Ok(()) => 1,
+                // Refused as root: this kernel cannot (EPERM: locked down here).
+                Err(_) if unsafe { libc::geteuid() } == 0 => 0,
+                Err(e) => -e,
+            },
         };
         match r {
             1 => Some(true),
             0 => Some(false),
+            _ => None,
+        }
+    }
+}
+
+impl Feature {
+    /// Why a feature that probes as absent is absent, when the probe can say
+    /// more than its name (an fentry program refused: the error).
+    pub fn refusal(&self) -> Option<String> {
+        match self.probe {
+            Probe::Fentry(func) => btf::fentry_refusal(func),
             _ => None,
         }
     }
@@ -178,6 +230,24 @@ mod tests {
         }
         check(CAPTURE).unwrap();
         check(BYPASS).unwrap();
+    }
+
+    /// fswatch's hook probes, for real: each answers as root, and an fentry
+    /// program refused says why (this VM: EPERM; the Debian guests load it).
+    #[test]
+    fn fswatch_hook_probes_answer() {
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "CI=true but not root");
+            eprintln!("note: not root, skipping the fswatch hook probes");
+            return;
+        }
+        for f in [&FSWATCH_CTIME, &FSWATCH_FENTRY, &FSWATCH_KPROBES, &RDONLY_CAST] {
+            let p = f.present();
+            eprintln!("{}: {p:?}", f.name);
+            assert!(p.is_some(), "{}: the probe did not run", f.name);
+        }
+        let fentry = FSWATCH_FENTRY.present() == Some(true);
+        assert_eq!(FSWATCH_FENTRY.refusal().is_none(), fentry, "{:?}", FSWATCH_FENTRY.refusal());
     }
 
     #[test]

@@ -85,7 +85,9 @@ fn the_default_queue_holds_a_20000_alert_burst_while_its_output_delivers_nothing
     assert_eq!((s.queued, s.shed.total()), (20_000, 0), "nothing shed: {s:?}");
     assert!(s.queued_bytes <= Limits::default().max_bytes, "{s:?}");
     gate.open();
-    let s = &outs.close(Duration::from_secs(30))[0];
+    // A deadline, not a timing: close returns once all is sent (a second
+    // here; emulated 6.1 sent 13,313 in 30 s).
+    let s = &outs.close(Duration::from_secs(120))[0];
     assert_eq!((s.sent.total(), s.lost(), s.notices), (20_001, 0, 0), "{s:?}");
     let seqs: Vec<u64> = got.lock().unwrap().iter().map(seq).collect();
     assert_eq!(seqs, (0..=20_000).collect::<Vec<_>>(), "in order");

@@ -28,6 +28,7 @@ pub mod snapshot;
 pub mod source;
 mod stats;
 pub mod table;
+pub mod testing;
 pub mod values;
 
 pub use convert::{ConvertError, Converted, Converter, ForeignEvent, SinkError};

@@ -161,10 +161,14 @@ mod tests {
         let child_rss = super::status_kb(child.id(), "VmRSS:");
         assert!(child_rss > 0 && tree.rss_kb > child_rss && tree.hwm_kb > 0, "{tree:?}, child {child_rss}");
         let sampler = super::RssSampler::start(me, Duration::from_millis(20));
+        // Polled, not one fixed sleep: a sample walks all of /proc, which takes
+        // a while on a loaded machine and far longer emulated (the guests).
         let t0 = Instant::now();
-        // A sample walks all of /proc: on a loaded machine that takes a while.
-        std::thread::sleep(Duration::from_millis(800));
-        let w = sampler.window(t0, Instant::now());
+        let mut w = sampler.window(t0, Instant::now());
+        while w.samples < 2 && t0.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+            w = sampler.window(t0, Instant::now());
+        }
         assert!(w.samples >= 2 && w.peak_kb >= w.median_kb && w.median_kb > 0, "{w:?}");
         child.kill().unwrap();
         child.wait().unwrap();

@@ -6,34 +6,7 @@ pub mod build;
 use harrier_scap::{Converted, Converter, ForeignEvent, Snapshot, Stats};
 use std::path::{Path, PathBuf};
 
-/// SCAP_DATA_DIR, else the first `shared/data/scap` above the crate, else
-/// /work/shared/data/scap (the project's machines keep Falco's public test
-/// captures there; they are not copied into the repository). Under CI=true a
-/// missing directory fails the test.
-pub fn scap_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("SCAP_DATA_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    let mut p = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        let c = p.join("shared/data/scap");
-        if c.join("curl_google.scap").exists() {
-            return Some(c);
-        }
-        if !p.pop() {
-            break;
-        }
-    }
-    let fixed = PathBuf::from("/work/shared/data/scap");
-    if fixed.join("curl_google.scap").exists() {
-        return Some(fixed);
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("the legacy captures (shared/data/scap) were not found: set SCAP_DATA_DIR");
-    }
-    eprintln!("note: legacy captures not found (set SCAP_DATA_DIR); skipped");
-    None
-}
+pub use harrier_scap::testing::scap_dir;
 
 /// Every .scap file of the directory, sorted.
 pub fn captures(dir: &Path) -> Vec<PathBuf> {
