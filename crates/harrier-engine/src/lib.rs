@@ -225,6 +225,8 @@ impl Engine {
             for (name, v) in fields {
                 output_fields.insert(name, json_value(v));
             }
+            // Falco adds its text prefix's field (the event time, in ns) to every alert's fields.
+            output_fields.insert("evt.time".into(), src.wall_ns.into());
             self.outputs.emit(Arc::new(Alert {
                 time_ns: src.wall_ns,
                 rule: rule.name.clone(),

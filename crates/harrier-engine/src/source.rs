@@ -95,7 +95,15 @@ pub fn supported(f: Field) -> bool {
             | ProcExepath
             | ProcIsExeUpperLayer
             | ProcIsExeFromMemfd
+            | ProcIsExeWritable
+            | ProcIsExeLowerLayer
             | ProcSid
+            | ProcSname
+            | ProcSidExe
+            | ProcSidExepath
+            | ProcVpgidName
+            | ProcVpgidExe
+            | ProcVpgidExepath
             | ProcTty
             | ProcVpid
             | ProcVpgid
@@ -370,6 +378,37 @@ impl<'a, S: StateView + ?Sized> Source<'a, S> {
     }
 }
 
+/// What Falco writes for a name it could not find (user.name, user.loginname...).
+const NA: &str = "<NA>";
+
+impl<'a, S: StateView + ?Sized> Source<'a, S> {
+    /// The process whose pid is `id(p)` (Falco's session or process group leader):
+    /// looked up by pid outside a pid namespace, else (or when gone) the oldest of
+    /// the unbroken line of ancestors sharing the id.
+    fn leader(&self, p: &ProcInfo<'a>, id: fn(&ProcInfo<'_>) -> Option<u32>) -> Option<ProcInfo<'a>> {
+        let want = id(p)?;
+        if p.vpid.is_none_or(|v| v == p.pid) {
+            if let Some(l) = self.state.process_by_pid(want) {
+                return Some(l);
+            }
+        }
+        let mut found = None;
+        let mut cur = *p;
+        for _ in 0..64 {
+            if cur.ppid == 0 || cur.ppid == cur.pid {
+                break;
+            }
+            let Some(parent) = self.state.process_by_pid(cur.ppid) else { break };
+            if id(&parent) != Some(want) {
+                break;
+            }
+            found = Some(parent);
+            cur = parent;
+        }
+        found
+    }
+}
+
 fn cmdline<'x>(p: &ProcInfo<'x>, s: &mut String) {
     s.push_str(&String::from_utf8_lossy(p.comm));
     for a in p.args.split(|&c| c == 0).filter(|a| !a.is_empty()) {
@@ -501,7 +540,17 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             ProcName => one(out, self.proc().map(|p| Value::Str(p.comm))),
             ProcExe => one(out, self.proc().map(|p| Value::Str(p.exe))),
             ProcExepath => one(out, self.proc().map(|p| Value::Str(p.exepath))),
-            ProcCwd => one(out, self.proc().filter(|p| !p.cwd.is_empty()).map(|p| Value::Str(p.cwd))),
+            // Falco keeps a cwd with a trailing '/' (threadinfo's set_cwd).
+            ProcCwd => {
+                let Some(p) = self.proc().filter(|p| !p.cwd.is_empty()) else { return };
+                if p.cwd.ends_with(b"/") {
+                    return one(out, Some(Value::Str(p.cwd)));
+                }
+                self.with_scratch(out, |s| {
+                    s.push_str(&String::from_utf8_lossy(p.cwd));
+                    s.push('/');
+                })
+            }
             ProcArgs => {
                 let Some(p) = self.proc() else { return };
                 self.with_scratch(out, |s| {
@@ -553,6 +602,20 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             ProcAcmdline => self.ancestors(arg, out, |p| Value::Str(p.comm)),
             ProcIsExeUpperLayer => one(out, self.proc().and_then(|p| p.exe_upper_layer).map(Value::Bool)),
             ProcIsExeFromMemfd => one(out, self.proc().and_then(|p| p.exe_from_memfd).map(Value::Bool)),
+            ProcIsExeWritable => one(out, self.proc().and_then(|p| p.exe_writable).map(Value::Bool)),
+            ProcIsExeLowerLayer => one(out, self.proc().and_then(|p| p.exe_lower_layer).map(Value::Bool)),
+            ProcSname | ProcSidExe | ProcSidExepath | ProcVpgidName | ProcVpgidExe | ProcVpgidExepath => {
+                let Some(p) = self.proc() else { return };
+                let by_sid = matches!(field, ProcSname | ProcSidExe | ProcSidExepath);
+                // Falco gives an empty string, not "no value", when the leader is unknown.
+                let leader = if by_sid { self.leader(p, |q| q.sid) } else { self.leader(p, |q| q.vpgid) };
+                let v = leader.map_or(&b""[..], |l| match field {
+                    ProcSname | ProcVpgidName => l.comm,
+                    ProcSidExe | ProcVpgidExe => l.exe,
+                    _ => l.exepath,
+                });
+                one(out, Some(Value::Str(v)))
+            }
             ProcSid => one(out, self.proc().and_then(|p| opt_u64(p.sid))),
             ProcTty => one(out, self.proc().and_then(|p| opt_u64(p.tty))),
             ProcVpid => one(out, self.proc().and_then(|p| opt_u64(p.vpid))),
@@ -604,30 +667,42 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     })
                     .map(|c| Value::Flags { bits: c, renderer: "capabilities" }),
             ),
-            UserUid => one(out, self.proc().and_then(|p| opt_u64(p.uid))),
+            // Falco's user and group are the effective ids; a name it cannot find is
+            // "<NA>" (uid or gid 0: "root"), a value, never "no value".
+            UserUid => one(out, self.proc().and_then(|p| opt_u64(p.euid))),
             UserName | UserHomedir | UserShell => {
-                let Some(uid) = self.proc().and_then(|p| p.uid) else { return };
-                let Some(u) = self.state.user(uid) else { return };
-                one(
-                    out,
-                    Some(Value::str(match field {
-                        UserName => u.name,
-                        UserHomedir => u.home,
-                        _ => u.shell,
-                    })),
-                )
+                let Some(uid) = self.proc().and_then(|p| p.euid) else { return };
+                let v = match (self.state.user(uid), field) {
+                    (Some(u), UserName) => u.name,
+                    (Some(u), UserHomedir) => u.home,
+                    (Some(u), _) => u.shell,
+                    (None, UserName) if uid == 0 => "root",
+                    (None, UserHomedir) if uid == 0 => "/root",
+                    (None, _) => NA,
+                };
+                one(out, Some(Value::str(v)))
             }
             UserLoginuid => {
                 one(out, self.proc().and_then(|p| p.loginuid).map(|l| Value::S64(l as i32 as i64)))
             }
             UserLoginname => {
-                let Some(l) = self.proc().and_then(|p| p.loginuid).filter(|&l| l != u32::MAX) else { return };
-                one(out, self.state.user(l).map(|u| Value::str(u.name)))
+                let Some(l) = self.proc().and_then(|p| p.loginuid) else { return };
+                let name = match self.state.user(l).filter(|_| l != u32::MAX) {
+                    Some(u) => u.name,
+                    None if l == 0 => "root",
+                    None => NA,
+                };
+                one(out, Some(Value::str(name)))
             }
-            GroupGid => one(out, self.proc().and_then(|p| opt_u64(p.gid))),
+            GroupGid => one(out, self.proc().and_then(|p| opt_u64(p.egid))),
             GroupName => {
-                let Some(gid) = self.proc().and_then(|p| p.gid) else { return };
-                one(out, self.state.group(gid).map(Value::str))
+                let Some(gid) = self.proc().and_then(|p| p.egid) else { return };
+                let name = match self.state.group(gid) {
+                    Some(g) => g,
+                    None if gid == 0 => "root",
+                    None => NA,
+                };
+                one(out, Some(Value::str(name)))
             }
             ContainerId | ContainerFullId => {
                 let Some(p) = self.proc() else { return };

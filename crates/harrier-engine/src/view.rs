@@ -21,6 +21,7 @@ pub struct ProcInfo<'a> {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub euid: Option<u32>,
+    pub egid: Option<u32>,
     pub loginuid: Option<u32>,
     pub tty: Option<u32>,
     pub sid: Option<u32>,
@@ -31,6 +32,8 @@ pub struct ProcInfo<'a> {
     pub cap_inheritable: Option<u64>,
     pub exe_upper_layer: Option<bool>,
     pub exe_from_memfd: Option<bool>,
+    pub exe_writable: Option<bool>,
+    pub exe_lower_layer: Option<bool>,
     pub start_ns: Option<u64>,
     /// Empty for host processes.
     pub container_id: &'a str,

@@ -143,6 +143,18 @@ pub fn field_value<S: EventSource + ?Sized>(src: &S, sel: &FieldSel) -> OutputVa
     out.unwrap_or(OutputValue::Null)
 }
 
+/// Falco writes a time field as text in the output but as the event's time in ns (a JSON
+/// number) in `output_fields` (libsinsp's extract_as_js for evt.time, evt.datetime...).
+fn json_value<S: EventSource + ?Sized>(src: &S, sel: &FieldSel, text: OutputValue) -> OutputValue {
+    use crate::fields::Field::*;
+    match sel.field {
+        EvtTime | EvtTimeS | EvtTimeIso8601 | EvtDatetime => {
+            field_value(src, &FieldSel { field: EvtRawtime, arg: sel.arg.clone(), tfs: Box::new([]) })
+        }
+        _ => text,
+    }
+}
+
 impl Output {
     /// Renders the text and the `output_fields` (each field once, as written).
     pub fn format<S: EventSource + ?Sized>(&self, src: &S) -> (String, Vec<(String, OutputValue)>) {
@@ -155,7 +167,7 @@ impl Output {
                     let v = field_value(src, sel);
                     v.text(&mut text);
                     if !fields.iter().any(|(n, _)| n == name) {
-                        fields.push((name.clone(), v));
+                        fields.push((name.clone(), json_value(src, sel, v)));
                     }
                 }
             }
@@ -166,7 +178,7 @@ impl Output {
             }
             let v = match (sel, fixed) {
                 (_, Some(s)) => OutputValue::Str(s.clone()),
-                (Some(sel), None) => field_value(src, sel),
+                (Some(sel), None) => json_value(src, sel, field_value(src, sel)),
                 (None, None) => OutputValue::Null,
             };
             fields.push((name.clone(), v));

@@ -149,6 +149,18 @@ impl State {
         crate::procfs::scan(self, pid);
     }
 
+    /// Looks up a process read from /proc's user, group and login user, so that
+    /// readers holding a shared borrow find them cached (events warm their own).
+    pub(crate) fn warm_users(&mut self, pid: u32) {
+        let Some(p) = self.procs.get(&pid) else { return };
+        let (uid, gid, login) = (p.euid, p.egid, p.loginuid);
+        self.users.user(uid);
+        self.users.group(gid);
+        if login != u32::MAX {
+            self.users.user(login);
+        }
+    }
+
     pub(crate) fn insert_process(&mut self, p: Process, tids: &[u32]) {
         let pid = p.pid;
         for &t in tids {
@@ -233,7 +245,11 @@ impl State {
                 None
             };
             match found {
-                Some((p, tids)) if !self.procs.contains_key(&p.pid) => self.insert_process(p, &tids),
+                Some((p, tids)) if !self.procs.contains_key(&p.pid) => {
+                    let pid = p.pid;
+                    self.insert_process(p, &tids);
+                    self.warm_users(pid);
+                }
                 Some((p, _)) => {
                     self.threads.insert(tid, p.pid);
                     if let Some(q) = self.procs.get_mut(&p.pid) {
