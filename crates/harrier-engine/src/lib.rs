@@ -5,6 +5,7 @@
 
 pub mod collect;
 pub mod config;
+mod falco_args;
 pub mod interest;
 pub mod kfilter;
 pub mod metrics;
@@ -51,6 +52,8 @@ pub struct Engine {
     host: String,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC: events carry monotonic time.
     epoch_offset: u64,
+    /// The host's boot time, ns since the epoch (/proc/stat's btime).
+    boot_epoch_ns: u64,
     capture_start_ns: u64,
     scratch: RefCell<String>,
     pub counters: EngineCounters,
@@ -72,6 +75,14 @@ fn tsc() -> u64 {
 /// proc.env: only then do the state tables keep each process's environment.
 pub fn needs_env(rules: &RuleSet) -> bool {
     rules.fields_used().contains(&harrier_rules::Field::ProcEnv)
+}
+
+/// The host's boot time in ns since the epoch, as Falco reads it (/proc/stat's
+/// btime, whole seconds); 0 if unreadable.
+pub fn boot_epoch_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let btime = stat.lines().find_map(|l| l.strip_prefix("btime ")?.trim().parse::<u64>().ok());
+    btime.unwrap_or(0) * 1_000_000_000
 }
 
 /// CLOCK_REALTIME - CLOCK_MONOTONIC, for wall-clock event times.
@@ -98,6 +109,7 @@ impl Engine {
             outputs,
             host: harrier_outputs::hostname(),
             epoch_offset: offset,
+            boot_epoch_ns: boot_epoch_ns(),
             capture_start_ns: offset + monotonic_now(),
             scratch: RefCell::new(String::with_capacity(4096)),
             counters: EngineCounters { per_rule, ..Default::default() },
@@ -196,6 +208,8 @@ impl Engine {
             tid,
             num: self.counters.events,
             wall_ns: ts + self.epoch_offset,
+            epoch_offset: self.epoch_offset,
+            boot_epoch_ns: self.boot_epoch_ns,
             capture_start_ns: self.capture_start_ns,
             host: &self.host,
             state: &self.state,

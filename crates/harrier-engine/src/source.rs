@@ -23,6 +23,11 @@ pub struct Source<'a, S: StateView + ?Sized> {
     pub num: u64,
     /// Wall-clock ns since the epoch.
     pub wall_ns: u64,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC: process start times are monotonic.
+    pub epoch_offset: u64,
+    /// The host's boot time (ns since the epoch, /proc/stat's btime): Falco's start
+    /// of the host's pid namespace (container.start_ts of host processes).
+    pub boot_epoch_ns: u64,
     pub capture_start_ns: u64,
     pub host: &'a str,
     pub state: &'a S,
@@ -160,6 +165,14 @@ pub fn supported(f: Field) -> bool {
             | ContainerName
             | ContainerImage
             | ContainerImageRepository
+            | ContainerImageId
+            | ContainerImageTag
+            | ContainerImageDigest
+            | ContainerType
+            | ContainerStartTs
+            | ContainerDuration
+            | ProcPidnsInitStartTs
+            | ProcPpidTs
             | ContainerPrivileged
             | FdNameChanged
             | FdLip
@@ -182,64 +195,6 @@ pub fn supported(f: Field) -> bool {
             | ContainerMountRdwr
             | ContainerMountPropagation
     )
-}
-
-/// errno names for evt.res (Falco prints the name, e.g. ENOENT).
-fn errno_name(e: i64) -> &'static str {
-    const NAMES: [&str; 41] = [
-        "SUCCESS",
-        "EPERM",
-        "ENOENT",
-        "ESRCH",
-        "EINTR",
-        "EIO",
-        "ENXIO",
-        "E2BIG",
-        "ENOEXEC",
-        "EBADF",
-        "ECHILD",
-        "EAGAIN",
-        "ENOMEM",
-        "EACCES",
-        "EFAULT",
-        "ENOTBLK",
-        "EBUSY",
-        "EEXIST",
-        "EXDEV",
-        "ENODEV",
-        "ENOTDIR",
-        "EISDIR",
-        "EINVAL",
-        "ENFILE",
-        "EMFILE",
-        "ENOTTY",
-        "ETXTBSY",
-        "EFBIG",
-        "ENOSPC",
-        "ESPIPE",
-        "EROFS",
-        "EMLINK",
-        "EPIPE",
-        "EDOM",
-        "ERANGE",
-        "EDEADLK",
-        "ENAMETOOLONG",
-        "ENOLCK",
-        "ENOSYS",
-        "ENOTEMPTY",
-        "ELOOP",
-    ];
-    match -e {
-        n @ 0..=40 => NAMES[n as usize],
-        110 => "ETIMEDOUT",
-        111 => "ECONNREFUSED",
-        115 => "EINPROGRESS",
-        113 => "EHOSTUNREACH",
-        101 => "ENETUNREACH",
-        98 => "EADDRINUSE",
-        95 => "EOPNOTSUPP",
-        _ => "E?",
-    }
 }
 
 /// Open-style flags of this event, if it has them (open, openat, openat2, creat).
@@ -378,10 +333,38 @@ impl<'a, S: StateView + ?Sized> Source<'a, S> {
     }
 }
 
+/// The tag of an image reference ("busybox:1.36" → "1.36"), if it has one.
+fn image_tag(image: &str) -> Option<&str> {
+    let name = image.split('@').next()?;
+    let last = name.rsplit('/').next()?;
+    last.split_once(':').map(|(_, t)| t)
+}
+
 /// What Falco writes for a name it could not find (user.name, user.loginname...).
 const NA: &str = "<NA>";
 
 impl<'a, S: StateView + ?Sized> Source<'a, S> {
+    /// When the process's pid namespace started (ns since the epoch): the host's boot
+    /// time outside a pid namespace, else the start of the namespace's init (the
+    /// nearest ancestor whose pid there is 1), as Falco's container.start_ts.
+    fn pidns_start(&self) -> Option<u64> {
+        let p = self.proc()?;
+        if p.vpid.is_none_or(|v| v == p.pid) {
+            return (self.boot_epoch_ns != 0).then_some(self.boot_epoch_ns);
+        }
+        let mut cur = *p;
+        for _ in 0..64 {
+            if cur.vpid == Some(1) {
+                return cur.start_ns.map(|t| t + self.epoch_offset);
+            }
+            if cur.ppid == 0 || cur.ppid == cur.pid {
+                return None;
+            }
+            cur = self.state.process_by_pid(cur.ppid)?;
+        }
+        None
+    }
+
     /// The process whose pid is `id(p)` (Falco's session or process group leader):
     /// looked up by pid outside a pid namespace, else (or when gone) the oldest of
     /// the unbroken line of ancestors sharing the id.
@@ -471,13 +454,28 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             EvtSource => one(out, Some(Value::str("syscall"))),
             EvtArg | EvtRawarg => {
                 let Some(v) = view else { return };
+                // Falco's parameter lists where they are mapped: its names, its text.
+                if let (EvtArg, Some(ps)) = (field, harrier_schema::falco_params::params(v.syscall.name)) {
+                    let p = match arg {
+                        FieldArg::Index(i) => ps.get(*i as usize),
+                        FieldArg::Key(k) => ps.iter().find(|p| p.name == &**k),
+                        FieldArg::None => None,
+                    };
+                    if let Some(p) = p {
+                        self.with_scratch(out, |s| self.falco_arg(v, p, s, false));
+                    }
+                    return;
+                }
                 let i = match arg {
                     FieldArg::Index(i) => Some(*i as usize),
-                    FieldArg::Key(k) => v.index_of(k),
+                    FieldArg::Key(k) => v.index_of(harrier_rules::fields::harrier_param_name(k)),
                     FieldArg::None => None,
                 };
                 match i {
                     Some(i) => self.param_value(i, field == EvtRawarg, out),
+                    None if arg.key().map(harrier_rules::fields::harrier_param_name) == Some("ret") => {
+                        out(Value::S64(v.ret));
+                    }
                     // Falco's execve exit calls the executable's flags `flags` (execveat has
                     // its own `flags`, found above).
                     None if arg.key() == Some("flags") => {
@@ -495,6 +493,18 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             }
             EvtArgs | EvtInfo => {
                 let Some(v) = view else { return };
+                if let Some(ps) = harrier_schema::falco_params::params(v.syscall.name) {
+                    return self.with_scratch(out, |s| {
+                        for (i, p) in ps.iter().enumerate() {
+                            if i > 0 {
+                                s.push(' ');
+                            }
+                            s.push_str(p.name);
+                            s.push('=');
+                            self.falco_arg(v, p, s, true);
+                        }
+                    });
+                }
                 self.with_scratch(out, |s| {
                     for i in 0..v.len() {
                         let name = v.name_of(i).unwrap_or("?");
@@ -517,8 +527,16 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 let Some(Param::Bytes(b)) = view.and_then(|v| v.known(Known::Data)) else { return };
                 one(out, Some(if field == EvtBuffer { Value::Str(b) } else { Value::U64(b.len() as u64) }))
             }
+            // Falco: SUCCESS, the errno's name, or the number when it has none.
             EvtRes => {
-                one(out, view.map(|v| Value::str(if v.ret >= 0 { "SUCCESS" } else { errno_name(v.ret) })))
+                let Some(v) = view else { return };
+                match (v.ret >= 0, harrier_schema::falco::errno_name(-v.ret)) {
+                    (true, _) => one(out, Some(Value::str("SUCCESS"))),
+                    (false, Some(name)) => one(out, Some(Value::str(name))),
+                    (false, None) => self.with_scratch(out, |s| {
+                        let _ = write!(s, "{}", v.ret);
+                    }),
+                }
             }
             EvtRawres => one(out, view.map(|v| Value::S64(v.ret))),
             EvtFailed => one(out, view.map(|v| Value::Bool(v.ret < 0))),
@@ -622,7 +640,14 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             ProcVpgid => one(out, self.proc().and_then(|p| opt_u64(p.vpgid))),
             ProcIsVpgidLeader => one(out, self.proc().and_then(|p| Some(Value::Bool(p.vpgid? == p.vpid?)))),
             ProcIsSidLeader => one(out, self.proc().and_then(|p| Some(Value::Bool(p.sid? == p.pid)))),
-            ProcPidTs => one(out, self.proc().and_then(|p| p.start_ns).map(Value::U64)),
+            ProcPidTs => {
+                one(out, self.proc().and_then(|p| p.start_ns).map(|t| Value::U64(t + self.epoch_offset)))
+            }
+            ProcPpidTs => {
+                let Some(p) = self.proc() else { return };
+                let parent = self.state.process_by_pid(p.ppid).filter(|_| p.ppid != 0);
+                one(out, parent.and_then(|q| q.start_ns).map(|t| Value::U64(t + self.epoch_offset)))
+            }
             ProcDuration => one(
                 out,
                 self.proc().and_then(|p| p.start_ns).map(|s| Value::U64(self.wall_ns.saturating_sub(s))),
@@ -713,11 +738,26 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 };
                 one(out, Some(Value::str(id)))
             }
-            ContainerName | ContainerImage | ContainerImageRepository | ContainerPrivileged => {
+            // The host, as Falco's container plugin describes it: id and name "host",
+            // empty image fields, not privileged, no mounts.
+            ContainerName
+            | ContainerImage
+            | ContainerImageRepository
+            | ContainerImageId
+            | ContainerImageTag
+            | ContainerImageDigest
+            | ContainerPrivileged
+            | ContainerType => {
                 let Some(p) = self.proc() else { return };
                 if p.container_id.is_empty() {
-                    let host = matches!(field, ContainerName).then_some(Value::str("host"));
-                    return one(out, host);
+                    return one(
+                        out,
+                        Some(match field {
+                            ContainerName | ContainerType => Value::str("host"),
+                            ContainerPrivileged => Value::Bool(false),
+                            _ => Value::str(""),
+                        }),
+                    );
                 }
                 let Some(c) = self.state.container(self.tid) else { return };
                 let v = match field {
@@ -726,9 +766,17 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     ContainerImageRepository => {
                         Some(Value::str(c.image_repository)).filter(|_| !c.image_repository.is_empty())
                     }
+                    ContainerImageTag => image_tag(c.image).map(Value::str),
+                    ContainerType => Some(Value::str(c.runtime)),
+                    ContainerImageId | ContainerImageDigest => None,
                     _ => c.privileged.map(Value::Bool),
                 };
                 one(out, v)
+            }
+            ContainerStartTs | ContainerDuration | ProcPidnsInitStartTs => {
+                let Some(start) = self.pidns_start() else { return };
+                let v = if field == ContainerDuration { self.wall_ns.saturating_sub(start) } else { start };
+                one(out, Some(Value::U64(v)))
             }
             K8sNsName | K8sPodName | K8sPodId | K8sPodUid | K8sPodSandboxId | K8sPodFullSandboxId => {
                 let Some(c) = self.state.container(self.tid) else { return };
@@ -744,7 +792,13 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 one(out, Some(Value::str(v)).filter(|_| !v.is_empty()))
             }
             ContainerMounts => {
-                let Some(c) = self.state.container(self.tid) else { return };
+                let Some(c) = self.state.container(self.tid) else {
+                    // The host has no mounts: an empty list, as Falco's plugin says.
+                    return one(
+                        out,
+                        self.proc().filter(|p| p.container_id.is_empty()).map(|_| Value::str("")),
+                    );
+                };
                 self.with_scratch(out, |s| {
                     for (i, m) in c.mounts.iter().enumerate() {
                         let _ = write!(s, "{}{m}", if i > 0 { "," } else { "" });

@@ -178,6 +178,7 @@ impl StateView for EngineState {
             image: &c.image,
             image_repository: &c.image_repository,
             privileged: Some(c.privileged),
+            runtime: c.runtime,
             pod_name: &c.pod.name,
             pod_namespace: &c.pod.namespace,
             pod_uid: &c.pod.uid,
@@ -192,7 +193,7 @@ impl StateView for EngineState {
 }
 
 /// fd.typechar as a string without allocating.
-const TYPECHARS: [(char, &str); 12] = [
+const TYPECHARS: [(char, &str); 14] = [
     ('f', "f"),
     ('d', "d"),
     ('4', "4"),
@@ -205,4 +206,6 @@ const TYPECHARS: [(char, &str); 12] = [
     ('t', "t"),
     ('i', "i"),
     ('l', "l"),
+    ('n', "n"),
+    ('o', "o"),
 ];

@@ -81,6 +81,8 @@ pub struct ContainerInfo<'a> {
     pub image: &'a str,
     pub image_repository: &'a str,
     pub privileged: Option<bool>,
+    /// docker, containerd, cri-o, podman, runc (container.type).
+    pub runtime: &'a str,
     /// The Kubernetes pod (empty outside Kubernetes: the k8s.* fields then have no value).
     pub pod_name: &'a str,
     pub pod_namespace: &'a str,

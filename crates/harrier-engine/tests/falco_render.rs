@@ -126,3 +126,77 @@ fn time_fields_are_text_in_the_output_and_ns_in_output_fields() {
     }
     assert!(a[0].output.starts_with("at ") && a[0].output.contains(':'), "{}", a[0].output);
 }
+
+/// Falco's parameter names and texts (driver/event_table.c, libsinsp's get_param_as_str):
+/// chmod's `filename` and `mode` by flag names (what "Set Setuid or Setgid bit" tests),
+/// fchmod's `fd` as `<f>path`, a relative unlinkat `name` made absolute, setuid's `uid`
+/// as a user name, and `evt.args` as `name=number(resolved)`.
+#[test]
+fn event_parameters_render_with_falcos_names_and_texts() {
+    let rule = "- rule: r\n  desc: d\n  condition: evt.type in (chmod, fchmod, unlinkat, setuid, renameat2, socket)\n  output: \"fd=%evt.arg.fd filename=%evt.arg.filename mode=%evt.arg.mode name=%evt.arg.name uid=%evt.arg.uid res=%evt.res args=[%evt.args]\"\n  priority: WARNING\n";
+    let (mut e, got) = engine(rule);
+    let tid = 7201;
+    spawn(
+        &mut e,
+        10,
+        1,
+        tid,
+        "/usr/bin/bash",
+        &Who { euid: 0, egid: 0, loginuid: 0, sid: tid as i64, cwd: "/tmp/w" },
+    );
+    let path = |p: &'static str| P::B(p.as_bytes());
+    e.on_event(&syscall(20, tid, "chmod", 0, &[("path", path("/usr/bin/x")), ("mode", P::I(0o4755))]));
+    e.on_event(&syscall(
+        21,
+        tid,
+        "openat",
+        3,
+        &[("dirfd", P::I(-100)), ("path", path("/etc/passwd")), ("fullpath", path("/etc/passwd"))],
+    ));
+    e.on_event(&syscall(22, tid, "fchmod", -1, &[("fd", P::I(3)), ("mode", P::I(0o2750))]));
+    e.on_event(&syscall(
+        23,
+        tid,
+        "unlinkat",
+        -2,
+        &[("dirfd", P::I(-100)), ("path", path("../.bash_history")), ("flags", P::I(0))],
+    ));
+    e.on_event(&syscall(24, tid, "setuid", 0, &[("uid", P::I(0))]));
+    e.on_event(&syscall(
+        25,
+        tid,
+        "renameat2",
+        0,
+        &[
+            ("olddirfd", P::I(-100)),
+            ("newdirfd", P::I(3)),
+            ("flags", P::I(1)),
+            ("oldpath", path("a")),
+            ("newpath", path("b")),
+        ],
+    ));
+    e.on_event(&syscall(
+        26,
+        tid,
+        "socket",
+        4,
+        &[("domain", P::I(17)), ("type", P::I(3 | 0o2000000)), ("protocol", P::I(768))],
+    ));
+    let a: Vec<String> = alerts(e, &got).into_iter().map(|a| a.output).collect();
+    assert_eq!(
+        a,
+        [
+            "fd=<NA> filename=/usr/bin/x mode=S_IXOTH|S_IROTH|S_IXGRP|S_IRGRP|S_IXUSR|S_IWUSR|S_IRUSR|S_ISUID \
+             name=<NA> uid=<NA> res=SUCCESS args=[res=0 filename=/usr/bin/x mode=04755(S_IXOTH|S_IROTH|S_IXGRP|S_IRGRP|S_IXUSR|S_IWUSR|S_IRUSR|S_ISUID)]",
+            "fd=<f>/etc/passwd filename=<NA> mode=S_IXGRP|S_IRGRP|S_IXUSR|S_IWUSR|S_IRUSR|S_ISGID name=<NA> uid=<NA> \
+             res=EPERM args=[res=-1(EPERM) fd=3(<f>/etc/passwd) mode=02750(S_IXGRP|S_IRGRP|S_IXUSR|S_IWUSR|S_IRUSR|S_ISGID)]",
+            "fd=<NA> filename=<NA> mode=<NA> name=/tmp/.bash_history uid=<NA> res=ENOENT \
+             args=[res=-2(ENOENT) dirfd=-100(AT_FDCWD) name=../.bash_history(/tmp/.bash_history) flags=0]",
+            "fd=<NA> filename=<NA> mode=<NA> name=<NA> uid=root res=SUCCESS args=[res=0 uid=0(root)]",
+            "fd=<NA> filename=<NA> mode=<NA> name=<NA> uid=<NA> res=SUCCESS \
+             args=[res=0 olddirfd=-100(AT_FDCWD) oldpath=a(/tmp/w/a) newdirfd=3(<f>/etc/passwd) newpath=b(/etc/passwd/b) flags=1(RENAME_NOREPLACE)]",
+            "fd=<o> filename=<NA> mode=<NA> name=<NA> uid=<NA> res=SUCCESS \
+             args=[fd=4(<o>) domain=17(AF_PACKET) type=524291 proto=768 flags=4096(O_CLOEXEC)]",
+        ]
+    );
+}

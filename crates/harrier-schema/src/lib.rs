@@ -4,6 +4,8 @@
 
 pub mod decode;
 pub mod encode;
+pub mod falco;
+pub mod falco_params;
 pub mod family;
 pub mod render;
 pub mod sockaddr;

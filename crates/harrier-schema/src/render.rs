@@ -42,6 +42,7 @@ pub fn render(renderer: &str, value: u64) -> Option<String> {
         "epoll_events" => flags(value, EPOLL),
         "capabilities" => capabilities(value),
         "exe_flags" => flags(value, EXE),
+        falco if falco.starts_with("falco_") => return crate::falco::render(falco, value),
         _ => return None,
     })
 }
