@@ -273,7 +273,8 @@ __attribute__((noinline)) __u32 hr_exe_writable(__u64 creds, __u64 inode)
 static __always_inline __u32 hr_task_exe_flags(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
-	struct file *f = em->ret == 0 ? t->mm->exe_file : 0;
+	/* After a failed exec too (the image that stays), as Falco's driver writes it. */
+	struct file *f = t->mm->exe_file;
 	struct inode *i;
 	void *upper = 0;
 	char name[6] = {};

@@ -88,6 +88,7 @@ impl Filter {
             scratch: &self.scratch,
             cache: Default::default(),
             dns: Some(self.rules.dns()),
+            ifaddrs: &[],
         };
         self.rules.rule_matches(0, &src)
     }
@@ -113,6 +114,7 @@ impl Filter {
             scratch: &self.scratch,
             cache: Default::default(),
             dns: Some(self.rules.dns()),
+            ifaddrs: &[],
         };
         let res = f.param("res").and_then(|r| r.trim().parse().ok());
         self.rules.rule_matches(0, &ForeignSource { inner, f, res })

@@ -21,7 +21,11 @@ impl<S: StateView + ?Sized> Source<'_, S> {
     /// `evt.args` does.
     pub(crate) fn falco_arg(&self, v: &SyscallView, p: &FalcoParam, s: &mut String, both: bool) {
         let start = s.len();
-        let value = if p.src == "ret" { Some(Param::Int(v.ret)) } else { v.named(p.src) };
+        let value = match p.src {
+            "ret" if v.header.no_ret => None,
+            "ret" => Some(Param::Int(v.ret)),
+            src => v.named(src),
+        };
         let Some(value) = value.filter(|x| !matches!(x, Param::Missing)) else {
             s.push_str("<NA>");
             return;

@@ -61,6 +61,8 @@ pub struct Engine {
     all_matches: bool,
     /// Results of the checks rules share, for the event being evaluated.
     memo: Memo,
+    /// The host's interface addresses at start (Falco's fd.l*/fd.r*).
+    ifaddrs: Vec<std::net::IpAddr>,
 }
 
 /// x86_64 close(2) (checked against the syscall table in a test).
@@ -75,6 +77,36 @@ fn tsc() -> u64 {
 /// proc.env: only then do the state tables keep each process's environment.
 pub fn needs_env(rules: &RuleSet) -> bool {
     rules.fields_used().contains(&harrier_rules::Field::ProcEnv)
+}
+
+/// This machine's interface addresses (getifaddrs), as Falco lists them at start.
+pub fn interface_addrs() -> Vec<std::net::IpAddr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills a list we only read and then free.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut p = head;
+    while !p.is_null() {
+        let ifa = unsafe { &*p };
+        if !ifa.ifa_addr.is_null() {
+            match unsafe { (*ifa.ifa_addr).sa_family } as i32 {
+                libc::AF_INET => {
+                    let a = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                    out.push(std::net::IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes()));
+                }
+                libc::AF_INET6 => {
+                    let a = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                    out.push(std::net::IpAddr::from(a.sin6_addr.s6_addr));
+                }
+                _ => {}
+            }
+        }
+        p = ifa.ifa_next;
+    }
+    unsafe { libc::freeifaddrs(head) };
+    out
 }
 
 /// The host's boot time in ns since the epoch, as Falco reads it (/proc/stat's
@@ -116,6 +148,7 @@ impl Engine {
             procexit: EventType(PSEUDO_BASE + procexit as u16),
             all_matches: matching == RuleMatching::All,
             memo: rules.memo(),
+            ifaddrs: interface_addrs(),
             rules,
         }
     }
@@ -216,6 +249,7 @@ impl Engine {
             scratch: &self.scratch,
             cache: Default::default(),
             dns: Some(self.rules.dns()),
+            ifaddrs: &self.ifaddrs,
         };
         // One clock read per rule, not two: each rule's time ends where the next one's begins.
         let mut t0 = tsc();

@@ -36,6 +36,9 @@ pub struct Source<'a, S: StateView + ?Sized> {
     pub cache: LookupCache<'a>,
     /// The rules' names and their addresses (fd.sip.name in outputs).
     pub dns: Option<&'a harrier_rules::dns::Resolver>,
+    /// The host's interface addresses: Falco's fd.l*/fd.r* call the client end
+    /// local when its address is one of them (never, in a container).
+    pub ifaddrs: &'a [std::net::IpAddr],
 }
 
 /// The event's process and fd, looked up once per event, not once per field.
@@ -172,6 +175,10 @@ pub fn supported(f: Field) -> bool {
             | ContainerStartTs
             | ContainerDuration
             | ProcPidnsInitStartTs
+            | ProcExeInoCtime
+            | ProcExeInoMtime
+            | ProcExeInoCtimeDurationProcStart
+            | ProcExeInoCtimeDurationPidnsStart
             | ProcPpidTs
             | ContainerPrivileged
             | FdNameChanged
@@ -352,10 +359,11 @@ impl<'a, S: StateView + ?Sized> Source<'a, S> {
         if p.vpid.is_none_or(|v| v == p.pid) {
             return (self.boot_epoch_ns != 0).then_some(self.boot_epoch_ns);
         }
+        // Falco adds the init's start (monotonic) to /proc/stat's btime, whole seconds.
         let mut cur = *p;
         for _ in 0..64 {
             if cur.vpid == Some(1) {
-                return cur.start_ns.map(|t| t + self.epoch_offset);
+                return cur.start_ns.map(|t| t + self.boot_epoch_ns);
             }
             if cur.ppid == 0 || cur.ppid == cur.pid {
                 return None;
@@ -363,6 +371,39 @@ impl<'a, S: StateView + ?Sized> Source<'a, S> {
             cur = self.state.process_by_pid(cur.ppid)?;
         }
         None
+    }
+
+    /// Falco's fd.name and fd.directory of an event with no fd to name: a failed
+    /// open names the path it was given (made absolute); another event that uses
+    /// an fd in Falco's table, the empty name (directory "/").
+    fn fd_name_without_fd(&self, field: Field, out: &mut dyn FnMut(Value<'_>) -> bool) {
+        let Some(v) = self.view else { return };
+        if field == Field::FdFilename || !harrier_schema::falco_params::uses_fd(v.syscall.name) {
+            return;
+        }
+        if let Some(p) = harrier_schema::falco_params::params(v.syscall.name)
+            .filter(|_| family::of(v.syscall.nr).contains(Family::OPEN))
+            .and_then(|ps| ps.iter().find(|p| p.name == "name"))
+        {
+            return self.with_scratch(out, |s| {
+                self.falco_arg(v, p, s, false);
+                if field == Field::FdDirectory {
+                    match s.rfind('/') {
+                        Some(i) if i > 0 => s.truncate(i),
+                        _ => *s = "/".into(),
+                    }
+                }
+            });
+        }
+        out(Value::str(if field == Field::FdDirectory { "/" } else { "" }));
+    }
+
+    /// Is the client end of this socket the local one, as Falco decides: its
+    /// address is one of the host's interfaces, and never in a container
+    /// (Falco would compare it with the container's IP, which is not known here).
+    fn client_local(&self, t: &crate::view::Tuple) -> bool {
+        let host = self.proc().is_some_and(|p| p.container_id.is_empty());
+        host && self.ifaddrs.contains(&t.cip)
     }
 
     /// The process whose pid is `id(p)` (Falco's session or process group leader):
@@ -474,7 +515,9 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 match i {
                     Some(i) => self.param_value(i, field == EvtRawarg, out),
                     None if arg.key().map(harrier_rules::fields::harrier_param_name) == Some("ret") => {
-                        out(Value::S64(v.ret));
+                        if !v.header.no_ret {
+                            out(Value::S64(v.ret));
+                        }
                     }
                     // Falco's execve exit calls the executable's flags `flags` (execveat has
                     // its own `flags`, found above).
@@ -529,7 +572,8 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             }
             // Falco: SUCCESS, the errno's name, or the number when it has none.
             EvtRes => {
-                let Some(v) = view else { return };
+                // A legacy exit without a return value has none (Falco: has_return_value()).
+                let Some(v) = view.filter(|v| !v.header.no_ret) else { return };
                 match (v.ret >= 0, harrier_schema::falco::errno_name(-v.ret)) {
                     (true, _) => one(out, Some(Value::str("SUCCESS"))),
                     (false, Some(name)) => one(out, Some(Value::str(name))),
@@ -538,8 +582,8 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     }),
                 }
             }
-            EvtRawres => one(out, view.map(|v| Value::S64(v.ret))),
-            EvtFailed => one(out, view.map(|v| Value::Bool(v.ret < 0))),
+            EvtRawres => one(out, view.filter(|v| !v.header.no_ret).map(|v| Value::S64(v.ret))),
+            EvtFailed => one(out, view.filter(|v| !v.header.no_ret).map(|v| Value::Bool(v.ret < 0))),
             EvtIsOpenRead | EvtIsOpenWrite | EvtIsOpenExec | EvtIsOpenCreate => {
                 let flags = self.cache.open_flags.get_or_init(|| view.and_then(|v| open_flags(v)));
                 let Some((flags, mode)) = *flags else { return };
@@ -661,17 +705,17 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     FdSipName => t.sip,
                     FdCipName => t.cip,
                     FdLipName => {
-                        if t.is_server {
-                            t.sip
-                        } else {
+                        if self.client_local(&t) {
                             t.cip
+                        } else {
+                            t.sip
                         }
                     }
                     _ => {
-                        if t.is_server {
-                            t.cip
-                        } else {
+                        if self.client_local(&t) {
                             t.sip
+                        } else {
+                            t.cip
                         }
                     }
                 };
@@ -761,7 +805,8 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 }
                 let Some(c) = self.state.container(self.tid) else { return };
                 let v = match field {
-                    ContainerName => Some(Value::str(c.name)),
+                    // A container the runtime's files did not name: no name, as in Falco.
+                    ContainerName => Some(Value::str(c.name)).filter(|_| !c.name.is_empty()),
                     ContainerImage => Some(Value::str(c.image)).filter(|_| !c.image.is_empty()),
                     ContainerImageRepository => {
                         Some(Value::str(c.image_repository)).filter(|_| !c.image_repository.is_empty())
@@ -772,6 +817,23 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     _ => c.privileged.map(Value::Bool),
                 };
                 one(out, v)
+            }
+            // Falco: no value for 0; durations as it computes them (u64, unchecked).
+            ProcExeInoCtime | ProcExeInoMtime => {
+                let Some(p) = self.proc() else { return };
+                let t = if field == ProcExeInoCtime { p.exe_ctime } else { p.exe_mtime };
+                one(out, (t != 0).then_some(Value::U64(t)))
+            }
+            ProcExeInoCtimeDurationProcStart => {
+                let Some(p) = self.proc().filter(|p| p.exe_ctime != 0) else { return };
+                let Some(start) = p.start_ns else { return };
+                let d = (start + self.epoch_offset).wrapping_sub(p.exe_ctime);
+                one(out, (d != 0).then_some(Value::U64(d)))
+            }
+            ProcExeInoCtimeDurationPidnsStart => {
+                let Some(ctime) = self.proc().map(|p| p.exe_ctime).filter(|&c| c != 0) else { return };
+                let Some(ns) = self.pidns_start() else { return };
+                one(out, (ctime > ns).then_some(Value::U64(ctime - ns)))
             }
             ContainerStartTs | ContainerDuration | ProcPidnsInitStartTs => {
                 let Some(start) = self.pidns_start() else { return };
@@ -846,7 +908,9 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             }
             FdName | FdDirectory | FdFilename => {
                 let name = self.event_fd_name().or_else(|| self.fd().map(|f| f.name));
-                let Some(name) = name.filter(|n| !n.is_empty()) else { return };
+                let Some(name) = name.filter(|n| !n.is_empty()) else {
+                    return self.fd_name_without_fd(field, out);
+                };
                 let v = match field {
                     FdDirectory => {
                         let cut = name.iter().rposition(|&c| c == b'/').unwrap_or(0);
@@ -872,7 +936,10 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 if field == FdSockfamily {
                     return one(out, f.sockfamily.map(Value::str));
                 }
-                let Some(t) = f.tuple else { return };
+                // Falco: every fd has a protocol, "<NA>" unless an inet socket's.
+                let Some(t) = f.tuple else {
+                    return one(out, (field == FdL4proto).then_some(Value::str("<NA>")));
+                };
                 match field {
                     FdIp | FdNet => {
                         if !out(Value::Ip(t.cip)) {
@@ -889,12 +956,27 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     FdCport => one(out, Some(Value::U64(t.cport as u64))),
                     FdSport => one(out, Some(Value::U64(t.sport as u64))),
                     FdL4proto => one(out, Some(Value::str(t.l4proto))),
-                    // Local and remote by the socket's role: a server's local end is the server.
-                    FdLip | FdLnet => one(out, Some(Value::Ip(if t.is_server { t.sip } else { t.cip }))),
-                    FdRip | FdRnet => one(out, Some(Value::Ip(if t.is_server { t.cip } else { t.sip }))),
-                    FdLport => one(out, Some(Value::U64(if t.is_server { t.sport } else { t.cport } as u64))),
-                    FdRport => one(out, Some(Value::U64(if t.is_server { t.cport } else { t.sport } as u64))),
-                    _ => one(out, Some(Value::Bool(t.is_server))),
+                    // Local and remote as Falco has them: the client end is local when its
+                    // address is the host's (libsinsp's is_ipv4addr_in_local_machine).
+                    FdLip | FdLnet => {
+                        one(out, Some(Value::Ip(if self.client_local(&t) { t.cip } else { t.sip })))
+                    }
+                    FdRip | FdRnet => {
+                        one(out, Some(Value::Ip(if self.client_local(&t) { t.sip } else { t.cip })))
+                    }
+                    FdLport => one(
+                        out,
+                        Some(Value::U64(if self.client_local(&t) { t.cport } else { t.sport } as u64)),
+                    ),
+                    FdRport => one(
+                        out,
+                        Some(Value::U64(if self.client_local(&t) { t.sport } else { t.cport } as u64)),
+                    ),
+                    // Falco: the server end's address is this machine's (never in a container).
+                    _ => {
+                        let host = self.proc().is_some_and(|p| p.container_id.is_empty());
+                        one(out, Some(Value::Bool(host && self.ifaddrs.contains(&t.sip))))
+                    }
                 }
             }
             FsPathName | FsPathNameraw => self.fs_path(

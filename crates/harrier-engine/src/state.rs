@@ -119,6 +119,8 @@ fn info(p: &Process) -> ProcInfo<'_> {
         exe_writable: Some(p.is_exe_writable()),
         exe_lower_layer: Some(p.is_exe_lower_layer()),
         start_ns: (p.start_ts != 0).then_some(p.start_ts),
+        exe_ctime: p.exe_ctime,
+        exe_mtime: p.exe_mtime,
         container_id: c.map_or("", |c| &c.id),
         container_full_id: c.map_or("", |c| &c.full_id),
     }

@@ -35,6 +35,9 @@ pub struct ProcInfo<'a> {
     pub exe_writable: Option<bool>,
     pub exe_lower_layer: Option<bool>,
     pub start_ns: Option<u64>,
+    /// The executable's inode times (ns since the epoch; 0: unknown).
+    pub exe_ctime: u64,
+    pub exe_mtime: u64,
     /// Empty for host processes.
     pub container_id: &'a str,
     pub container_full_id: &'a str,

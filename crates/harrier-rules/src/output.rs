@@ -114,12 +114,22 @@ pub fn compile(fmt: &str, container_info: &str) -> Result<Output, (String, usize
     Ok(Output { segments: segs, extra: Vec::new() })
 }
 
+/// Text as Falco prints a field: invalid UTF-8 and non-printable characters
+/// (C0 and C1 controls, DEL) each become U+FFFD (libsinsp's sanitize_string).
+pub fn sanitize(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    if s.chars().all(|c| !c.is_control()) {
+        return s.into_owned();
+    }
+    s.chars().map(|c| if c.is_control() { '\u{FFFD}' } else { c }).collect()
+}
+
 /// The value of a field for an output: several values are joined with commas.
 pub fn field_value<S: EventSource + ?Sized>(src: &S, sel: &FieldSel) -> OutputValue {
     let mut out: Option<OutputValue> = None;
     src.extract(sel.field, &sel.arg, &mut |v| {
         let this = match v {
-            Value::Str(s) => OutputValue::Str(String::from_utf8_lossy(s).into_owned()),
+            Value::Str(s) => OutputValue::Str(sanitize(s)),
             Value::U64(n) => OutputValue::U64(n),
             Value::S64(n) => OutputValue::S64(n),
             Value::Bool(b) => OutputValue::Bool(b),
@@ -184,5 +194,15 @@ impl Output {
             fields.push((name.clone(), v));
         }
         (text, fields)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_and_bad_utf8_print_as_falco_prints_them() {
+        assert_eq!(super::sanitize(b"perl -e a;\n  b"), "perl -e a;\u{FFFD}  b");
+        assert_eq!(super::sanitize(b"x\x7f\xc2\x85y\xffz"), "x\u{FFFD}\u{FFFD}y\u{FFFD}z");
+        assert_eq!(super::sanitize("caf\u{e9}".as_bytes()), "caf\u{e9}");
     }
 }
