@@ -6,7 +6,7 @@
 use harrier_engine::state::EngineState;
 use harrier_engine::Engine;
 use harrier_outputs::sinks::Sink;
-use harrier_outputs::{Alert, Outputs};
+use harrier_outputs::{Alert, Limits, Outputs};
 use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet};
 use harrier_state::testing::{exec, fork, syscall, P};
 use serde_json::json;
@@ -24,7 +24,7 @@ fn engine(rule: &str) -> (Engine, Arc<Mutex<Vec<Alert>>>) {
     let opts = LoadOptions { supported: Arc::new(harrier_engine::source::supported), ..Default::default() };
     let rules = RuleSet::load(&[("t.yaml", rule)], &opts).expect("the rule loads");
     let got = Arc::new(Mutex::new(Vec::new()));
-    let mut outs = Outputs::new(64);
+    let mut outs = Outputs::new(Limits::default());
     outs.add("collect", Box::new(Collect(got.clone())));
     (Engine::new(rules, EngineState::new(), outs, RuleMatching::All), got)
 }
