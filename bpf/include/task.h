@@ -292,8 +292,9 @@ static __always_inline __u32 hr_task_exe_flags(struct hr_em *em)
 	if (name[0] == 'm' && name[1] == 'e' && name[2] == 'm' && name[3] == 'f' && name[4] == 'd' &&
 	    name[5] == ':')
 		flags |= HR_EXE_MEMFD;
-	/* A probe-read pointer is a scalar, which a global function accepts. */
-	if (hr_exe_writable((__u64)BPF_CORE_READ(t, cred), (__u64)i))
+	/* A probe-read pointer is a scalar, which a global function accepts (a
+	 * plain load's is typed, which it does not): one more read per exec. */
+	if (hr_exe_writable((__u64)BPF_CORE_READ(t, cred), (__u64)BPF_CORE_READ(f, f_inode)))
 		flags |= HR_EXE_WRITABLE;
 	return flags;
 }
