@@ -96,11 +96,13 @@ pub static HOST: &[Behaviour] = &[
         Ok(std::fs::remove_file(&f)?)
     }),
     host("read-root-ssh", &["Read ssh information"], |t| {
+        root_ssh(t)?;
         let k = format!("/root/.ssh/{}", t.unique("key"));
         std::fs::write(t.made(&k), "not a key\n")?;
         t.run(&t.tool("/bin/cat", "hrcat")?, &[&k])
     }),
     host("write-authorized-keys", &["Adding ssh keys to authorized_keys"], |t| {
+        root_ssh(t)?;
         let d = t.made(format!("/root/.ssh/{}", t.unique("dir")));
         std::fs::create_dir_all(&d)?;
         let f = t.made(d.join("authorized_keys"));
@@ -308,5 +310,14 @@ fn bpf_prog_load() -> Result<()> {
     anyhow::ensure!(fd >= 0, "BPF_PROG_LOAD: {}", std::io::Error::last_os_error());
     let owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
     let _ = owned.as_raw_fd();
+    Ok(())
+}
+
+/// /root/.ssh, made (and removed after) where the machine has none.
+fn root_ssh(t: &Tools) -> Result<()> {
+    let d = Path::new("/root/.ssh");
+    if !d.exists() {
+        std::fs::create_dir(t.made(d)).context("creating /root/.ssh")?;
+    }
     Ok(())
 }
