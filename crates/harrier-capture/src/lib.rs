@@ -148,7 +148,10 @@ impl Config {
             bail!("cpus per buffer must be at least 1");
         }
         if self.ring_reserve > 0 && self.ring_reserve + harrier_schema::wire::ARING_SLACK > size * 2 / 3 {
-            bail!("ring reserve {} leaves too little of the {size}-byte ring to ordinary events", self.ring_reserve);
+            bail!(
+                "ring reserve {} leaves too little of the {size}-byte ring to ordinary events",
+                self.ring_reserve
+            );
         }
         Ok(())
     }

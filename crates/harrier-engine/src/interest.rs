@@ -77,7 +77,8 @@ pub fn interest(rules: &RuleSet) -> Interest {
 /// 0 is Emergency). A flood of lesser events then cannot crowd them out in
 /// the kernel any more than in the outputs' queues.
 pub fn priority_syscalls(rules: &RuleSet, keep_rank: usize) -> Vec<u32> {
-    let mut nrs: Vec<u32> = ["execve", "execveat"].iter().filter_map(|n| syscall_by_name(n)).map(|s| s.nr).collect();
+    let mut nrs: Vec<u32> =
+        ["execve", "execveat"].iter().filter_map(|n| syscall_by_name(n)).map(|s| s.nr).collect();
     let severe = rules
         .rules()
         .iter()
@@ -101,7 +102,8 @@ mod tests {
 
     #[test]
     fn exec_and_the_severe_rules_events_may_use_the_reserve() {
-        let yaml = "- rule: a\n  desc: d\n  condition: evt.type = ptrace\n  output: x\n  priority: CRITICAL\n\
+        let yaml =
+            "- rule: a\n  desc: d\n  condition: evt.type = ptrace\n  output: x\n  priority: CRITICAL\n\
                     - rule: b\n  desc: d\n  condition: evt.type = openat\n  output: x\n  priority: WARNING\n";
         let rules = RuleSet::load(&[("r.yaml", yaml)], &LoadOptions::default()).unwrap();
         let names = |v: Vec<u32>| -> Vec<&str> {
