@@ -84,6 +84,13 @@ bench-rules: build
 bench-vs-falco: build
 	target/release/harrier-bench vs-falco $(if $(FALCO),--falco $(FALCO) --falco-config $(FALCO_CONFIG)) $(BENCH_ARGS)
 
+# Alert-by-alert comparison with a real Falco (never part of the project: pass its binary and
+# config): both attached at once, the battery of behaviours (or BENCH_ARGS='--workload cargo'),
+# every alert and output field compared; docs/falco-diff.md and .json (~5 min).
+.PHONY: bench-falco-diff
+bench-falco-diff: build
+	target/release/harrier-bench falco-diff --falco $(FALCO) --falco-config $(FALCO_CONFIG) $(BENCH_ARGS)
+
 # Regenerates bpf/vmlinux/vmlinux.h from the running kernel.
 vmlinux:
 	bash scripts/gen-vmlinux.sh

@@ -175,15 +175,18 @@ int BPF_PROG(hr_fork, struct task_struct *parent, struct task_struct *child)
 	struct hr_em em;
 
 	/* Runs in the parent: the header names it, the child comes in the body,
-	 * with its pid as its namespace sees it and whether it shares the
-	 * parent's fd table (threads, CLONE_FILES). */
+	 * with its pid as its namespace sees it, whether it shares the
+	 * parent's fd table (threads, CLONE_FILES) and whether its parent is
+	 * the caller's own parent (CLONE_PARENT: runc's container init). */
 	if (hr_begin_fixed(&em, HR_META_FORK, 0, 24 + 8 + 16 + 8))
 		return 0;
 	hr_put_u32(&em, 24, child->pid);
 	hr_put_u32(&em, 28, child->tgid);
 	hr_put_comm(&em, 32, child->comm);
 	hr_put_u32(&em, 48, hr_vpid_of(child));
-	hr_put_u32(&em, 52, child->files == parent->files ? HR_FORK_SHARES_FILES : 0);
+	hr_put_u32(&em, 52, (child->files == parent->files ? HR_FORK_SHARES_FILES : 0) |
+			    (child->tgid != parent->tgid && child->real_parent != parent ?
+				     HR_FORK_PARENTS_PARENT : 0));
 	return hr_submit_fixed(&em);
 }
 

@@ -83,7 +83,8 @@ static __always_inline long hr_dstep(struct hr_dwalk *w, __u8 *buf)
 	}
 	parent = (__u64)hr_kread(d, struct dentry, d_parent);
 	/* A disconnected dentry (a memfd's "memfd:name"): its name is all
-	 * there is, as /proc's links show it; written below, then stop. */
+	 * there is; written below, then stop. Alone it is written as Falco's
+	 * driver writes it, without a leading '/' (/proc's links add one). */
 	if (parent == d) {
 		w->flags |= HR_DW_DISCONNECTED;
 		parent = 0;
@@ -97,7 +98,7 @@ static __always_inline long hr_dstep(struct hr_dwalk *w, __u8 *buf)
 	}
 	bpf_probe_read_kernel(buf + ((pos + 1) & (HR_PATH_MAX - 1)), len, name);
 	buf[pos & (HR_PATH_MAX - 1)] = '/';
-	w->pos = pos;
+	w->pos = pos + ((w->flags & HR_DW_DISCONNECTED) && w->pos == HR_PATH_MAX);
 	w->dentry = parent;
 	return parent ? 0 : 1;
 }

@@ -37,6 +37,7 @@ enum hr_meta_type {
 };
 
 #define HR_FORK_SHARES_FILES 1	/* the child shares the parent's fd table */
+#define HR_FORK_PARENTS_PARENT 2	/* CLONE_PARENT: the child's parent is the caller's parent */
 
 enum hr_drop_reason {
 	HR_DROP_RING_FULL = 0,	/* no room in the ring */

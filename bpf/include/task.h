@@ -24,6 +24,18 @@ struct inode___old {
 #define HR_OVERLAYFS_MAGIC 0x794c7630
 #define HR_EXE_UPPER_LAYER 1	/* exe_flags bits, mirrored in harrier-state */
 #define HR_EXE_MEMFD 2
+#define HR_EXE_WRITABLE 4
+#define HR_EXE_LOWER_LAYER 8
+#define HR_SB_RDONLY 1
+#define HR_S_IFMT 0170000
+#define HR_S_IFREG 0100000
+#define HR_S_IFDIR 0040000
+#define HR_S_IFLNK 0120000
+#define HR_S_IMMUTABLE 8
+#define HR_CAP_DAC_OVERRIDE 1
+#define HR_CAP_FOWNER 3
+#define HR_GROUP_SEARCH 16	/* binary search steps: log2(NGROUPS_MAX) */
+#define HR_UID_EXTENTS 5	/* the extents a uid_gid_map keeps inline */
 #define HR_CG_DEPTH 8		/* cgroup levels kept (the deepest ones) */
 #define HR_CG_NAME 256
 /* Nanoseconds fit 30 bits; 6.x keeps a flag (I_CTIME_QUERIED) in bit 31. */
@@ -164,16 +176,105 @@ static __always_inline __u64 hr_task_exe_mtime(struct hr_em *em)
 	return BPF_CORE_READ(o, i_mtime.tv_sec) * 1000000000ULL + BPF_CORE_READ(o, i_mtime.tv_nsec);
 }
 
+/* Whether kernel id `id` has a number in user namespace map `m` (the inline
+ * extents only, as Falco's driver checks). */
+static __always_inline bool hr_id_mapped(struct uid_gid_map *m, __u32 id)
+{
+	__u32 n = BPF_CORE_READ(m, nr_extents);
+
+	for (int j = 0; j < HR_UID_EXTENTS; j++) {
+		__u32 first, count;
+
+		if (j >= n)
+			break;
+		first = BPF_CORE_READ(m, extent[j].lower_first);
+		count = BPF_CORE_READ(m, extent[j].count);
+		if (id >= first && id - first < count)
+			return true;
+	}
+	return false;
+}
+
+static __always_inline bool hr_in_groups(struct cred *cred, __u32 gid)
+{
+	struct group_info *gi = BPF_CORE_READ(cred, group_info);
+	__u32 lo = 0, hi, mid, g;
+
+	if (!gi)
+		return false;
+	hi = BPF_CORE_READ(gi, ngroups);
+	for (int j = 0; j < HR_GROUP_SEARCH && lo < hi; j++) {
+		mid = (lo + hi) / 2;
+		g = 0;
+		bpf_core_read(&g, sizeof(g), &gi->gid[mid & 0xffff]);
+		if (gid > g)
+			lo = mid + 1;
+		else if (gid < g)
+			hi = mid;
+		else
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Falco's EXE_WRITABLE: could the task write its executable? The kernel's
+ * generic checks without ACLs or LSMs: a read-only mount or an immutable
+ * inode never; the owner always; else the mode's group or other bits; else
+ * CAP_DAC_OVERRIDE or CAP_FOWNER over ids its user namespace maps. A global
+ * function: the verifier checks it once, apart from execve's other fields.
+ */
+__attribute__((noinline)) __u32 hr_exe_writable(__u64 creds, __u64 inode)
+{
+	struct cred *cred = (struct cred *)creds;
+	struct inode *i = (struct inode *)inode;
+	struct user_namespace *ns;
+	__u32 mode, uid, gid, fsuid;
+	__u64 caps = 0;
+	bool uid_ok;
+
+	if (!cred || !i)
+		return 0;
+	mode = BPF_CORE_READ(i, i_mode);
+	if ((BPF_CORE_READ(i, i_sb, s_flags) & HR_SB_RDONLY) &&
+	    ((mode & HR_S_IFMT) == HR_S_IFREG || (mode & HR_S_IFMT) == HR_S_IFDIR ||
+	     (mode & HR_S_IFMT) == HR_S_IFLNK))
+		return 0;
+	if (BPF_CORE_READ(i, i_flags) & HR_S_IMMUTABLE)
+		return 0;
+	uid = BPF_CORE_READ(i, i_uid.val);
+	gid = BPF_CORE_READ(i, i_gid.val);
+	if (uid == (__u32)-1 || gid == (__u32)-1)
+		return 0;
+	fsuid = BPF_CORE_READ(cred, fsuid.val);
+	if (fsuid == uid)
+		return 1;
+	if (gid == BPF_CORE_READ(cred, fsgid.val) || hr_in_groups(cred, gid))
+		mode >>= 3;
+	if (mode & 0002)
+		return 1;
+	ns = BPF_CORE_READ(cred, user_ns);
+	if (!ns)
+		return 0;
+	bpf_core_read(&caps, sizeof(caps), &cred->cap_effective);
+	uid_ok = hr_id_mapped(&ns->uid_map, uid);
+	if ((caps & (1ULL << HR_CAP_DAC_OVERRIDE)) && uid_ok && hr_id_mapped(&ns->gid_map, gid))
+		return 1;
+	return (caps & (1ULL << HR_CAP_FOWNER)) && uid_ok;
+}
+
 /*
  * Where the executable lives: an overlayfs file whose inode has an upper
  * dentry was written in the container (struct ovl_inode keeps __upperdentry
- * right after its vfs inode; overlay's types are not in vmlinux BTF); a
- * memfd's dentry is named "memfd:...".
+ * with an inode right after its vfs inode; overlay's types are not in
+ * vmlinux BTF), any other overlayfs file comes from a lower layer; a memfd's dentry is named
+ * "memfd:..."; and whether the task may write it (Falco's execve flags).
  */
 static __always_inline __u32 hr_task_exe_flags(struct hr_em *em)
 {
 	struct task_struct *t = em->task;
-	struct file *f = em->ret == 0 ? t->mm->exe_file : 0;
+	/* After a failed exec too (the image that stays), as Falco's driver writes it. */
+	struct file *f = t->mm->exe_file;
 	struct inode *i;
 	void *upper = 0;
 	char name[6] = {};
@@ -184,13 +285,17 @@ static __always_inline __u32 hr_task_exe_flags(struct hr_em *em)
 	i = f->f_inode;
 	if (i->i_sb->s_magic == HR_OVERLAYFS_MAGIC) {
 		bpf_probe_read_kernel(&upper, sizeof(upper), (void *)i + bpf_core_type_size(struct inode));
-		if (upper)
-			flags |= HR_EXE_UPPER_LAYER;
+		upper = upper ? (void *)BPF_CORE_READ((struct dentry *)upper, d_inode, i_ino) : 0;
+		flags |= upper ? HR_EXE_UPPER_LAYER : HR_EXE_LOWER_LAYER;
 	}
 	bpf_probe_read_kernel(name, sizeof(name), f->f_path.dentry->d_name.name);
 	if (name[0] == 'm' && name[1] == 'e' && name[2] == 'm' && name[3] == 'f' && name[4] == 'd' &&
 	    name[5] == ':')
 		flags |= HR_EXE_MEMFD;
+	/* A probe-read pointer is a scalar, which a global function accepts (a
+	 * plain load's is typed, which it does not): one more read per exec. */
+	if (hr_exe_writable((__u64)BPF_CORE_READ(t, cred), (__u64)BPF_CORE_READ(f, f_inode)))
+		flags |= HR_EXE_WRITABLE;
 	return flags;
 }
 

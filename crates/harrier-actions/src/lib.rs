@@ -5,6 +5,7 @@
 //! rules-load` and its smoke test.
 
 pub mod actions;
+pub mod battery;
 pub mod behaviour;
 pub mod generator;
 pub mod kit;

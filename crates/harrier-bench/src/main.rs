@@ -4,6 +4,7 @@ mod alloc_count;
 mod capture;
 mod convert;
 mod costs;
+mod falco_diff;
 mod files;
 mod fs;
 mod fs_rate;
@@ -83,6 +84,9 @@ enum Cmd {
     /// `harrier run` side by side with a Falco binary (make bench-vs-falco): four workloads,
     /// the empty-program floor, BPF run-time stats, drop-free rate under 1 CPU, SIGINT stops.
     VsFalco(vs_falco::Args),
+    /// Falco and `harrier run` at once on the battery (or a cargo build): every alert and
+    /// output field compared, the report in docs/falco-diff.md.
+    FalcoDiff(falco_diff::Args),
     /// Capture files: write and read events/s on one core, with and without zstd; bytes per event.
     Files {
         #[arg(long, default_value_t = 3_000_000)]
@@ -349,6 +353,7 @@ fn main() -> ExitCode {
         Cmd::Convert { dir, rounds } => convert::run(&dir, rounds),
         Cmd::RulesLoad(args) => rules_load::run_cli(args),
         Cmd::VsFalco(args) => vs_falco::run_cli(args),
+        Cmd::FalcoDiff(args) => falco_diff::run_cli(args),
         Cmd::Files { events, rounds, out, redis_requests, scap_dir } => files::run(events, rounds, &out)
             .and_then(|()| {
                 if redis_requests > 0 {

@@ -47,8 +47,8 @@ pub const F_REST: u8 = 0xff;
 /// The layout a record falls back to when it does not match its type's.
 const REST: &[u8] = &[F_REST];
 
-/// The layout records of this type field normally have (the ARGS_AT_EXIT
-/// bit does not change it): ret, then the parameters in wire order.
+/// The layout records of this type field normally have (the ARGS_AT_EXIT and
+/// NO_RET bits do not change it): ret, then the parameters in wire order.
 fn layout_of(type_field: u16) -> &'static [u8] {
     static TABLE: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
     let t = TABLE.get_or_init(|| {
@@ -74,7 +74,7 @@ fn layout_of(type_field: u16) -> &'static [u8] {
         t[META_COMM as usize] = vec![F_I64, comm];
         t
     });
-    let kind = type_field & !ARGS_AT_EXIT;
+    let kind = type_field & !(ARGS_AT_EXIT | harrier_schema::wire::NO_RET);
     if kind == FOREIGN_TYPE {
         return REST;
     }

@@ -22,7 +22,9 @@
 //!   `env`: `env_size` is inserted as unknown (u32::MAX), the caps as 0, and
 //!   `env` is left out, so an old exec has no environment (absent, not
 //!   empty). set*uid and capset gained trailing `cur_cap_permitted` and
-//!   `cur_cap_inheritable`: left out, read as missing.
+//!   `cur_cap_inheritable`: left out, read as missing. bpf became typed
+//!   (its `cmd`) without a version bump: a generic bpf record of any
+//!   version is rewritten as setsid's and setpgid's are.
 
 use harrier_schema::encode::{encode, Arg};
 use harrier_schema::wire::{Header, PARAMS_BASE};
@@ -51,7 +53,12 @@ const TYPED_IN_V3: &[(&str, &[Option<usize>])] = &[
     ("close_range", &[Some(0), Some(1), Some(2)]),
     ("setsid", &[None]),
     ("setpgid", &[Some(0), Some(1), None]),
+    ("bpf", &[Some(0)]),
 ];
+
+/// Typed after the schema version they first appear in was declared: a file
+/// of any version may hold either form, told apart by the length.
+const TYPED_LATER: &[&str] = &["setsid", "setpgid", "bpf"];
 
 /// The fixed task fields execve/execveat gained in v3.
 const EXEC_TASK_FIELDS: [&str; 13] = [
@@ -98,9 +105,9 @@ pub fn upgrade(schema: u16, rec: &[u8], out: &mut Vec<u8>) -> bool {
     let Some(sc) = syscall_by_nr(h.kind as u32) else { return false };
     let ret = i64::from_le_bytes(rec[16..24].try_into().unwrap());
     if let Some((_, from)) = TYPED_IN_V3.iter().find(|(n, _)| *n == sc.name) {
-        // setsid/setpgid were typed after v3 was declared: a v3 file may hold
-        // either form, told apart by the length (their typed records are shorter).
-        if rec.len() != GENERIC_LEN || (schema >= 3 && !matches!(sc.name, "setsid" | "setpgid")) {
+        // setsid/setpgid (after v3) and bpf (after v4) were typed without a version
+        // bump: told apart by the length (their typed records are shorter).
+        if rec.len() != GENERIC_LEN || (schema >= 3 && !TYPED_LATER.contains(&sc.name)) {
             return false;
         }
         let raw = |i: usize| {

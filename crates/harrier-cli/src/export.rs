@@ -165,7 +165,7 @@ pub fn export(a: ExportArgs) -> Result<()> {
                 let exe = st.state.tables.process(v.header.tid).map_or("", |p| &p.exe);
                 if let Ok(Event::Syscall(e)) = decode(bytes) {
                     if let Json::Object(obj) = e.to_json(pid, comm, off) {
-                        row(&mut c, &host, exe, obj, Some(e.ret), false);
+                        row(&mut c, &host, exe, obj, (!e.header.no_ret).then_some(e.ret), false);
                     }
                 }
             }

@@ -80,12 +80,15 @@ impl Filter {
             tid: v.header.tid,
             num,
             wall_ns: v.header.ts + clock.epoch_offset,
+            epoch_offset: clock.epoch_offset,
+            boot_epoch_ns: 0,
             capture_start_ns: clock.capture_start_ns,
             host: clock.host,
             state,
             scratch: &self.scratch,
             cache: Default::default(),
             dns: Some(self.rules.dns()),
+            ifaddrs: &[],
         };
         self.rules.rule_matches(0, &src)
     }
@@ -103,12 +106,15 @@ impl Filter {
             tid: f.tid,
             num,
             wall_ns: f.ts + clock.epoch_offset,
+            epoch_offset: clock.epoch_offset,
+            boot_epoch_ns: 0,
             capture_start_ns: clock.capture_start_ns,
             host: clock.host,
             state,
             scratch: &self.scratch,
             cache: Default::default(),
             dns: Some(self.rules.dns()),
+            ifaddrs: &[],
         };
         let res = f.param("res").and_then(|r| r.trim().parse().ok());
         self.rules.rule_matches(0, &ForeignSource { inner, f, res })

@@ -37,17 +37,27 @@ pub fn load(cfg: &RunConfig) -> Result<RuleSet> {
     } else {
         expand(&cfg.rules_files)?
     };
-    let append = AppendOutput {
-        extra_fields: cfg.append_fields.iter().map(|f| (f.clone(), None)).collect(),
-        ..Default::default()
-    };
-    let opts = LoadOptions {
+    // Fields given on the command line (--append-field) and not from the config's entries.
+    let mut append_output = cfg.append_output.clone();
+    let from_config: Vec<&String> =
+        cfg.append_output.iter().flat_map(|a| a.extra_fields.iter().map(|(n, _)| n)).collect();
+    let loose: Vec<_> =
+        cfg.append_fields.iter().filter(|f| !from_config.contains(f)).map(|f| (f.clone(), None)).collect();
+    if !loose.is_empty() {
+        append_output.push(AppendOutput { extra_fields: loose, ..Default::default() });
+    }
+    let mut opts = LoadOptions {
         rule_matching: cfg.rule_matching,
         min_priority: cfg.priority,
         supported: Arc::new(harrier_engine::source::supported),
-        append_output: if cfg.append_fields.is_empty() { Vec::new() } else { vec![append] },
+        append_output,
         ..Default::default()
     };
+    // Falco 0.44 with suggested output: %container.info expands to nothing (the suggested
+    // container fields are appended instead).
+    if cfg.suggested_output {
+        opts.container_info = String::new();
+    }
     match RuleSet::load(&files, &opts) {
         Ok(rules) => {
             for w in rules.warnings() {

@@ -18,7 +18,13 @@ pub fn time_of_day(out: &mut String, wall_ns: u64) {
 pub fn syscall_line(out: &mut String, num: u64, wall_ns: u64, comm: &str, v: &SyscallView) {
     let _ = write!(out, "{num} ");
     time_of_day(out, wall_ns);
-    let _ = write!(out, " {comm} ({}) {} res={}", v.header.tid, v.syscall.name, v.ret);
+    let _ = write!(out, " {comm} ({}) {} res=", v.header.tid, v.syscall.name);
+    // A legacy exit without a return value: sysdig's <NA>.
+    if v.header.no_ret {
+        out.push_str("<NA>");
+    } else {
+        let _ = write!(out, "{}", v.ret);
+    }
     for i in 0..v.len() {
         let name = v.name_of(i).unwrap_or("?");
         let kind = v.desc(i).map_or(TextKind::Int, |d| d.text);

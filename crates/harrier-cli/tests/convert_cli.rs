@@ -61,3 +61,44 @@ fn a_converted_capture_reads_back_event_for_event() {
     std::fs::remove_file(&file).unwrap();
     std::fs::remove_file(&wire).unwrap();
 }
+
+/// A generic exit of a legacy capture (the libs' event for syscalls they have no
+/// table entry for) carries no return value: sysdig 0.29 shows `<NA>` for its
+/// evt.res and evt.rawres. Converted, it has none either: `read` shows `<NA>`,
+/// a filter on its result is false, and the rules see no evt.res/evt.rawres.
+#[test]
+fn a_legacy_exit_without_a_return_value_has_none_after_conversion() {
+    let Some(input) = capture("curl_google.scap") else { return };
+    let dir = std::env::temp_dir().join(format!("harrier-noret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("c.hrcap");
+    let file_s = file.to_str().unwrap();
+    harrier(&["convert", input.to_str().unwrap(), file_s]);
+    // sysdig: 189 generic exits with <NA> results, among them mprotect's.
+    let read = harrier(&["read", file_s]);
+    let mprotect: Vec<&str> = read.lines().filter(|l| l.contains(" mprotect res=")).collect();
+    assert!(!mprotect.is_empty(), "{read}");
+    assert!(mprotect.iter().all(|l| l.contains(" mprotect res=<NA>")), "{mprotect:?}");
+    let json = harrier(&["read", file_s, "--json", "--filter", "evt.type = mprotect"]);
+    assert_eq!(json.lines().count(), mprotect.len());
+    assert!(json.lines().all(|l| l.contains("\"ret\":null")), "{json}");
+    for cond in ["evt.type = mprotect and evt.rawres exists", "evt.type = mprotect and evt.res = SUCCESS"] {
+        assert_eq!(harrier(&["read", file_s, "--filter", cond]), "", "{cond}");
+    }
+    // Typed events keep theirs.
+    assert!(!harrier(&["read", file_s, "--filter", "evt.type = connect and evt.rawres exists"]).is_empty());
+    let rules = dir.join("r.yaml");
+    std::fs::write(
+        &rules,
+        "- rule: mprotect result\n  desc: d\n  condition: evt.type = mprotect\n  output: res=%evt.res raw=%evt.rawres\n  priority: NOTICE\n",
+    )
+    .unwrap();
+    let out = harrier(&["run", "--replay", file_s, "-r", rules.to_str().unwrap(), "--json"]);
+    let alerts: Vec<serde_json::Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(alerts.len(), mprotect.len(), "{out}");
+    for a in &alerts {
+        assert!(a["output"].as_str().unwrap().ends_with("res=<NA> raw=<NA>"), "{a}");
+        assert!(a["output_fields"]["evt.rawres"].is_null() && a["output_fields"]["evt.res"].is_null(), "{a}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

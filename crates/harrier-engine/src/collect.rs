@@ -48,12 +48,20 @@ enum Reads {
     Some(Vec<String>),
 }
 
-fn reads(sels: &[&FieldSel], keep_env: bool) -> Reads {
+/// The Harrier parameter of `syscall` that Falco's parameter `name` reads
+/// (evt.arg.pathname of an execveat is its filename).
+fn param_source(syscall: &str, name: &str) -> String {
+    let falco =
+        harrier_schema::falco_params::params(syscall).and_then(|ps| ps.iter().find(|p| p.name == name));
+    falco.map_or_else(|| harrier_param_name(name), |p| p.src).to_string()
+}
+
+fn reads(syscall: &str, sels: &[&FieldSel], keep_env: bool) -> Reads {
     let mut names: Vec<String> = Vec::new();
     for sel in sels {
         match sel.field {
             Field::EvtArg | Field::EvtRawarg => match &sel.arg {
-                FieldArg::Key(k) => names.push(harrier_param_name(k).to_string()),
+                FieldArg::Key(k) => names.push(param_source(syscall, k)),
                 _ => return Reads::All,
             },
             Field::EvtArgs | Field::EvtInfo => return Reads::All,
@@ -83,7 +91,7 @@ pub fn collect(rules: &RuleSet, syscalls: &[&'static SyscallInfo], keep_env: boo
     let mut c = Collect::all();
     for s in syscalls {
         let Some(params) = s.params else { continue };
-        let Reads::Some(read) = reads(&selections_for(rules, s), keep_env) else { continue };
+        let Reads::Some(read) = reads(s.name, &selections_for(rules, s), keep_env) else { continue };
         let mut at_entry_read = false;
         for p in params.iter() {
             let optional = OPTIONAL.iter().find(|(sys, name, _)| sys.contains(&s.name) && *name == p.name);
@@ -142,5 +150,16 @@ mod tests {
         let all = rules(&OPEN_RULE.replace("%fd.name", "%evt.args"));
         let c = collect(&all, &syscalls("openat,execve"), false);
         assert_eq!(c.summary(), "execve (no filename, no argv, no env, read at exit)");
+    }
+
+    #[test]
+    fn falco_parameter_names_keep_the_harrier_parameter_they_read() {
+        let r = rules(
+            &OPEN_RULE
+                .replace("openat", "execveat")
+                .replace("fd.name = /etc/shadow", "evt.arg.pathname = /x"),
+        );
+        let c = collect(&r, &syscalls("execveat"), false);
+        assert_eq!(c.summary(), "execveat (no argv, no env)", "pathname is execveat's filename");
     }
 }

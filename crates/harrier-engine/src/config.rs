@@ -28,6 +28,11 @@ pub struct RunConfig {
     pub outputs_queue: Limits,
     /// Falco's append_output: extra fields (e.g. proc.env) on every alert.
     pub append_fields: Vec<String>,
+    /// Falco's append_output entries with their match, extra text and fields.
+    pub append_output: Vec<harrier_rules::ruleset::AppendOutput>,
+    /// An append_output entry asked for the suggested output fields: Falco 0.44 then
+    /// appends its container plugin's suggested fields and drops `%container.info`.
+    pub suggested_output: bool,
     /// Conditions whose events the kernel does not send (see [`crate::kfilter`]).
     pub kernel_drop: Vec<String>,
     pub warnings: Vec<String>,
@@ -48,6 +53,8 @@ impl Default for RunConfig {
             metrics_addr: None,
             outputs_queue: Limits::default(),
             append_fields: Vec::new(),
+            append_output: Vec::new(),
+            suggested_output: false,
             kernel_drop: Vec::new(),
             warnings: Vec::new(),
         }
@@ -132,6 +139,93 @@ impl Reader<'_> {
     }
 }
 
+/// Falco 0.44's suggested output fields (its container plugin's), in the plugin's order,
+/// each appended to every output as `name_with_underscores=%name`.
+pub const SUGGESTED_FIELDS: [&str; 6] = [
+    "container.id",
+    "container.name",
+    "container.image.repository",
+    "container.image.tag",
+    "k8s.pod.name",
+    "k8s.ns.name",
+];
+
+/// The text Falco appends for [`SUGGESTED_FIELDS`].
+pub fn suggested_output() -> String {
+    SUGGESTED_FIELDS.iter().map(|f| format!("{}=%{f}", f.replace('.', "_"))).collect::<Vec<_>>().join(" ")
+}
+
+impl Reader<'_> {
+    /// One append_output entry: `match` (source, tags, rule), `extra_output`,
+    /// `extra_fields` (field names, or `key: fixed text`) and `suggested_output`.
+    fn append_entry(&self, item: &Node, c: &mut RunConfig) -> Result<()> {
+        let mut a = harrier_rules::ruleset::AppendOutput::default();
+        if let Some(m) = item.get("match") {
+            if let Some(s) = m.get("source") {
+                a.source = Some(self.str(s, "append_output.match.source")?.to_string());
+            }
+            if let Some(r) = m.get("rule") {
+                a.rule = Some(self.str(r, "append_output.match.rule")?.to_string());
+            }
+            if let Some(t) = m.get("tags") {
+                a.tags = self.strings(t, "append_output.match.tags")?;
+            }
+        }
+        if let Some(o) = item.get("extra_output") {
+            a.extra_output = self.str(o, "append_output.extra_output")?.to_string();
+        }
+        if let Some(fields) = item.get("extra_fields") {
+            let Node::Seq { items, .. } = fields else {
+                bail!(self.err(fields, "extra_fields must be a list"));
+            };
+            for f in items {
+                match f {
+                    Node::Scalar { value, .. } => {
+                        c.append_fields.push(value.clone());
+                        a.extra_fields.push((value.clone(), None));
+                    }
+                    Node::Map { entries, .. } => {
+                        for (k, v) in entries {
+                            let key = self.str(k, "extra_fields key")?.to_string();
+                            let text = self.str(v, "extra_fields value")?;
+                            if text.contains('%') {
+                                c.warnings.push(format!(
+                                    "{}:{}:{}: only fixed text is supported in extra_fields values",
+                                    self.file,
+                                    v.pos().line,
+                                    v.pos().col
+                                ));
+                                continue;
+                            }
+                            a.extra_fields.push((key, Some(text.to_string())));
+                        }
+                    }
+                    _ => bail!(self.err(f, "an extra_fields item is a field name or a key: value")),
+                }
+            }
+        }
+        let suggested = match item.get("suggested_output") {
+            Some(n) => self.bool(n, "append_output.suggested_output")?,
+            None => false,
+        };
+        let (source, tags, rule) = (a.source.clone(), a.tags.clone(), a.rule.clone());
+        if !a.extra_output.is_empty() || !a.extra_fields.is_empty() {
+            c.append_output.push(a);
+        }
+        if suggested {
+            c.suggested_output = true;
+            c.append_output.push(harrier_rules::ruleset::AppendOutput {
+                source,
+                tags,
+                rule,
+                extra_output: suggested_output(),
+                extra_fields: Vec::new(),
+            });
+        }
+        Ok(())
+    }
+}
+
 impl RunConfig {
     pub fn load(path: &str) -> Result<RunConfig> {
         let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading {path}: {e}"))?;
@@ -197,21 +291,7 @@ impl RunConfig {
                         bail!(r.err(v, "append_output must be a list"));
                     };
                     for item in items {
-                        if let Some(fields) = item.get("extra_fields") {
-                            let Node::Seq { items, .. } = fields else {
-                                bail!(r.err(fields, "extra_fields must be a list"));
-                            };
-                            for f in items {
-                                match f {
-                                    Node::Scalar { value, .. } => c.append_fields.push(value.clone()),
-                                    _ => c.warnings.push(format!(
-                                        "{file}:{}:{}: only field names are supported in extra_fields",
-                                        f.pos().line,
-                                        f.pos().col
-                                    )),
-                                }
-                            }
-                        }
+                        r.append_entry(item, &mut c)?;
                     }
                 }
                 // Harrier's own: checked here so a bad one names its line.
@@ -253,7 +333,7 @@ mod tests {
              json_output: true\nstdout_output:\n  enabled: false\nfile_output:\n  enabled: true\n  \
              filename: /tmp/a.json\nhttp_output:\n  enabled: true\n  url: http://127.0.0.1:2801/\n\
              webserver:\n  enabled: true\n  listen_port: 8765\nplugins: []\n\
-             append_output:\n  - extra_fields:\n      - proc.env\n",
+             append_output:\n  - extra_fields:\n      - proc.env\n  - suggested_output: true\n",
         )
         .unwrap();
         assert_eq!(c.rules_files, ["/etc/falco/falco_rules.yaml"]);
@@ -263,6 +343,14 @@ mod tests {
         assert_eq!(c.http_output.as_deref(), Some("http://127.0.0.1:2801/"));
         assert_eq!(c.metrics_addr.as_deref(), Some("0.0.0.0:8765"));
         assert_eq!(c.append_fields, ["proc.env"]);
+        assert!(c.suggested_output);
+        assert_eq!(c.append_output.len(), 2);
+        assert_eq!(
+            c.append_output[1].extra_output,
+            "container_id=%container.id container_name=%container.name \
+             container_image_repository=%container.image.repository \
+             container_image_tag=%container.image.tag k8s_pod_name=%k8s.pod.name k8s_ns_name=%k8s.ns.name"
+        );
         assert_eq!(c.warnings, ["falco.yaml:17:1: 'plugins' is not used by harrier"]);
     }
 

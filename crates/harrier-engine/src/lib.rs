@@ -5,6 +5,7 @@
 
 pub mod collect;
 pub mod config;
+mod falco_args;
 pub mod interest;
 pub mod kfilter;
 pub mod metrics;
@@ -51,6 +52,8 @@ pub struct Engine {
     host: String,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC: events carry monotonic time.
     epoch_offset: u64,
+    /// The host's boot time, ns since the epoch (/proc/stat's btime).
+    boot_epoch_ns: u64,
     capture_start_ns: u64,
     scratch: RefCell<String>,
     pub counters: EngineCounters,
@@ -58,6 +61,8 @@ pub struct Engine {
     all_matches: bool,
     /// Results of the checks rules share, for the event being evaluated.
     memo: Memo,
+    /// The host's interface addresses at start (Falco's fd.l*/fd.r*).
+    ifaddrs: Vec<std::net::IpAddr>,
 }
 
 /// x86_64 close(2) (checked against the syscall table in a test).
@@ -72,6 +77,44 @@ fn tsc() -> u64 {
 /// proc.env: only then do the state tables keep each process's environment.
 pub fn needs_env(rules: &RuleSet) -> bool {
     rules.fields_used().contains(&harrier_rules::Field::ProcEnv)
+}
+
+/// This machine's interface addresses (getifaddrs), as Falco lists them at start.
+pub fn interface_addrs() -> Vec<std::net::IpAddr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills a list we only read and then free.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut p = head;
+    while !p.is_null() {
+        let ifa = unsafe { &*p };
+        if !ifa.ifa_addr.is_null() {
+            match unsafe { (*ifa.ifa_addr).sa_family } as i32 {
+                libc::AF_INET => {
+                    let a = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                    out.push(std::net::IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes()));
+                }
+                libc::AF_INET6 => {
+                    let a = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                    out.push(std::net::IpAddr::from(a.sin6_addr.s6_addr));
+                }
+                _ => {}
+            }
+        }
+        p = ifa.ifa_next;
+    }
+    unsafe { libc::freeifaddrs(head) };
+    out
+}
+
+/// The host's boot time in ns since the epoch, as Falco reads it (/proc/stat's
+/// btime, whole seconds); 0 if unreadable.
+pub fn boot_epoch_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let btime = stat.lines().find_map(|l| l.strip_prefix("btime ")?.trim().parse::<u64>().ok());
+    btime.unwrap_or(0) * 1_000_000_000
 }
 
 /// CLOCK_REALTIME - CLOCK_MONOTONIC, for wall-clock event times.
@@ -98,12 +141,14 @@ impl Engine {
             outputs,
             host: harrier_outputs::hostname(),
             epoch_offset: offset,
+            boot_epoch_ns: boot_epoch_ns(),
             capture_start_ns: offset + monotonic_now(),
             scratch: RefCell::new(String::with_capacity(4096)),
             counters: EngineCounters { per_rule, ..Default::default() },
             procexit: EventType(PSEUDO_BASE + procexit as u16),
             all_matches: matching == RuleMatching::All,
             memo: rules.memo(),
+            ifaddrs: interface_addrs(),
             rules,
         }
     }
@@ -196,12 +241,15 @@ impl Engine {
             tid,
             num: self.counters.events,
             wall_ns: ts + self.epoch_offset,
+            epoch_offset: self.epoch_offset,
+            boot_epoch_ns: self.boot_epoch_ns,
             capture_start_ns: self.capture_start_ns,
             host: &self.host,
             state: &self.state,
             scratch: &self.scratch,
             cache: Default::default(),
             dns: Some(self.rules.dns()),
+            ifaddrs: &self.ifaddrs,
         };
         // One clock read per rule, not two: each rule's time ends where the next one's begins.
         let mut t0 = tsc();
@@ -225,6 +273,8 @@ impl Engine {
             for (name, v) in fields {
                 output_fields.insert(name, json_value(v));
             }
+            // Falco adds its text prefix's field (the event time, in ns) to every alert's fields.
+            output_fields.insert("evt.time".into(), src.wall_ns.into());
             self.outputs.emit(Arc::new(Alert {
                 time_ns: src.wall_ns,
                 rule: rule.name.clone(),

@@ -23,6 +23,11 @@ pub struct Source<'a, S: StateView + ?Sized> {
     pub num: u64,
     /// Wall-clock ns since the epoch.
     pub wall_ns: u64,
+    /// CLOCK_REALTIME - CLOCK_MONOTONIC: process start times are monotonic.
+    pub epoch_offset: u64,
+    /// The host's boot time (ns since the epoch, /proc/stat's btime): Falco's start
+    /// of the host's pid namespace (container.start_ts of host processes).
+    pub boot_epoch_ns: u64,
     pub capture_start_ns: u64,
     pub host: &'a str,
     pub state: &'a S,
@@ -31,6 +36,9 @@ pub struct Source<'a, S: StateView + ?Sized> {
     pub cache: LookupCache<'a>,
     /// The rules' names and their addresses (fd.sip.name in outputs).
     pub dns: Option<&'a harrier_rules::dns::Resolver>,
+    /// The host's interface addresses: Falco's fd.l*/fd.r* call the client end
+    /// local when its address is one of them (never, in a container).
+    pub ifaddrs: &'a [std::net::IpAddr],
 }
 
 /// The event's process and fd, looked up once per event, not once per field.
@@ -95,7 +103,15 @@ pub fn supported(f: Field) -> bool {
             | ProcExepath
             | ProcIsExeUpperLayer
             | ProcIsExeFromMemfd
+            | ProcIsExeWritable
+            | ProcIsExeLowerLayer
             | ProcSid
+            | ProcSname
+            | ProcSidExe
+            | ProcSidExepath
+            | ProcVpgidName
+            | ProcVpgidExe
+            | ProcVpgidExepath
             | ProcTty
             | ProcVpid
             | ProcVpgid
@@ -152,6 +168,18 @@ pub fn supported(f: Field) -> bool {
             | ContainerName
             | ContainerImage
             | ContainerImageRepository
+            | ContainerImageId
+            | ContainerImageTag
+            | ContainerImageDigest
+            | ContainerType
+            | ContainerStartTs
+            | ContainerDuration
+            | ProcPidnsInitStartTs
+            | ProcExeInoCtime
+            | ProcExeInoMtime
+            | ProcExeInoCtimeDurationProcStart
+            | ProcExeInoCtimeDurationPidnsStart
+            | ProcPpidTs
             | ContainerPrivileged
             | FdNameChanged
             | FdLip
@@ -174,64 +202,6 @@ pub fn supported(f: Field) -> bool {
             | ContainerMountRdwr
             | ContainerMountPropagation
     )
-}
-
-/// errno names for evt.res (Falco prints the name, e.g. ENOENT).
-fn errno_name(e: i64) -> &'static str {
-    const NAMES: [&str; 41] = [
-        "SUCCESS",
-        "EPERM",
-        "ENOENT",
-        "ESRCH",
-        "EINTR",
-        "EIO",
-        "ENXIO",
-        "E2BIG",
-        "ENOEXEC",
-        "EBADF",
-        "ECHILD",
-        "EAGAIN",
-        "ENOMEM",
-        "EACCES",
-        "EFAULT",
-        "ENOTBLK",
-        "EBUSY",
-        "EEXIST",
-        "EXDEV",
-        "ENODEV",
-        "ENOTDIR",
-        "EISDIR",
-        "EINVAL",
-        "ENFILE",
-        "EMFILE",
-        "ENOTTY",
-        "ETXTBSY",
-        "EFBIG",
-        "ENOSPC",
-        "ESPIPE",
-        "EROFS",
-        "EMLINK",
-        "EPIPE",
-        "EDOM",
-        "ERANGE",
-        "EDEADLK",
-        "ENAMETOOLONG",
-        "ENOLCK",
-        "ENOSYS",
-        "ENOTEMPTY",
-        "ELOOP",
-    ];
-    match -e {
-        n @ 0..=40 => NAMES[n as usize],
-        110 => "ETIMEDOUT",
-        111 => "ECONNREFUSED",
-        115 => "EINPROGRESS",
-        113 => "EHOSTUNREACH",
-        101 => "ENETUNREACH",
-        98 => "EADDRINUSE",
-        95 => "EOPNOTSUPP",
-        _ => "E?",
-    }
 }
 
 /// Open-style flags of this event, if it has them (open, openat, openat2, creat).
@@ -370,6 +340,99 @@ impl<'a, S: StateView + ?Sized> Source<'a, S> {
     }
 }
 
+/// The tag of an image reference ("busybox:1.36" → "1.36"), if it has one.
+fn image_tag(image: &str) -> Option<&str> {
+    let name = image.split('@').next()?;
+    let last = name.rsplit('/').next()?;
+    last.split_once(':').map(|(_, t)| t)
+}
+
+/// What Falco writes for a name it could not find (user.name, user.loginname...).
+const NA: &str = "<NA>";
+
+impl<'a, S: StateView + ?Sized> Source<'a, S> {
+    /// When the process's pid namespace started (ns since the epoch): the host's boot
+    /// time outside a pid namespace, else the start of the namespace's init (the
+    /// nearest ancestor whose pid there is 1), as Falco's container.start_ts.
+    fn pidns_start(&self) -> Option<u64> {
+        let p = self.proc()?;
+        if p.vpid.is_none_or(|v| v == p.pid) {
+            return (self.boot_epoch_ns != 0).then_some(self.boot_epoch_ns);
+        }
+        // Falco adds the init's start (monotonic) to /proc/stat's btime, whole seconds.
+        let mut cur = *p;
+        for _ in 0..64 {
+            if cur.vpid == Some(1) {
+                return cur.start_ns.map(|t| t + self.boot_epoch_ns);
+            }
+            if cur.ppid == 0 || cur.ppid == cur.pid {
+                return None;
+            }
+            cur = self.state.process_by_pid(cur.ppid)?;
+        }
+        None
+    }
+
+    /// Falco's fd.name and fd.directory of an event with no fd to name: a failed
+    /// open names the path it was given (made absolute); another event that uses
+    /// an fd in Falco's table, the empty name (directory "/").
+    fn fd_name_without_fd(&self, field: Field, out: &mut dyn FnMut(Value<'_>) -> bool) {
+        let Some(v) = self.view else { return };
+        if field == Field::FdFilename || !harrier_schema::falco_params::uses_fd(v.syscall.name) {
+            return;
+        }
+        if let Some(p) = harrier_schema::falco_params::params(v.syscall.name)
+            .filter(|_| family::of(v.syscall.nr).contains(Family::OPEN))
+            .and_then(|ps| ps.iter().find(|p| p.name == "name"))
+        {
+            return self.with_scratch(out, |s| {
+                self.falco_arg(v, p, s, false);
+                if field == Field::FdDirectory {
+                    match s.rfind('/') {
+                        Some(i) if i > 0 => s.truncate(i),
+                        _ => *s = "/".into(),
+                    }
+                }
+            });
+        }
+        out(Value::str(if field == Field::FdDirectory { "/" } else { "" }));
+    }
+
+    /// Is the client end of this socket the local one, as Falco decides: its
+    /// address is one of the host's interfaces, and never in a container
+    /// (Falco would compare it with the container's IP, which is not known here).
+    fn client_local(&self, t: &crate::view::Tuple) -> bool {
+        let host = self.proc().is_some_and(|p| p.container_id.is_empty());
+        host && self.ifaddrs.contains(&t.cip)
+    }
+
+    /// The process whose pid is `id(p)` (Falco's session or process group leader):
+    /// looked up by pid outside a pid namespace, else (or when gone) the oldest of
+    /// the unbroken line of ancestors sharing the id.
+    fn leader(&self, p: &ProcInfo<'a>, id: fn(&ProcInfo<'_>) -> Option<u32>) -> Option<ProcInfo<'a>> {
+        let want = id(p)?;
+        if p.vpid.is_none_or(|v| v == p.pid) {
+            if let Some(l) = self.state.process_by_pid(want) {
+                return Some(l);
+            }
+        }
+        let mut found = None;
+        let mut cur = *p;
+        for _ in 0..64 {
+            if cur.ppid == 0 || cur.ppid == cur.pid {
+                break;
+            }
+            let Some(parent) = self.state.process_by_pid(cur.ppid) else { break };
+            if id(&parent) != Some(want) {
+                break;
+            }
+            found = Some(parent);
+            cur = parent;
+        }
+        found
+    }
+}
+
 fn cmdline<'x>(p: &ProcInfo<'x>, s: &mut String) {
     s.push_str(&String::from_utf8_lossy(p.comm));
     for a in p.args.split(|&c| c == 0).filter(|a| !a.is_empty()) {
@@ -432,13 +495,30 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             EvtSource => one(out, Some(Value::str("syscall"))),
             EvtArg | EvtRawarg => {
                 let Some(v) = view else { return };
+                // Falco's parameter lists where they are mapped: its names, its text.
+                if let (EvtArg, Some(ps)) = (field, harrier_schema::falco_params::params(v.syscall.name)) {
+                    let p = match arg {
+                        FieldArg::Index(i) => ps.get(*i as usize),
+                        FieldArg::Key(k) => ps.iter().find(|p| p.name == &**k),
+                        FieldArg::None => None,
+                    };
+                    if let Some(p) = p {
+                        self.with_scratch(out, |s| self.falco_arg(v, p, s, false));
+                    }
+                    return;
+                }
                 let i = match arg {
                     FieldArg::Index(i) => Some(*i as usize),
-                    FieldArg::Key(k) => v.index_of(k),
+                    FieldArg::Key(k) => v.index_of(harrier_rules::fields::harrier_param_name(k)),
                     FieldArg::None => None,
                 };
                 match i {
                     Some(i) => self.param_value(i, field == EvtRawarg, out),
+                    None if arg.key().map(harrier_rules::fields::harrier_param_name) == Some("ret") => {
+                        if !v.header.no_ret {
+                            out(Value::S64(v.ret));
+                        }
+                    }
                     // Falco's execve exit calls the executable's flags `flags` (execveat has
                     // its own `flags`, found above).
                     None if arg.key() == Some("flags") => {
@@ -456,6 +536,18 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             }
             EvtArgs | EvtInfo => {
                 let Some(v) = view else { return };
+                if let Some(ps) = harrier_schema::falco_params::params(v.syscall.name) {
+                    return self.with_scratch(out, |s| {
+                        for (i, p) in ps.iter().enumerate() {
+                            if i > 0 {
+                                s.push(' ');
+                            }
+                            s.push_str(p.name);
+                            s.push('=');
+                            self.falco_arg(v, p, s, true);
+                        }
+                    });
+                }
                 self.with_scratch(out, |s| {
                     for i in 0..v.len() {
                         let name = v.name_of(i).unwrap_or("?");
@@ -478,11 +570,20 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 let Some(Param::Bytes(b)) = view.and_then(|v| v.known(Known::Data)) else { return };
                 one(out, Some(if field == EvtBuffer { Value::Str(b) } else { Value::U64(b.len() as u64) }))
             }
+            // Falco: SUCCESS, the errno's name, or the number when it has none.
             EvtRes => {
-                one(out, view.map(|v| Value::str(if v.ret >= 0 { "SUCCESS" } else { errno_name(v.ret) })))
+                // A legacy exit without a return value has none (Falco: has_return_value()).
+                let Some(v) = view.filter(|v| !v.header.no_ret) else { return };
+                match (v.ret >= 0, harrier_schema::falco::errno_name(-v.ret)) {
+                    (true, _) => one(out, Some(Value::str("SUCCESS"))),
+                    (false, Some(name)) => one(out, Some(Value::str(name))),
+                    (false, None) => self.with_scratch(out, |s| {
+                        let _ = write!(s, "{}", v.ret);
+                    }),
+                }
             }
-            EvtRawres => one(out, view.map(|v| Value::S64(v.ret))),
-            EvtFailed => one(out, view.map(|v| Value::Bool(v.ret < 0))),
+            EvtRawres => one(out, view.filter(|v| !v.header.no_ret).map(|v| Value::S64(v.ret))),
+            EvtFailed => one(out, view.filter(|v| !v.header.no_ret).map(|v| Value::Bool(v.ret < 0))),
             EvtIsOpenRead | EvtIsOpenWrite | EvtIsOpenExec | EvtIsOpenCreate => {
                 let flags = self.cache.open_flags.get_or_init(|| view.and_then(|v| open_flags(v)));
                 let Some((flags, mode)) = *flags else { return };
@@ -501,7 +602,17 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             ProcName => one(out, self.proc().map(|p| Value::Str(p.comm))),
             ProcExe => one(out, self.proc().map(|p| Value::Str(p.exe))),
             ProcExepath => one(out, self.proc().map(|p| Value::Str(p.exepath))),
-            ProcCwd => one(out, self.proc().filter(|p| !p.cwd.is_empty()).map(|p| Value::Str(p.cwd))),
+            // Falco keeps a cwd with a trailing '/' (threadinfo's set_cwd).
+            ProcCwd => {
+                let Some(p) = self.proc().filter(|p| !p.cwd.is_empty()) else { return };
+                if p.cwd.ends_with(b"/") {
+                    return one(out, Some(Value::Str(p.cwd)));
+                }
+                self.with_scratch(out, |s| {
+                    s.push_str(&String::from_utf8_lossy(p.cwd));
+                    s.push('/');
+                })
+            }
             ProcArgs => {
                 let Some(p) = self.proc() else { return };
                 self.with_scratch(out, |s| {
@@ -553,13 +664,34 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             ProcAcmdline => self.ancestors(arg, out, |p| Value::Str(p.comm)),
             ProcIsExeUpperLayer => one(out, self.proc().and_then(|p| p.exe_upper_layer).map(Value::Bool)),
             ProcIsExeFromMemfd => one(out, self.proc().and_then(|p| p.exe_from_memfd).map(Value::Bool)),
+            ProcIsExeWritable => one(out, self.proc().and_then(|p| p.exe_writable).map(Value::Bool)),
+            ProcIsExeLowerLayer => one(out, self.proc().and_then(|p| p.exe_lower_layer).map(Value::Bool)),
+            ProcSname | ProcSidExe | ProcSidExepath | ProcVpgidName | ProcVpgidExe | ProcVpgidExepath => {
+                let Some(p) = self.proc() else { return };
+                let by_sid = matches!(field, ProcSname | ProcSidExe | ProcSidExepath);
+                // Falco gives an empty string, not "no value", when the leader is unknown.
+                let leader = if by_sid { self.leader(p, |q| q.sid) } else { self.leader(p, |q| q.vpgid) };
+                let v = leader.map_or(&b""[..], |l| match field {
+                    ProcSname | ProcVpgidName => l.comm,
+                    ProcSidExe | ProcVpgidExe => l.exe,
+                    _ => l.exepath,
+                });
+                one(out, Some(Value::Str(v)))
+            }
             ProcSid => one(out, self.proc().and_then(|p| opt_u64(p.sid))),
             ProcTty => one(out, self.proc().and_then(|p| opt_u64(p.tty))),
             ProcVpid => one(out, self.proc().and_then(|p| opt_u64(p.vpid))),
             ProcVpgid => one(out, self.proc().and_then(|p| opt_u64(p.vpgid))),
             ProcIsVpgidLeader => one(out, self.proc().and_then(|p| Some(Value::Bool(p.vpgid? == p.vpid?)))),
             ProcIsSidLeader => one(out, self.proc().and_then(|p| Some(Value::Bool(p.sid? == p.pid)))),
-            ProcPidTs => one(out, self.proc().and_then(|p| p.start_ns).map(Value::U64)),
+            ProcPidTs => {
+                one(out, self.proc().and_then(|p| p.start_ns).map(|t| Value::U64(t + self.epoch_offset)))
+            }
+            ProcPpidTs => {
+                let Some(p) = self.proc() else { return };
+                let parent = self.state.process_by_pid(p.ppid).filter(|_| p.ppid != 0);
+                one(out, parent.and_then(|q| q.start_ns).map(|t| Value::U64(t + self.epoch_offset)))
+            }
             ProcDuration => one(
                 out,
                 self.proc().and_then(|p| p.start_ns).map(|s| Value::U64(self.wall_ns.saturating_sub(s))),
@@ -573,17 +705,17 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     FdSipName => t.sip,
                     FdCipName => t.cip,
                     FdLipName => {
-                        if t.is_server {
-                            t.sip
-                        } else {
+                        if self.client_local(&t) {
                             t.cip
+                        } else {
+                            t.sip
                         }
                     }
                     _ => {
-                        if t.is_server {
-                            t.cip
-                        } else {
+                        if self.client_local(&t) {
                             t.sip
+                        } else {
+                            t.cip
                         }
                     }
                 };
@@ -604,30 +736,42 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     })
                     .map(|c| Value::Flags { bits: c, renderer: "capabilities" }),
             ),
-            UserUid => one(out, self.proc().and_then(|p| opt_u64(p.uid))),
+            // Falco's user and group are the effective ids; a name it cannot find is
+            // "<NA>" (uid or gid 0: "root"), a value, never "no value".
+            UserUid => one(out, self.proc().and_then(|p| opt_u64(p.euid))),
             UserName | UserHomedir | UserShell => {
-                let Some(uid) = self.proc().and_then(|p| p.uid) else { return };
-                let Some(u) = self.state.user(uid) else { return };
-                one(
-                    out,
-                    Some(Value::str(match field {
-                        UserName => u.name,
-                        UserHomedir => u.home,
-                        _ => u.shell,
-                    })),
-                )
+                let Some(uid) = self.proc().and_then(|p| p.euid) else { return };
+                let v = match (self.state.user(uid), field) {
+                    (Some(u), UserName) => u.name,
+                    (Some(u), UserHomedir) => u.home,
+                    (Some(u), _) => u.shell,
+                    (None, UserName) if uid == 0 => "root",
+                    (None, UserHomedir) if uid == 0 => "/root",
+                    (None, _) => NA,
+                };
+                one(out, Some(Value::str(v)))
             }
             UserLoginuid => {
                 one(out, self.proc().and_then(|p| p.loginuid).map(|l| Value::S64(l as i32 as i64)))
             }
             UserLoginname => {
-                let Some(l) = self.proc().and_then(|p| p.loginuid).filter(|&l| l != u32::MAX) else { return };
-                one(out, self.state.user(l).map(|u| Value::str(u.name)))
+                let Some(l) = self.proc().and_then(|p| p.loginuid) else { return };
+                let name = match self.state.user(l).filter(|_| l != u32::MAX) {
+                    Some(u) => u.name,
+                    None if l == 0 => "root",
+                    None => NA,
+                };
+                one(out, Some(Value::str(name)))
             }
-            GroupGid => one(out, self.proc().and_then(|p| opt_u64(p.gid))),
+            GroupGid => one(out, self.proc().and_then(|p| opt_u64(p.egid))),
             GroupName => {
-                let Some(gid) = self.proc().and_then(|p| p.gid) else { return };
-                one(out, self.state.group(gid).map(Value::str))
+                let Some(gid) = self.proc().and_then(|p| p.egid) else { return };
+                let name = match self.state.group(gid) {
+                    Some(g) => g,
+                    None if gid == 0 => "root",
+                    None => NA,
+                };
+                one(out, Some(Value::str(name)))
             }
             ContainerId | ContainerFullId => {
                 let Some(p) = self.proc() else { return };
@@ -638,22 +782,63 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 };
                 one(out, Some(Value::str(id)))
             }
-            ContainerName | ContainerImage | ContainerImageRepository | ContainerPrivileged => {
+            // The host, as Falco's container plugin describes it: id and name "host",
+            // empty image fields, not privileged, no mounts.
+            ContainerName
+            | ContainerImage
+            | ContainerImageRepository
+            | ContainerImageId
+            | ContainerImageTag
+            | ContainerImageDigest
+            | ContainerPrivileged
+            | ContainerType => {
                 let Some(p) = self.proc() else { return };
                 if p.container_id.is_empty() {
-                    let host = matches!(field, ContainerName).then_some(Value::str("host"));
-                    return one(out, host);
+                    return one(
+                        out,
+                        Some(match field {
+                            ContainerName | ContainerType => Value::str("host"),
+                            ContainerPrivileged => Value::Bool(false),
+                            _ => Value::str(""),
+                        }),
+                    );
                 }
                 let Some(c) = self.state.container(self.tid) else { return };
                 let v = match field {
-                    ContainerName => Some(Value::str(c.name)),
+                    // A container the runtime's files did not name: no name, as in Falco.
+                    ContainerName => Some(Value::str(c.name)).filter(|_| !c.name.is_empty()),
                     ContainerImage => Some(Value::str(c.image)).filter(|_| !c.image.is_empty()),
                     ContainerImageRepository => {
                         Some(Value::str(c.image_repository)).filter(|_| !c.image_repository.is_empty())
                     }
+                    ContainerImageTag => image_tag(c.image).map(Value::str),
+                    ContainerType => Some(Value::str(c.runtime)),
+                    ContainerImageId | ContainerImageDigest => None,
                     _ => c.privileged.map(Value::Bool),
                 };
                 one(out, v)
+            }
+            // Falco: no value for 0; durations as it computes them (u64, unchecked).
+            ProcExeInoCtime | ProcExeInoMtime => {
+                let Some(p) = self.proc() else { return };
+                let t = if field == ProcExeInoCtime { p.exe_ctime } else { p.exe_mtime };
+                one(out, (t != 0).then_some(Value::U64(t)))
+            }
+            ProcExeInoCtimeDurationProcStart => {
+                let Some(p) = self.proc().filter(|p| p.exe_ctime != 0) else { return };
+                let Some(start) = p.start_ns else { return };
+                let d = (start + self.epoch_offset).wrapping_sub(p.exe_ctime);
+                one(out, (d != 0).then_some(Value::U64(d)))
+            }
+            ProcExeInoCtimeDurationPidnsStart => {
+                let Some(ctime) = self.proc().map(|p| p.exe_ctime).filter(|&c| c != 0) else { return };
+                let Some(ns) = self.pidns_start() else { return };
+                one(out, (ctime > ns).then_some(Value::U64(ctime - ns)))
+            }
+            ContainerStartTs | ContainerDuration | ProcPidnsInitStartTs => {
+                let Some(start) = self.pidns_start() else { return };
+                let v = if field == ContainerDuration { self.wall_ns.saturating_sub(start) } else { start };
+                one(out, Some(Value::U64(v)))
             }
             K8sNsName | K8sPodName | K8sPodId | K8sPodUid | K8sPodSandboxId | K8sPodFullSandboxId => {
                 let Some(c) = self.state.container(self.tid) else { return };
@@ -669,7 +854,13 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 one(out, Some(Value::str(v)).filter(|_| !v.is_empty()))
             }
             ContainerMounts => {
-                let Some(c) = self.state.container(self.tid) else { return };
+                let Some(c) = self.state.container(self.tid) else {
+                    // The host has no mounts: an empty list, as Falco's plugin says.
+                    return one(
+                        out,
+                        self.proc().filter(|p| p.container_id.is_empty()).map(|_| Value::str("")),
+                    );
+                };
                 self.with_scratch(out, |s| {
                     for (i, m) in c.mounts.iter().enumerate() {
                         let _ = write!(s, "{}{m}", if i > 0 { "," } else { "" });
@@ -717,7 +908,9 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             }
             FdName | FdDirectory | FdFilename => {
                 let name = self.event_fd_name().or_else(|| self.fd().map(|f| f.name));
-                let Some(name) = name.filter(|n| !n.is_empty()) else { return };
+                let Some(name) = name.filter(|n| !n.is_empty()) else {
+                    return self.fd_name_without_fd(field, out);
+                };
                 let v = match field {
                     FdDirectory => {
                         let cut = name.iter().rposition(|&c| c == b'/').unwrap_or(0);
@@ -743,7 +936,10 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 if field == FdSockfamily {
                     return one(out, f.sockfamily.map(Value::str));
                 }
-                let Some(t) = f.tuple else { return };
+                // Falco: every fd has a protocol, "<NA>" unless an inet socket's.
+                let Some(t) = f.tuple else {
+                    return one(out, (field == FdL4proto).then_some(Value::str("<NA>")));
+                };
                 match field {
                     FdIp | FdNet => {
                         if !out(Value::Ip(t.cip)) {
@@ -760,12 +956,27 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     FdCport => one(out, Some(Value::U64(t.cport as u64))),
                     FdSport => one(out, Some(Value::U64(t.sport as u64))),
                     FdL4proto => one(out, Some(Value::str(t.l4proto))),
-                    // Local and remote by the socket's role: a server's local end is the server.
-                    FdLip | FdLnet => one(out, Some(Value::Ip(if t.is_server { t.sip } else { t.cip }))),
-                    FdRip | FdRnet => one(out, Some(Value::Ip(if t.is_server { t.cip } else { t.sip }))),
-                    FdLport => one(out, Some(Value::U64(if t.is_server { t.sport } else { t.cport } as u64))),
-                    FdRport => one(out, Some(Value::U64(if t.is_server { t.cport } else { t.sport } as u64))),
-                    _ => one(out, Some(Value::Bool(t.is_server))),
+                    // Local and remote as Falco has them: the client end is local when its
+                    // address is the host's (libsinsp's is_ipv4addr_in_local_machine).
+                    FdLip | FdLnet => {
+                        one(out, Some(Value::Ip(if self.client_local(&t) { t.cip } else { t.sip })))
+                    }
+                    FdRip | FdRnet => {
+                        one(out, Some(Value::Ip(if self.client_local(&t) { t.sip } else { t.cip })))
+                    }
+                    FdLport => one(
+                        out,
+                        Some(Value::U64(if self.client_local(&t) { t.cport } else { t.sport } as u64)),
+                    ),
+                    FdRport => one(
+                        out,
+                        Some(Value::U64(if self.client_local(&t) { t.sport } else { t.cport } as u64)),
+                    ),
+                    // Falco: the server end's address is this machine's (never in a container).
+                    _ => {
+                        let host = self.proc().is_some_and(|p| p.container_id.is_empty());
+                        one(out, Some(Value::Bool(host && self.ifaddrs.contains(&t.sip))))
+                    }
                 }
             }
             FsPathName | FsPathNameraw => self.fs_path(

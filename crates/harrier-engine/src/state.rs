@@ -74,10 +74,11 @@ impl EngineState {
     }
 
     /// Looks up the process's user, login user and group once, so that
-    /// extraction (a shared borrow) finds them cached.
+    /// extraction (a shared borrow) finds them cached. Falco's user and group
+    /// are the effective ids.
     fn warm_names(&mut self, tid: u32) {
         let Some(p) = self.tables.process(tid) else { return };
-        let (uid, gid, login) = (p.uid, p.gid, p.loginuid);
+        let (uid, gid, login) = (p.euid, p.egid, p.loginuid);
         self.tables.users.user(uid);
         self.tables.users.group(gid);
         if login != u32::MAX {
@@ -104,6 +105,7 @@ fn info(p: &Process) -> ProcInfo<'_> {
         uid: Some(p.uid),
         gid: Some(p.gid),
         euid: Some(p.euid),
+        egid: Some(p.egid),
         loginuid: Some(p.loginuid),
         tty: Some(p.tty),
         sid: Some(p.sid),
@@ -114,7 +116,11 @@ fn info(p: &Process) -> ProcInfo<'_> {
         cap_inheritable: Some(p.cap_inheritable),
         exe_upper_layer: Some(p.is_exe_upper_layer()),
         exe_from_memfd: Some(p.is_exe_from_memfd()),
+        exe_writable: Some(p.is_exe_writable()),
+        exe_lower_layer: Some(p.is_exe_lower_layer()),
         start_ns: (p.start_ts != 0).then_some(p.start_ts),
+        exe_ctime: p.exe_ctime,
+        exe_mtime: p.exe_mtime,
         container_id: c.map_or("", |c| &c.id),
         container_full_id: c.map_or("", |c| &c.full_id),
     }
@@ -174,6 +180,7 @@ impl StateView for EngineState {
             image: &c.image,
             image_repository: &c.image_repository,
             privileged: Some(c.privileged),
+            runtime: c.runtime,
             pod_name: &c.pod.name,
             pod_namespace: &c.pod.namespace,
             pod_uid: &c.pod.uid,
@@ -188,7 +195,7 @@ impl StateView for EngineState {
 }
 
 /// fd.typechar as a string without allocating.
-const TYPECHARS: [(char, &str); 12] = [
+const TYPECHARS: [(char, &str); 14] = [
     ('f', "f"),
     ('d', "d"),
     ('4', "4"),
@@ -201,4 +208,6 @@ const TYPECHARS: [(char, &str); 12] = [
     ('t', "t"),
     ('i', "i"),
     ('l', "l"),
+    ('n', "n"),
+    ('o', "o"),
 ];

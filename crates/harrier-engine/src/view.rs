@@ -21,6 +21,7 @@ pub struct ProcInfo<'a> {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub euid: Option<u32>,
+    pub egid: Option<u32>,
     pub loginuid: Option<u32>,
     pub tty: Option<u32>,
     pub sid: Option<u32>,
@@ -31,7 +32,12 @@ pub struct ProcInfo<'a> {
     pub cap_inheritable: Option<u64>,
     pub exe_upper_layer: Option<bool>,
     pub exe_from_memfd: Option<bool>,
+    pub exe_writable: Option<bool>,
+    pub exe_lower_layer: Option<bool>,
     pub start_ns: Option<u64>,
+    /// The executable's inode times (ns since the epoch; 0: unknown).
+    pub exe_ctime: u64,
+    pub exe_mtime: u64,
     /// Empty for host processes.
     pub container_id: &'a str,
     pub container_full_id: &'a str,
@@ -78,6 +84,8 @@ pub struct ContainerInfo<'a> {
     pub image: &'a str,
     pub image_repository: &'a str,
     pub privileged: Option<bool>,
+    /// docker, containerd, cri-o, podman, runc (container.type).
+    pub runtime: &'a str,
     /// The Kubernetes pod (empty outside Kubernetes: the k8s.* fields then have no value).
     pub pod_name: &'a str,
     pub pod_namespace: &'a str,

@@ -85,8 +85,9 @@ impl Serialize for JsonView<'_> {
         let (a, shape) = (self.0, self.1);
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("hostname", &a.hostname)?;
+        // Falco's `output` is the whole text line: time, priority, then the rule's output.
         if shape.include_output {
-            m.serialize_entry("output", &a.output)?;
+            m.serialize_entry("output", &Displayed(TextLine(a)))?;
         }
         m.serialize_entry("output_fields", &a.output_fields)?;
         m.serialize_entry("priority", a.priority)?;
@@ -98,6 +99,18 @@ impl Serialize for JsonView<'_> {
         m.serialize_entry("time", &Displayed(Rfc3339(a.time_ns)))?;
         m.serialize_entry("uuid", &a.uuid)?;
         m.end()
+    }
+}
+
+/// Falco's text line without the newline: "00:08:58.123456789: Warning <output>".
+struct TextLine<'a>(&'a Alert);
+
+impl fmt::Display for TextLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let a = self.0;
+        let t = utc(a.time_ns);
+        let ns = a.time_ns % 1_000_000_000;
+        write!(f, "{:02}:{:02}:{:02}.{ns:09}: {} {}", t.hour(), t.minute(), t.second(), a.priority, a.output)
     }
 }
 
@@ -118,13 +131,8 @@ impl Alert {
 
     /// Appends Falco's text line and a newline: "00:08:58.123456789: Warning <output>".
     pub fn write_text(&self, out: &mut Vec<u8>) {
-        let t = utc(self.time_ns);
-        let ns = self.time_ns % 1_000_000_000;
         // Writing into a Vec cannot fail.
-        let _ =
-            write!(out, "{:02}:{:02}:{:02}.{ns:09}: {} ", t.hour(), t.minute(), t.second(), self.priority);
-        out.extend_from_slice(self.output.as_bytes());
-        out.push(b'\n');
+        let _ = writeln!(out, "{}", TextLine(self));
     }
 
     /// Appends Falco's JSON alert and a newline (the shape Falcosidekick and
@@ -236,6 +244,10 @@ pub(crate) mod tests {
         assert_eq!(
             keys,
             ["hostname", "output", "output_fields", "priority", "rule", "source", "tags", "time", "uuid"]
+        );
+        assert_eq!(
+            j["output"], "00:08:58.123456789: Warning Sensitive file opened (file=/etc/shadow)",
+            "Falco's output carries the time and priority"
         );
         let lean = sample().json(JsonShape { include_output: false, include_tags: false });
         assert!(lean.get("output").is_none() && lean.get("tags").is_none());

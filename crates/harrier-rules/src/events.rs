@@ -231,6 +231,13 @@ pub fn param_events(falco_name: &str) -> EventSet {
     let name = crate::fields::harrier_param_name(falco_name);
     let mut s = EventSet::empty();
     for sc in SYSCALLS {
+        // Falco's own parameter list where it is mapped: exactly its names.
+        if let Some(ps) = harrier_schema::falco_params::params(sc.name) {
+            if ps.iter().any(|p| p.name == falco_name) {
+                s.insert(EventType(sc.nr as u16));
+            }
+            continue;
+        }
         let Some(params) = sc.params else { continue };
         let has = name == "ret"
             || params.iter().any(|p| p.name == name)

@@ -217,13 +217,8 @@ pub fn resolve(name: &str, bracket: Option<&str>) -> Result<(Field, FieldArg), F
             _ => FieldArg::None,
         }
     };
-    // evt.arg.name, evt.arg.res: looked up at run time by Harrier's parameter name.
-    let arg = match arg {
-        FieldArg::Key(k) if matches!(field.info().events, Events::Param) => {
-            FieldArg::Key(harrier_param_name(&k).into())
-        }
-        a => a,
-    };
+    // evt.arg.name, evt.arg.res keep Falco's name: the integration maps it, through
+    // Falco's parameter list of the event or `harrier_param_name`.
     Ok((field, arg))
 }
 

@@ -114,12 +114,22 @@ pub fn compile(fmt: &str, container_info: &str) -> Result<Output, (String, usize
     Ok(Output { segments: segs, extra: Vec::new() })
 }
 
+/// Text as Falco prints a field: invalid UTF-8 and non-printable characters
+/// (C0 and C1 controls, DEL) each become U+FFFD (libsinsp's sanitize_string).
+pub fn sanitize(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    if s.chars().all(|c| !c.is_control()) {
+        return s.into_owned();
+    }
+    s.chars().map(|c| if c.is_control() { '\u{FFFD}' } else { c }).collect()
+}
+
 /// The value of a field for an output: several values are joined with commas.
 pub fn field_value<S: EventSource + ?Sized>(src: &S, sel: &FieldSel) -> OutputValue {
     let mut out: Option<OutputValue> = None;
     src.extract(sel.field, &sel.arg, &mut |v| {
         let this = match v {
-            Value::Str(s) => OutputValue::Str(String::from_utf8_lossy(s).into_owned()),
+            Value::Str(s) => OutputValue::Str(sanitize(s)),
             Value::U64(n) => OutputValue::U64(n),
             Value::S64(n) => OutputValue::S64(n),
             Value::Bool(b) => OutputValue::Bool(b),
@@ -143,6 +153,18 @@ pub fn field_value<S: EventSource + ?Sized>(src: &S, sel: &FieldSel) -> OutputVa
     out.unwrap_or(OutputValue::Null)
 }
 
+/// Falco writes a time field as text in the output but as the event's time in ns (a JSON
+/// number) in `output_fields` (libsinsp's extract_as_js for evt.time, evt.datetime...).
+fn json_value<S: EventSource + ?Sized>(src: &S, sel: &FieldSel, text: OutputValue) -> OutputValue {
+    use crate::fields::Field::*;
+    match sel.field {
+        EvtTime | EvtTimeS | EvtTimeIso8601 | EvtDatetime => {
+            field_value(src, &FieldSel { field: EvtRawtime, arg: sel.arg.clone(), tfs: Box::new([]) })
+        }
+        _ => text,
+    }
+}
+
 impl Output {
     /// Renders the text and the `output_fields` (each field once, as written).
     pub fn format<S: EventSource + ?Sized>(&self, src: &S) -> (String, Vec<(String, OutputValue)>) {
@@ -155,7 +177,7 @@ impl Output {
                     let v = field_value(src, sel);
                     v.text(&mut text);
                     if !fields.iter().any(|(n, _)| n == name) {
-                        fields.push((name.clone(), v));
+                        fields.push((name.clone(), json_value(src, sel, v)));
                     }
                 }
             }
@@ -166,11 +188,21 @@ impl Output {
             }
             let v = match (sel, fixed) {
                 (_, Some(s)) => OutputValue::Str(s.clone()),
-                (Some(sel), None) => field_value(src, sel),
+                (Some(sel), None) => json_value(src, sel, field_value(src, sel)),
                 (None, None) => OutputValue::Null,
             };
             fields.push((name.clone(), v));
         }
         (text, fields)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_and_bad_utf8_print_as_falco_prints_them() {
+        assert_eq!(super::sanitize(b"perl -e a;\n  b"), "perl -e a;\u{FFFD}  b");
+        assert_eq!(super::sanitize(b"x\x7f\xc2\x85y\xffz"), "x\u{FFFD}\u{FFFD}y\u{FFFD}z");
+        assert_eq!(super::sanitize("caf\u{e9}".as_bytes()), "caf\u{e9}");
     }
 }

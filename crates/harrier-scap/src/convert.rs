@@ -17,6 +17,7 @@ use crate::stats::Stats;
 use crate::table::{event_info, PKind};
 use crate::values::{self, Endpoint};
 use harrier_schema::encode::{encode, Arg};
+use harrier_schema::wire::Header;
 use harrier_schema::{syscall_by_name, syscall_by_nr, ParamDesc, SyscallInfo, Wire};
 use std::collections::HashMap;
 use std::io::Read;
@@ -563,15 +564,20 @@ impl State {
         let main = exit.or(enter).expect("an exit or an enter");
         let (ts, tid) = (main.ts, self.tid32(main.tid));
         // The return value is the exit's first parameter (res, or fd for the calls creating one).
-        let ret = exit
-            .filter(|e| matches!(e.name(0), Some("res" | "fd")))
-            .and_then(|e| e.raw(0).and_then(|b| values::int(b, e.info.map_or(PKind::Int, |i| i.params[0].1))))
-            .unwrap_or(0);
+        // An exit without one (the libs' generic event) has none: the record says so.
+        let ret = exit.filter(|e| matches!(e.name(0), Some("res" | "fd"))).and_then(|e| {
+            e.raw(0).and_then(|b| values::int(b, e.info.map_or(PKind::Int, |i| i.params[0].1)))
+        });
+        let no_ret = exit.is_some() && ret.is_none();
+        let ret = ret.unwrap_or(0);
         let Some(descs) = sc.params else {
             // With no values encoding cannot fail; were it to, the event is counted, not sent.
             if encode(&mut self.out, ts, tid, sc, false, ret, &[]).is_err() {
                 self.stats.skip(sc.name, "not encodable");
                 return Ok(());
+            }
+            if no_ret {
+                Header::set_no_ret(&mut self.out);
             }
             self.stats.entry(sc.name).generic += 1;
             return deliver(sink, Converted::Event(&self.out));
@@ -729,6 +735,9 @@ impl State {
         }
         st.params_absent += absent;
         st.truncated += enc.truncated_fields as u64;
+        if no_ret {
+            Header::set_no_ret(&mut self.out);
+        }
         deliver(sink, Converted::Event(&self.out))
     }
 

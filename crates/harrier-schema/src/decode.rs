@@ -233,7 +233,8 @@ impl SyscallEvent<'_> {
         m.insert("pid".into(), json!(pid));
         m.insert("comm".into(), json!(comm));
         m.insert("syscall".into(), json!(self.syscall.name));
-        m.insert("ret".into(), json!(self.ret));
+        // A legacy exit without a return value has none (null), as sysdig's <NA>.
+        m.insert("ret".into(), if self.header.no_ret { json!(null) } else { json!(self.ret) });
         if self.header.args_at_exit {
             m.insert("args_at_exit".into(), json!(true));
         }

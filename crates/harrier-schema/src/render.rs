@@ -42,6 +42,7 @@ pub fn render(renderer: &str, value: u64) -> Option<String> {
         "epoll_events" => flags(value, EPOLL),
         "capabilities" => capabilities(value),
         "exe_flags" => flags(value, EXE),
+        falco if falco.starts_with("falco_") => return crate::falco::render(falco, value),
         _ => return None,
     })
 }
@@ -206,8 +207,10 @@ mod tables {
         (0o40000, "S_IFDIR"), (0o20000, "S_IFCHR"), (0o10000, "S_IFIFO"),
     ];
 
-    /// execve's exe_flags bits (harrier-state's Process::exe_flags), by Falco's names.
-    pub(super) const EXE: Table = &[(1, "EXE_UPPER_LAYER"), (2, "EXE_FROM_MEMFD")];
+    /// execve's exe_flags bits (harrier-state's Process::exe_flags), by Falco's names in
+    /// Falco's order (driver/flags_table.c's execve_flags).
+    pub(super) const EXE: Table =
+        &[(4, "EXE_WRITABLE"), (1, "EXE_UPPER_LAYER"), (2, "EXE_FROM_MEMFD"), (8, "EXE_LOWER_LAYER")];
 
     /// 0x200 is also AT_EACCESS (faccessat) and AT_HANDLE_FID; the table only uses
     /// at_flags for unlinkat/linkat/fchownat/execveat, where AT_REMOVEDIR is right.
@@ -390,6 +393,9 @@ mod tests {
     #[test]
     fn exe_flags_by_falcos_names() {
         assert_eq!(r("exe_flags", 3), "EXE_UPPER_LAYER|EXE_FROM_MEMFD");
+        assert_eq!(r("exe_flags", 6), "EXE_WRITABLE|EXE_FROM_MEMFD");
+        assert_eq!(r("exe_flags", 12), "EXE_WRITABLE|EXE_LOWER_LAYER");
+        assert_eq!(r("exe_flags", 0), "0");
         assert_eq!(r("exe_flags", 2), "EXE_FROM_MEMFD");
     }
 

@@ -12,6 +12,10 @@ pub const PARAMS_BASE: usize = 24;
 /// Set in the type field when the syscall's pointer arguments were read at
 /// exit, not entry: it was already in flight when the sensor attached.
 pub const ARGS_AT_EXIT: u16 = 0x8000;
+/// Flag in the type field: the record's `ret` has no value (a legacy capture's
+/// exit that carried none, as the libs' generic event; sysdig shows `<NA>`).
+/// Never set by the sensor. Below every foreign or flag bit, above every type.
+pub const NO_RET: u16 = 0x0800;
 
 /// The length word of a variable parameter the kernel did not collect
 /// (nobody asked for it; `HR_VAR_ABSENT`): absent, no bytes follow.
@@ -33,6 +37,8 @@ pub const META_EXIT: u16 = 1002;
 pub const META_COMM: u16 = 1003;
 /// `Meta::Fork` flags bit: the child shares its parent's fd table (a thread, CLONE_FILES).
 pub const FORK_SHARES_FILES: u32 = 1;
+/// `Meta::Fork` flags bit: the child's parent is the caller's parent (CLONE_PARENT).
+pub const FORK_PARENTS_PARENT: u32 = 2;
 
 /// Per-CPU array rings (`struct hr_aring`): head at 0, tail at 64, data here.
 pub const ARING_DATA: usize = 128;
@@ -97,10 +103,12 @@ impl CpuStats {
 pub struct Header {
     pub ts: u64,
     pub tid: u32,
-    /// Syscall number or `META_*`, without the `ARGS_AT_EXIT` flag.
+    /// Syscall number or `META_*`, without the `ARGS_AT_EXIT` and `NO_RET` flags.
     pub kind: u16,
     pub len: u16,
     pub args_at_exit: bool,
+    /// `ret` has no value ([`NO_RET`]).
+    pub no_ret: bool,
 }
 
 impl Header {
@@ -112,10 +120,19 @@ impl Header {
         Some(Header {
             ts: u64::from_le_bytes(b[0..8].try_into().unwrap()),
             tid: u32::from_le_bytes(b[8..12].try_into().unwrap()),
-            kind: kind & !ARGS_AT_EXIT,
+            kind: kind & !(ARGS_AT_EXIT | NO_RET),
             len: u16::from_le_bytes(b[14..16].try_into().unwrap()),
             args_at_exit: kind & ARGS_AT_EXIT != 0,
+            no_ret: kind & NO_RET != 0,
         })
+    }
+
+    /// Marks a record's `ret` as having no value ([`NO_RET`]).
+    pub fn set_no_ret(rec: &mut [u8]) {
+        if rec.len() >= HEADER_LEN {
+            let kind = u16::from_le_bytes(rec[12..14].try_into().unwrap()) | NO_RET;
+            rec[12..14].copy_from_slice(&kind.to_le_bytes());
+        }
     }
 
     pub fn is_meta(&self) -> bool {

@@ -9,6 +9,11 @@ use std::sync::Arc;
 pub const EXE_UPPER_LAYER: u32 = 1;
 /// Bit of [`Process::exe_flags`]: the executable is a memfd.
 pub const EXE_MEMFD: u32 = 2;
+/// Bit of [`Process::exe_flags`]: the process could write its executable (Falco's
+/// EXE_WRITABLE: owner, mode bits, CAP_DAC_OVERRIDE/CAP_FOWNER; never on a read-only mount).
+pub const EXE_WRITABLE: u32 = 4;
+/// Bit of [`Process::exe_flags`]: the executable is on an overlayfs lower layer.
+pub const EXE_LOWER_LAYER: u32 = 8;
 
 /// A comm is at most 15 bytes: kept inline, so renaming never allocates.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
@@ -85,7 +90,7 @@ pub struct Process {
     pub start_ts: u64,
     pub exe_ctime: u64,
     pub exe_mtime: u64,
-    /// [`EXE_UPPER_LAYER`] | [`EXE_MEMFD`].
+    /// [`EXE_UPPER_LAYER`] | [`EXE_MEMFD`] | [`EXE_WRITABLE`] | [`EXE_LOWER_LAYER`].
     pub exe_flags: u32,
     /// None: a host process.
     pub container: Option<Arc<Container>>,
@@ -167,6 +172,14 @@ impl Process {
 
     pub fn is_exe_from_memfd(&self) -> bool {
         self.exe_flags & EXE_MEMFD != 0
+    }
+
+    pub fn is_exe_writable(&self) -> bool {
+        self.exe_flags & EXE_WRITABLE != 0
+    }
+
+    pub fn is_exe_lower_layer(&self) -> bool {
+        self.exe_flags & EXE_LOWER_LAYER != 0
     }
 
     /// Falco's container.id: the 12-hex id, or "host".

@@ -3,7 +3,7 @@
 
 use crate::container::Containers;
 use crate::fd::{type_of_link, Fd, FdType, Tuple, L4};
-use crate::process::{Comm, Process, EXE_MEMFD};
+use crate::process::{Comm, Process, EXE_MEMFD, EXE_WRITABLE};
 use crate::state::{socket_fd, State};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -46,6 +46,7 @@ pub(crate) fn scan(state: &mut State, only: Option<u32>) {
         let socks = netns.entry(ns).or_insert_with(|| read_sockets(pid));
         read_fds(&mut p, socks);
         state.insert_process(p, &tids);
+        state.warm_users(pid);
     }
 }
 
@@ -60,6 +61,22 @@ pub(crate) fn read_process_of(
     let (mut p, tids) = read_process(tgid, containers, env)?;
     read_fds(&mut p, &read_sockets(tgid));
     Some((p, tids))
+}
+
+/// EXE_WRITABLE for a process already running, as Falco's /proc scan judges it: the
+/// owner may (chmod), root may unless the file system is read-only, others by the
+/// mode's group or other bits (without ACLs, supplementary groups or capabilities).
+fn exe_writable(pid: u32, m: &std::fs::Metadata, euid: u32, egid: u32) -> bool {
+    if m.uid() == euid {
+        return true;
+    }
+    if euid == 0 {
+        let Ok(path) = std::ffi::CString::new(format!("/proc/{pid}/exe")) else { return false };
+        // SAFETY: a NUL-terminated path; access(2) only reads it.
+        return unsafe { libc::access(path.as_ptr(), libc::W_OK) } == 0;
+    }
+    let bits = if m.gid() == egid { 0o020 } else { 0o002 };
+    m.mode() & bits != 0
 }
 
 fn field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
@@ -111,6 +128,9 @@ fn read_process(pid: u32, containers: &mut Containers, env: bool) -> Option<(Pro
         if let Ok(m) = std::fs::metadata(format!("/proc/{pid}/exe")) {
             p.exe_ctime = (m.ctime() as u64) * 1_000_000_000 + m.ctime_nsec() as u64;
             p.exe_mtime = (m.mtime() as u64) * 1_000_000_000 + m.mtime_nsec() as u64;
+            if exe_writable(pid, &m, p.euid, p.egid) {
+                p.exe_flags |= EXE_WRITABLE;
+            }
         }
     }
     if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {

@@ -149,6 +149,18 @@ impl State {
         crate::procfs::scan(self, pid);
     }
 
+    /// Looks up a process read from /proc's user, group and login user, so that
+    /// readers holding a shared borrow find them cached (events warm their own).
+    pub(crate) fn warm_users(&mut self, pid: u32) {
+        let Some(p) = self.procs.get(&pid) else { return };
+        let (uid, gid, login) = (p.euid, p.egid, p.loginuid);
+        self.users.user(uid);
+        self.users.group(gid);
+        if login != u32::MAX {
+            self.users.user(login);
+        }
+    }
+
     pub(crate) fn insert_process(&mut self, p: Process, tids: &[u32]) {
         let pid = p.pid;
         for &t in tids {
@@ -233,7 +245,11 @@ impl State {
                 None
             };
             match found {
-                Some((p, tids)) if !self.procs.contains_key(&p.pid) => self.insert_process(p, &tids),
+                Some((p, tids)) if !self.procs.contains_key(&p.pid) => {
+                    let pid = p.pid;
+                    self.insert_process(p, &tids);
+                    self.warm_users(pid);
+                }
                 Some((p, _)) => {
                     self.threads.insert(tid, p.pid);
                     if let Some(q) = self.procs.get_mut(&p.pid) {
@@ -255,7 +271,7 @@ impl State {
 
     fn apply_meta(&mut self, tid: u32, ts: u64, m: &Meta) {
         match m {
-            Meta::Fork { child_tid, child_pid, comm, child_vpid, flags: _ } => {
+            Meta::Fork { child_tid, child_pid, comm, child_vpid, flags } => {
                 let Some(parent) = self.proc_mut(tid) else {
                     // Parent unknown and gone: the child may still be in /proc.
                     self.proc_mut(*child_tid);
@@ -270,7 +286,12 @@ impl State {
                 // (strings are shared Arcs; the fd table is copied, as fork does).
                 let mut child = parent.clone();
                 child.pid = *child_pid;
-                child.ppid = parent.pid;
+                // CLONE_PARENT (runc's container init): a sibling of the caller.
+                child.ppid = if flags & harrier_schema::wire::FORK_PARENTS_PARENT != 0 {
+                    parent.ppid
+                } else {
+                    parent.pid
+                };
                 child.vpid = if *child_vpid != 0 { *child_vpid } else { *child_pid };
                 child.comm = Comm::new(comm);
                 child.start_ts = ts;
@@ -642,7 +663,22 @@ fn set_addresses(f: &mut Fd, local: Option<&[u8]>, peer: Option<&[u8]>) {
         t.dip = ip;
         t.dport = port;
     }
+    // An IPv6 socket talking IPv4 (both ends ::ffff:a.b.c.d) is an IPv4 socket to
+    // Falco (libsinsp turns such tuples into IPv4 ones).
+    if t.v6 && v4_mapped(&t.sip) && v4_mapped(&t.dip) {
+        for ip in [&mut t.sip, &mut t.dip] {
+            let v4 = [ip[12], ip[13], ip[14], ip[15]];
+            *ip = [0; 16];
+            ip[..4].copy_from_slice(&v4);
+        }
+        t.v6 = false;
+        f.typ = FdType::Ipv4;
+    }
     f.name = Arc::from(t.name().as_str());
+}
+
+fn v4_mapped(ip: &[u8; 16]) -> bool {
+    ip[..10].iter().all(|&b| b == 0) && ip[10] == 0xff && ip[11] == 0xff
 }
 
 /// (address as 16 bytes, port in host order) from an inet/inet6 sockaddr.

@@ -1,6 +1,8 @@
-//! Where the executable lives (root): a binary on an overlayfs upper layer
-//! and one run from a memfd get the flags Falco's proc.is_exe_upper_layer and
-//! proc.is_exe_from_memfd read, from the kernel at exec.
+//! Where the executable lives (root): a binary on an overlayfs upper or lower
+//! layer and one run from a memfd get the flags Falco's proc.is_exe_upper_layer,
+//! proc.is_exe_lower_layer and proc.is_exe_from_memfd read, and EXE_WRITABLE
+//! (proc.is_exe_writable) says whether the process could write its executable,
+//! all from the kernel at exec.
 
 use harrier_capture::testing::bpf_available;
 use harrier_capture::{parse_syscalls, Config, Session};
@@ -58,6 +60,11 @@ fn mount(src: &str, target: &Path, fstype: &str, data: &str) {
 
 /// Forks a child that execs `path` (or, with `fd`, the open file fd) and waits for it.
 fn exec_child(path: &CString, fd: Option<i32>) -> u32 {
+    exec_child_as(path, fd, None)
+}
+
+/// The same, with the child's ids (and its file-system ids) changed to `ugid` first.
+fn exec_child_as(path: &CString, fd: Option<i32>, ugid: Option<u32>) -> u32 {
     let argv = [path.as_ptr(), std::ptr::null()];
     let envp: [*const libc::c_char; 1] = [std::ptr::null()];
     let empty = CString::new("").unwrap();
@@ -66,6 +73,12 @@ fn exec_child(path: &CString, fd: Option<i32>) -> u32 {
     assert!(pid >= 0);
     if pid == 0 {
         unsafe {
+            if let Some(id) = ugid {
+                if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(id) != 0 || libc::setuid(id) != 0
+                {
+                    libc::_exit(126);
+                }
+            }
             match fd {
                 Some(fd) => libc::syscall(
                     libc::SYS_execveat,
@@ -116,21 +129,67 @@ fn overlay_upper_layer_and_memfd_executables_are_flagged() {
     assert!(memfd >= 0);
     assert_eq!(unsafe { libc::write(memfd, bytes.as_ptr().cast(), bytes.len()) }, bytes.len() as isize);
 
+    // Writable by whom: a copy owned by nobody, one any user may write, and one on a
+    // read-only mount (never writable, even by root).
+    let nobody = 65534;
+    let owned = root.join("nobodytrue");
+    std::fs::copy("/usr/bin/true", &owned).unwrap();
+    std::os::unix::fs::chown(&owned, Some(nobody), Some(nobody)).unwrap();
+    let open = root.join("opentrue");
+    std::fs::copy("/usr/bin/true", &open).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o757)).unwrap();
+    let ro = root.join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    mount("tmpfs", &ro, "tmpfs", "size=4m");
+    ov.mounted.push(ro.clone());
+    std::fs::copy("/usr/bin/true", ro.join("rotrue")).unwrap();
+    let remount = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            cstr(&ro).as_ptr(),
+            std::ptr::null(),
+            libc::MS_REMOUNT | libc::MS_RDONLY,
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(remount, 0, "remount read-only: {}", std::io::Error::last_os_error());
+
     let (state, pids) = observe(|| {
         vec![
             exec_child(&cstr(&root.join("merged/uppertrue")), None),
             exec_child(&cstr(&root.join("merged/lowertrue")), None),
             exec_child(&CString::new("/usr/bin/true").unwrap(), None),
             exec_child(&name, Some(memfd)),
+            exec_child_as(&CString::new("/usr/bin/true").unwrap(), None, Some(nobody)),
+            exec_child_as(&cstr(&owned), None, Some(nobody)),
+            exec_child_as(&cstr(&open), None, Some(nobody)),
+            exec_child(&cstr(&ro.join("rotrue")), None),
         ]
     });
     unsafe { libc::close(memfd) };
     let p = |i: usize| state.process_by_pid(pids[i]).unwrap_or_else(|| panic!("child {i} seen"));
+    let flags = |i: usize| harrier_schema::render::render("exe_flags", p(i).exe_flags as u64).unwrap();
+    // Falco's evt.arg.flags of each execve: root may write what it runs (owner or
+    // CAP_DAC_OVERRIDE), nobody only its own file or an other-writable one.
+    let want = [
+        "EXE_WRITABLE|EXE_UPPER_LAYER",
+        "EXE_WRITABLE|EXE_LOWER_LAYER",
+        "EXE_WRITABLE",
+        "EXE_WRITABLE|EXE_FROM_MEMFD",
+        "0",
+        "EXE_WRITABLE",
+        "EXE_WRITABLE",
+        "0",
+    ];
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(flags(i), *w, "child {i}: {:?}", p(i));
+    }
     assert!(p(0).is_exe_upper_layer() && !p(0).is_exe_from_memfd(), "upper layer: {:?}", p(0));
-    assert!(!p(1).is_exe_upper_layer(), "lower layer");
+    assert!(!p(1).is_exe_upper_layer() && p(1).is_exe_lower_layer(), "lower layer");
     assert!(!p(2).is_exe_upper_layer() && !p(2).is_exe_from_memfd(), "plain ext4");
     assert!(p(3).is_exe_from_memfd() && !p(3).is_exe_upper_layer(), "memfd: {:?}", p(3));
-    assert_eq!(&*p(3).exepath, "/memfd:harrier-memfd-true", "named as /proc/PID/exe names it");
+    assert!(p(3).is_exe_writable() && !p(4).is_exe_writable());
+    assert_eq!(&*p(3).exepath, "memfd:harrier-memfd-true", "named as Falco's driver names it");
     drop(ov);
     assert!(!root.exists(), "cleaned up");
 }
