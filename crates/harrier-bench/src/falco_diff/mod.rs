@@ -127,6 +127,10 @@ pub fn run_cli(a: Args) -> Result<()> {
     ));
     let diff = compare::compare(&cap, &rules, a.workload == "battery")?;
     report::write(&a.out, &a.workload, &cap, &diff, (fstop.counters.drops, hstop.counters.drops))?;
+    // A scratch workdir of our own goes (the report keeps the alerts); a given one stays.
+    if a.workdir.is_none() {
+        let _ = std::fs::remove_dir_all(&workdir);
+    }
     say(&format!("report: {}", a.out.display()));
     println!("{}", report::summary(&diff));
     Ok(())
