@@ -224,6 +224,10 @@ int BPF_PROG(hr_rename, struct task_struct *task, const char *comm)
 
 	if (task != bpf_get_current_task_btf())
 		return 0;
+	/* exec renames the task before its exec event, which carries the new
+	 * comm: nothing to say here then. */
+	if (bpf_core_field_exists(task->in_execve) && BPF_CORE_READ_BITFIELD(task, in_execve))
+		return 0;
 	if (hr_begin_fixed(&em, HR_META_COMM, 0, 24 + 16))
 		return 0;
 	hr_put_comm(&em, 24, comm);

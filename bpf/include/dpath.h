@@ -57,6 +57,35 @@ static __always_inline bool hr_dwalk_init(struct hr_dwalk *w, void *d, void *vfs
 	return d && vfsmnt;
 }
 
+#define HR_PIPEFS_MAGIC 0x50495045
+
+static const char hr_pipe_fmt[] = "pipe:[%lu]";
+
+/*
+ * A pipe's dentry has no name (the kernel makes "pipe:[inode]" up for
+ * /proc's links): written that way, as the whole path. False for any other
+ * nameless dentry. Opening /proc/self/fd/N of a pipe (make's and cargo's
+ * jobservers) gives an open whose file is one.
+ */
+static __always_inline bool hr_dpipe_name(struct hr_dwalk *w, __u8 *buf, __u64 d)
+{
+	__u64 sb = (__u64)hr_kread(d, struct dentry, d_sb);
+	__u64 inode = (__u64)hr_kread(d, struct dentry, d_inode);
+	__u64 ino;
+	char s[32];
+	long n;
+
+	if (!sb || !inode || hr_kread(sb, struct super_block, s_magic) != HR_PIPEFS_MAGIC)
+		return false;
+	ino = hr_kread(inode, struct inode, i_ino);
+	n = bpf_snprintf(s, sizeof(s), hr_pipe_fmt, &ino, sizeof(ino)) - 1;
+	if (n <= 0 || n >= (long)sizeof(s) || w->pos - n < 0)
+		return false;
+	w->pos -= n;
+	bpf_probe_read_kernel(buf + (w->pos & (HR_PATH_MAX - 1)), n & 31, s);
+	return true;
+}
+
 /*
  * One step up, into buf (HR_PATH_MAX bytes, filled from the end): a name, or
  * a hop from a mount's root to its mountpoint. 0: go on; 1: done.
@@ -91,6 +120,8 @@ static __always_inline long hr_dstep(struct hr_dwalk *w, __u8 *buf)
 	}
 	len = hr_kread(d, struct dentry, d_name.len) & 255;
 	name = hr_kread(d, struct dentry, d_name.name);
+	if (!len && !parent && w->pos == HR_PATH_MAX && hr_dpipe_name(w, buf, d))
+		return 1;
 	pos = w->pos - (__s32)len - 1;
 	if (pos < 0) {
 		w->flags |= HR_DW_TRUNCATED;

@@ -436,10 +436,18 @@ static int t_signals(void)
 	pthread_t t;
 	signal(SIGUSR1, on_sig);
 	pthread_create(&t, NULL, sig_target, NULL);
+	/* One signal in flight at a time, and the CPU given up after each: a
+	 * sender that kept signalling starved the target on a loaded machine
+	 * (it ran only its handler, and the test its 120 s timeout). */
 	while (!sig_done) {
+		int seen = sig_count;
+
 		pthread_kill(t, SIGUSR1);
+		while (sig_count == seen && !sig_done)
+			sched_yield();
 		for (volatile int i = 0; i < 200; i++)
 			;
+		sched_yield();
 	}
 	pthread_join(t, NULL);
 	printf("signals: %d handled, %d wrong\n", sig_count, sig_bad);

@@ -241,6 +241,17 @@ fn spawn_calls_child(calls: &[(libc::c_long, usize)]) -> (libc::pid_t, i32) {
     }
 }
 
+/// Lets a child of spawn_calls_child go and waits until it exited cleanly.
+fn release_and_reap(child: libc::pid_t, go: i32) {
+    unsafe {
+        libc::write(go, b"g".as_ptr().cast(), 1);
+        let mut status = 0;
+        libc::waitpid(child, &mut status, 0);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        libc::close(go);
+    }
+}
+
 /// A paused consumer, a small ring and a getpid child: generated =
 /// received + counted drops, exactly.
 fn drops_are_counted_exactly(cpus_per_buffer: usize) {
@@ -252,13 +263,7 @@ fn drops_are_counted_exactly(cpus_per_buffer: usize) {
     cfg.buffer_size = 64 << 10; // ~2700 events: the rest must be counted as dropped
     cfg.cpus_per_buffer = cpus_per_buffer;
     // The consumer is paused: nothing is read until the child is done.
-    let c = capture_with(cfg, || unsafe {
-        libc::write(go, b"g".as_ptr().cast(), 1);
-        let mut status = 0;
-        libc::waitpid(child, &mut status, 0);
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
-        libc::close(go);
-    });
+    let c = capture_with(cfg, || release_and_reap(child, go));
     let getpids = c.all().iter().filter(|e| matches!(e, harrier_schema::decode::Event::Syscall(_))).count();
     let k = c.stats.kernel_total();
     // n getpid events plus the child's exit (a life-cycle event).
@@ -294,13 +299,7 @@ fn a_flood_cannot_crowd_out_priority_events(mode: AttachMode) {
     cfg.buffer_size = 64 << 10;
     cfg.ring_reserve = 16 << 10;
     cfg.priority_syscalls = vec![libc::SYS_getppid as u32];
-    let c = capture_with(cfg, || unsafe {
-        libc::write(go, b"g".as_ptr().cast(), 1);
-        let mut status = 0;
-        libc::waitpid(child, &mut status, 0);
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
-        libc::close(go);
-    });
+    let c = capture_with(cfg, || release_and_reap(child, go));
     let count = |name: &str| c.of_tid(child as u32).iter().filter(|e| e.syscall.name == name).count();
     let k = c.stats.kernel_total();
     assert_eq!(count("getppid"), m, "every priority event got in: {k:?}");

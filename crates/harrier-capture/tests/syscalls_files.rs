@@ -721,3 +721,30 @@ fn a_chrooted_thread_opens_from_its_own_root(mode: AttachMode) {
     assert_eq!(inside.len(), 1, "one open from the chrooted thread: {inside:?}");
     assert_eq!(text(&inside[0], "fullpath"), "/etc/f", "named from the thread's root");
 }
+
+/// A pipe reopened through /proc/self/fd (make's and cargo's jobservers do
+/// this): its `fullpath` is what /proc names it, "pipe:[inode]", not "/".
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn a_pipe_reopened_through_proc_is_named_as_proc_names_it(mode: AttachMode) {
+    common::use_mode(mode);
+    if !bpf_available() {
+        return;
+    }
+    let mut p = [0i32; 2];
+    assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+    let via = cstr(&format!("/proc/self/fd/{}", p[0]));
+    let c = capture("openat", || {
+        let fd = sys(
+            libc::SYS_openat,
+            &[AT_FDCWD64, ptr(&via), libc::O_RDONLY as i64 | libc::O_NONBLOCK as i64, 0],
+        );
+        assert!(fd >= 0, "reopening the pipe: {fd}");
+        unsafe { libc::close(fd as i32) };
+    });
+    let proc_name = std::fs::read_link(format!("/proc/self/fd/{}", p[0])).unwrap();
+    unsafe { (libc::close(p[0]), libc::close(p[1])) };
+    let e = exactly(&c, "openat", 1);
+    assert!(proc_name.to_str().unwrap().starts_with("pipe:["), "{proc_name:?}");
+    assert_eq!(text(&e[0], "fullpath"), proc_name.to_str().unwrap());
+}

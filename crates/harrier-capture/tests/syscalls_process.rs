@@ -172,6 +172,14 @@ fn execve_success(mode: AttachMode) {
     let (bounding, inheritable) = (own_caps("CapBnd:"), own_caps("CapInh:"));
     expect(&e[0], 0, &[("cap_permitted", bounding), ("cap_inheritable", inheritable)]);
     assert!(!e[0].header.args_at_exit, "the exit found its entry copy");
+    // exec renames the task on its way; its exec event carries the name, so
+    // that rename is not an event of its own (prctl's is, below).
+    let renames = c
+        .all()
+        .into_iter()
+        .filter(|ev| matches!(ev, Event::Meta(h, Meta::Comm { .. }) if h.tid == pid))
+        .count();
+    assert_eq!(renames, 0, "a comm event for the exec's own rename");
 }
 
 /// One capability set of this process, from /proc/self/status.

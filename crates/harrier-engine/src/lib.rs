@@ -153,6 +153,12 @@ impl Engine {
         }
     }
 
+    /// The addresses that count as this host's interfaces when fd.lport and
+    /// fd.rport pick the local end (default: this machine's, read at start).
+    pub fn set_interface_addrs(&mut self, addrs: Vec<std::net::IpAddr>) {
+        self.ifaddrs = addrs;
+    }
+
     /// For events from a capture file: the captured host's name and clock
     /// offset, so alerts read as the live run's would have.
     pub fn set_clock(&mut self, host: &str, epoch_offset: u64, capture_start_ns: u64) {
