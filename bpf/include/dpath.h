@@ -38,6 +38,7 @@ struct hr_dwalk {
 	__u64 root_mnt;
 	__s32 pos;		/* start of the path built so far, counting down from HR_PATH_MAX */
 	__u32 flags;
+	__u64 task;		/* the current task, from the caller (saves a helper call) */
 };
 
 static __always_inline struct mount *hr_real_mount(struct vfsmount *m)
