@@ -50,10 +50,6 @@ struct hr_em {
 #define HR_LEN_ALL (~0ULL)
 #define HR_TS_COMPAT 0x0002	/* arch/x86/include/asm/thread_info.h */
 
-/* Bounds v (a __u64) by max in a way clang cannot fold away and the
- * verifier can follow: clang drops clamps it believes redundant. */
-#define hr_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
-
 /* Where a task's saved registers lie past its stack page (x86's
  * task_pt_regs: the stack's top, less FRED's padding, less the struct): one
  * value per kernel build, learnt from the first call of the helper. */
@@ -600,7 +596,7 @@ static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd)
 	/* A mask, not a compare: clang may drop a clamp the verifier needs. The
 	 * scratch has room past HR_PATH_MAX for what the mask lets through. */
 	n = (HR_PATH_MAX - pos) & (2 * HR_PATH_MAX - 1);
-	bpf_probe_read_kernel(slot + 2, n, c->path + (pos & (HR_PATH_MAX - 1)));
+	bpf_probe_read_kernel(slot + 2, n, c->path + HR_DHEAD + (pos & (HR_PATH_MAX - 1)));
 	hr_var_end(em, slot, n);
 }
 
