@@ -473,36 +473,49 @@ static __always_inline void hr_put_msgdata(struct hr_em *em, __u64 umsg, __u64 l
 	hr_put_iov(em, (__u64)m.msg_iov, m.msg_iovlen, limit);
 }
 
+/* Where hr_put_argv's loop is: the field, the user array, bytes so far. */
+struct hr_argv_at {
+	__u8 *slot;
+	__u64 uargv;
+	__u64 total;
+};
+
+/* One entry of the array; 1 ends the loop. A bpf_loop callback: the verifier
+ * checks it once, where an inlined loop of HR_ARGV_MAX entries was checked
+ * entry by entry (much of execve's load time). */
+static long hr_argv_cb(__u32 i, void *ctx)
+{
+	struct hr_argv_at *a = ctx;
+	__u64 p = 0, room, at;
+	long n;
+
+	if (a->total >= HR_SNAP_MAX - 1)
+		return 1;
+	if (bpf_probe_read_user(&p, sizeof(p), (void *)(a->uargv + i * 8)) || !p)
+		return 1;
+	/* Opaque masks: clang would drop plain ones it can prove redundant,
+	 * and the verifier needs both bounds. */
+	room = HR_SNAP_MAX - 1 - a->total;
+	at = a->total;
+	asm volatile("%0 &= 4095" : "+r"(room));
+	asm volatile("%0 &= 4095" : "+r"(at));
+	n = hr_str_len(bpf_probe_read_user_str(a->slot + 2 + at, room, (void *)p));
+	if (n < 0)
+		return 1;
+	a->total += n + 1; /* the NUL is always copied, counted or not */
+	return 0;
+}
+
 /* A NULL-terminated string array, joined with NULs (like /proc/PID/cmdline). */
 static __always_inline void hr_put_argv(struct hr_em *em, __u64 uargv)
 {
-	__u8 *slot = hr_var_begin(em);
-	__u32 total = 0;
+	struct hr_argv_at a = { .slot = hr_var_begin(em), .uargv = uargv };
 
-	if (!slot)
+	if (!a.slot)
 		return;
-	for (int i = 0; i < HR_ARGV_MAX && uargv; i++) {
-		__u64 p = 0;
-		long n;
-
-		__u64 room, at;
-
-		if (total >= HR_SNAP_MAX - 1)
-			break;
-		if (bpf_probe_read_user(&p, sizeof(p), (void *)(uargv + i * 8)) || !p)
-			break;
-		/* Opaque masks: clang would drop plain ones it can prove redundant,
-		 * and the verifier needs both bounds. */
-		room = HR_SNAP_MAX - 1 - total;
-		at = total;
-		asm volatile("%0 &= 4095" : "+r"(room));
-		asm volatile("%0 &= 4095" : "+r"(at));
-		n = hr_str_len(bpf_probe_read_user_str(slot + 2 + at, room, (void *)p));
-		if (n < 0)
-			break;
-		total += n + 1; /* the NUL is always copied, counted or not */
-	}
-	hr_var_end(em, slot, total);
+	if (uargv)
+		bpf_loop(HR_ARGV_MAX, hr_argv_cb, &a, 0);
+	hr_var_end(em, a.slot, a.total);
 }
 
 /* ---- paths resolved in the kernel, from the dentry tree (dpath.h) ---- */
