@@ -52,8 +52,11 @@ struct hr_em {
 
 /* Where a task's saved registers lie past its stack page (x86's
  * task_pt_regs: the stack's top, less FRED's padding, less the struct): one
- * value per kernel build, learnt from the first call of the helper. */
+ * value per kernel build, learnt from the first call of the helper. The
+ * helper's answer goes through hr_regs_seen to become a number: the verifier
+ * keeps a pointer a pointer in registers, and 6.12's refuses arithmetic on it. */
 __u64 hr_regs_off = 0;
+__u64 hr_regs_seen = 0;
 
 /* The caller's saved registers. With plain loads (bpf_rdonly_cast, 6.2+)
  * the address is the stack page plus hr_regs_off: no helper call (~20 ns)
@@ -66,8 +69,10 @@ static __always_inline struct pt_regs *hr_task_regs(struct hr_em *em)
 		return (struct pt_regs *)bpf_task_pt_regs(em->task);
 	stack = (__u64)em->task->stack;
 	off = hr_regs_off;
-	if (!off)
-		hr_regs_off = off = (__u64)bpf_task_pt_regs(em->task) - stack;
+	if (!off) {
+		hr_regs_seen = (__u64)bpf_task_pt_regs(em->task);
+		hr_regs_off = off = *(volatile __u64 *)&hr_regs_seen - stack;
+	}
 	return bpf_core_cast((void *)(stack + off), struct pt_regs);
 }
 
