@@ -28,6 +28,11 @@ enum Kind {
     },
     /// Harrier's own openat handler, as `harrier capture --syscalls openat`.
     Capture(AttachMode),
+    /// The same handler with openat's path read at exit (no entry copy): on
+    /// its tracepoint, or (true) on an fexit of `__x64_sys_openat`.
+    CaptureAtExit {
+        fexit: bool,
+    },
 }
 
 struct Hook {
@@ -48,6 +53,8 @@ const HOOKS: &[Hook] = &[
     empty("empty fexit on __x64_sys_openat", "fexit_empty", None),
     Hook { label: "harrier capture --syscalls openat, per-syscall tracepoint", kind: Kind::Capture(AttachMode::PerSyscall) },
     Hook { label: "harrier capture --syscalls openat, dispatcher", kind: Kind::Capture(AttachMode::Dispatcher) },
+    Hook { label: "capture's openat handler, path read at exit, on the tracepoint", kind: Kind::CaptureAtExit { fexit: false } },
+    Hook { label: "capture's openat handler, path read at exit, on an fexit", kind: Kind::CaptureAtExit { fexit: true } },
 ];
 
 /// The two workloads: (label, syscall number run by `harrier-bench loop`).
@@ -94,6 +101,13 @@ impl Attached {
             Kind::Capture(mode) => {
                 let mut cfg = Config::new(harrier_capture::parse_syscalls("openat")?);
                 cfg.attach = mode;
+                Attached::Capture(Box::new(Session::start_counting(&cfg)?))
+            }
+            Kind::CaptureAtExit { fexit } => {
+                let mut cfg = Config::new(harrier_capture::parse_syscalls("openat")?);
+                cfg.attach = AttachMode::PerSyscall;
+                cfg.collect.read_at_exit("openat")?;
+                cfg.fexit_openat = fexit;
                 Attached::Capture(Box::new(Session::start_counting(&cfg)?))
             }
         })
@@ -214,6 +228,19 @@ pub fn run(args: Args) -> Result<()> {
         rows.push(row);
     }
     println!("{}", Table { header, rows }.markdown());
+    // Under -icount the rounds should agree to a few instructions: the
+    // widest spread says how far to trust a difference.
+    let mut widest = (0.0, "", "");
+    for (hook, c) in HOOKS.iter().zip(&cells) {
+        for (w, &(name, _)) in WORKLOADS.iter().enumerate() {
+            let walls: Vec<f64> = c.iter().flatten().map(|r| r[w].wall).collect();
+            let (lo, hi) = walls.iter().fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+            if !walls.is_empty() && hi - lo > widest.0 {
+                widest = (hi - lo, hook.label, name);
+            }
+        }
+    }
+    println!("widest spread of ns/call between rounds: {:.0} ({}, {})", widest.0, widest.1, widest.2);
     println!("medians of {} rounds; ns/call with run-time stats off, programs and BPF ns with them on (a second run)", args.rounds);
     for r in &refused {
         println!("not on this kernel: {r}");

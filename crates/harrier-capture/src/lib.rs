@@ -107,6 +107,10 @@ pub struct Config {
     /// The floor of the attach plan: an empty program of the same type
     /// wherever a program would be linked (benchmarks; no events flow).
     pub empty_programs: bool,
+    /// openat's exit handler on an fexit of `__x64_sys_openat` instead of
+    /// its tracepoint (harrier-bench hook-costs: the same handler on a BPF
+    /// trampoline, kernels that have them). Per-syscall attach only.
+    pub fexit_openat: bool,
 }
 
 impl Config {
@@ -125,6 +129,7 @@ impl Config {
             ring_reserve: 0,
             priority_syscalls: Vec::new(),
             empty_programs: false,
+            fexit_openat: false,
         }
     }
 

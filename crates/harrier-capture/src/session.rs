@@ -104,7 +104,12 @@ pub struct Session {
     buffer_size: usize,
     started: Instant,
     ncpus: usize,
+    /// openat's exit on its fexit program (Config::fexit_openat).
+    fexit_openat: bool,
 }
+
+/// openat's exit handler on an fexit (Config::fexit_openat).
+const FEXIT_OPENAT: &str = "hr_fexit_openat";
 
 fn possible_cpus() -> Result<usize> {
     libbpf_rs::num_possible_cpus().context("counting CPUs")
@@ -165,9 +170,11 @@ impl Session {
         if dispatcher {
             wanted.push(DISPATCHER.into());
         }
+        let fexit_openat = cfg.fexit_openat && !dispatcher;
         for a in &plan {
             match (dispatcher, a.tail_prog()) {
                 (true, Some(tail)) => wanted.push(tail),
+                _ if fexit_openat && a.syscall.name == "openat" => wanted.push(FEXIT_OPENAT.into()),
                 _ => wanted.push(a.exit_prog()),
             }
             wanted.extend(a.enter_prog());
@@ -238,6 +245,7 @@ impl Session {
             buffer_size: cfg.buffer_size,
             started: Instant::now(),
             ncpus,
+            fexit_openat,
         };
         session.attach(&plan)?;
         Ok(session)
@@ -258,6 +266,10 @@ impl Session {
                 self.link(&prog, Some(id))?;
             }
             if dispatcher && a.tail_prog().is_some() {
+                continue;
+            }
+            if self.fexit_openat && a.syscall.name == "openat" {
+                self.link(FEXIT_OPENAT, None)?;
                 continue;
             }
             let prog = a.exit_prog();
