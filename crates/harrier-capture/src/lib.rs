@@ -109,7 +109,8 @@ pub struct Config {
     pub empty_programs: bool,
     /// openat's exit handler on an fexit of `__x64_sys_openat` instead of
     /// its tracepoint (harrier-bench hook-costs: the same handler on a BPF
-    /// trampoline, kernels that have them). Per-syscall attach only.
+    /// trampoline, kernels that have them). Per-syscall attach only; refused
+    /// before 6.12 (on 6.1 it crashed the traced processes: README Kernels).
     pub fexit_openat: bool,
 }
 

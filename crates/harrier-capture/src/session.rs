@@ -111,6 +111,18 @@ pub struct Session {
 /// openat's exit handler on an fexit (Config::fexit_openat).
 const FEXIT_OPENAT: &str = "hr_fexit_openat";
 
+/// On Debian's 6.1 the handler on an fexit broke the processes it traced
+/// (ld.so segfaulted after their openat; the empty fexit did not): the cause
+/// is not known, so no kernel before 6.12, where it measured clean, gets it.
+fn fexit_openat_allowed() -> Result<()> {
+    let release = crate::kernel::release();
+    let mut v = release.split(|c: char| !c.is_ascii_digit()).map(|n| n.parse::<u32>().unwrap_or(0));
+    if (v.next().unwrap_or(0), v.next().unwrap_or(0)) < (6, 12) {
+        bail!("openat's handler on an fexit is not run before Linux 6.12 (this is {release}): on 6.1 it crashed the traced processes");
+    }
+    Ok(())
+}
+
 fn possible_cpus() -> Result<usize> {
     libbpf_rs::num_possible_cpus().context("counting CPUs")
 }
@@ -171,6 +183,9 @@ impl Session {
             wanted.push(DISPATCHER.into());
         }
         let fexit_openat = cfg.fexit_openat && !dispatcher;
+        if fexit_openat {
+            fexit_openat_allowed()?;
+        }
         for a in &plan {
             match (dispatcher, a.tail_prog()) {
                 (true, Some(tail)) => wanted.push(tail),
