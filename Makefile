@@ -67,6 +67,14 @@ bench-fs: build
 bench-fs-scenarios: build
 	target/release/harrier-bench fs-scenarios $(BENCH_ARGS)
 
+# A syscall tracepoint against fentry/fexit on the syscall's function (harrier-bench
+# hook-costs), in a Debian guest (KERNEL=6.12 or 6.1) whose clock counts instructions
+# (qemu -icount shift=0): ns per call there are instructions. README, Kernels.
+.PHONY: bench-hooks
+bench-hooks: build
+	HARRIER_VM_CPUS=1 HARRIER_VM_QEMU_OPTS="-icount shift=0" bash scripts/test-kernels.sh exec $(or $(KERNEL),6.12) \
+		target/release/harrier-bench hook-costs $(BENCH_ARGS)
+
 bench-bypass: build
 	bash scripts/bench-bypass.sh
 

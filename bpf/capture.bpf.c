@@ -162,6 +162,16 @@ int BPF_PROG(hr_tail_generic, struct pt_regs *regs, long ret)
 	return hr_do_generic(regs, regs->orig_ax, ret, true);
 }
 
+/* openat's handler on an fexit of its syscall function instead of its
+ * tracepoint (Config::fexit_openat, for harrier-bench hook-costs): `regs` is
+ * the caller's saved registers, as the dispatcher's. Loaded only when asked,
+ * on kernels with BPF trampolines. */
+SEC("fexit/__x64_sys_openat")
+int BPF_PROG(hr_fexit_openat, struct pt_regs *regs, long ret)
+{
+	return hr_do_openat(ctx, regs, 257, ret, true);
+}
+
 /* ---- process life cycle (sched/task tracepoints: no syscall slow path) ---- */
 
 static __always_inline void hr_put_comm(struct hr_em *em, __u32 off, const char *comm)

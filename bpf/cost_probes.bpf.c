@@ -255,3 +255,21 @@ int aring_no_clock(void *ctx)
 		return 0;
 	return aring_put(id, 0);
 }
+
+/*
+ * 7: hooks on one syscall's own function instead of a syscall tracepoint
+ * (`harrier-bench hook-costs`): a trampoline runs only for the hooked
+ * syscall, and no task is sent down the slow syscall path. Kernels with BPF
+ * trampolines only (Debian's 6.1 and 6.12; not this VM's 6.18).
+ */
+SEC("fexit/__x64_sys_openat")
+int BPF_PROG(fexit_empty, struct pt_regs *regs, long ret)
+{
+	return 0;
+}
+
+SEC("fentry/__x64_sys_openat")
+int BPF_PROG(fentry_empty, struct pt_regs *regs)
+{
+	return 0;
+}

@@ -7,6 +7,9 @@
 #   scripts/test-kernels.sh                    host, then the guests (make test-kernels)
 #   scripts/test-kernels.sh guest [KERNEL...]  guests only (make test: the host run is its own step)
 #   scripts/test-kernels.sh host               host only
+#   scripts/test-kernels.sh exec KERNEL CMD... CMD in one guest, run in the
+#                                              checkout instead of the tests
+#                                              (benchmarks: make bench-hooks)
 # KERNEL: 6.1 or 6.12 (the newest /boot/vmlinuz-KERNEL.*) or a vmlinuz path;
 # default both Debian kernels, booted side by side (each guest's single-threaded
 # TCG keeps one host core busy; HARRIER_VM_PARALLEL=0 boots one after the other).
@@ -19,7 +22,8 @@
 # Env: HARRIER_VM_KVM=1 (use KVM; nested KVM triple-faults on our CI machines),
 #      HARRIER_TEST_SCALE (loop divisor in the guest, default 20),
 #      HARRIER_VM_CPUS (2), HARRIER_VM_MEMORY (2G), HARRIER_VM_APPEND (more
-#      kernel words), HARRIER_VM_STALL (s without a guest heartbeat, 120),
+#      kernel words), HARRIER_VM_QEMU_OPTS (more qemu options, e.g. "-icount
+#      shift=0": the guest's clock counts instructions), HARRIER_VM_STALL (s without a guest heartbeat, 120),
 #      HARRIER_VM_LIMIT (s for one VM, 2400), HARRIER_VM_TCG (single; multi),
 #      HARRIER_VM_PARALLEL (1), HARRIER_VM_ONLY (an ERE: only the test binaries
 #      whose name, e.g. harrier-cli:fswatch_cli, matches; the dispatcher and
@@ -187,8 +191,8 @@ boot() {
 	PATH=/opt/harrier-vng/bin:$PATH "$VNG" $kvm --verbose --cpus "${HARRIER_VM_CPUS:-2}" --memory "${HARRIER_VM_MEMORY:-2G}" -r "$kernel" \
 		--append "sysctl.kernel.hung_task_timeout_secs=60 sysctl.kernel.hung_task_all_cpu_backtrace=1 softlockup_all_cpu_backtrace=1 modprobe.blacklist=kvm,kvm_amd,kvm_intel tsc=reliable ${HARRIER_VM_APPEND:-}" \
 		--overlay-rwdir /etc --overlay-rwdir /var --overlay-rwdir /usr/local --overlay-rwdir /run "${maps[@]}" \
-		--qemu-opts="-qmp unix:$qmp,server=on,wait=off -pidfile $pidfile $tcg" \
-		--exec "GUEST_DONE=$done GUEST_ONLY='${HARRIER_VM_ONLY:-}' bash $script $list $ROOT $TARGET 2>&1" >"$log" 2>"$console" </dev/null &
+		--qemu-opts="-qmp unix:$qmp,server=on,wait=off -pidfile $pidfile $tcg ${HARRIER_VM_QEMU_OPTS:-}" \
+		--exec "GUEST_DONE=$done GUEST_ONLY='${HARRIER_VM_ONLY:-}' GUEST_EXEC='${GUEST_EXEC:-}' bash $script $list $ROOT $TARGET 2>&1" >"$log" 2>"$console" </dev/null &
 	local vpid=$! t0=$SECONDS why= beats=0 n last=$SECONDS
 	tail -n +1 -f --pid=$vpid "$log" &
 	local tpid=$!
@@ -266,9 +270,34 @@ stalled() {
 	console_tail "$console" 80
 }
 
+# One command in a guest of KERNEL instead of the tests, run in the checkout;
+# its output is the guest's log. Usage: exec_in_guest KERNEL CMD...
+exec_in_guest() {
+	local kernel tag
+	(($# > 1)) || { echo "usage: $0 exec KERNEL CMD..." >&2; exit 2; }
+	kernel=$(vmlinuz "$1")
+	shift
+	bash scripts/deps-vm.sh
+	[ -n "$kernel" ] && [ -e "$kernel" ] || { echo "test-kernels: no such kernel in /boot (run scripts/deps-vm.sh)" >&2; exit 1; }
+	tag=$(basename "$kernel")
+	tag=exec-${tag#vmlinuz-}
+	printf '%q ' "$@" >"$OUT/guest-$tag.sh"
+	echo >>"$OUT/guest-$tag.sh"
+	cp scripts/vm-guest.sh "$OUT/vm-guest.sh"
+	: >"$OUT/guest-$tag.done"
+	echo "== $* in a guest of $(basename "$kernel") (qemu${HARRIER_VM_QEMU_OPTS:+ $HARRIER_VM_QEMU_OPTS})"
+	# In a condition, as guest_run calls it: boot's steps may fail (set -e).
+	if GUEST_EXEC=$OUT/guest-$tag.sh boot "$tag" "$kernel" --disable-kvm "$OUT/guest-$tag.done" "$OUT/guest-$tag.log"; then
+		return 0
+	fi
+	echo "test-kernels: $* failed in the guest ($OUT/guest-$tag.log)" >&2
+	return 1
+}
+
 case $MODE in
 all) host; guest "$@" ;;
 host) host ;;
 guest) guest "$@" ;;
-*) echo "usage: $0 [all|host|guest] [KERNEL...]" >&2; exit 2 ;;
+exec) exec_in_guest "$@" ;;
+*) echo "usage: $0 [all|host|guest] [KERNEL...] | exec KERNEL CMD..." >&2; exit 2 ;;
 esac

@@ -92,6 +92,15 @@ heartbeat() {
 }
 heartbeat &
 
+# GUEST_EXEC (test-kernels.sh exec): a script to run in the checkout instead of
+# the tests (benchmarks: make bench-hooks); its exit code is the guest's.
+if [ -n "${GUEST_EXEC:-}" ]; then
+	(cd "$ROOT" && bash "$GUEST_EXEC")
+	rc=$?
+	echo "kernel $KREL: $((rc == 0)) passed, $((rc != 0)) failed"
+	exit $rc
+fi
+
 # Runs a test binary for at most LIMIT s. A hung one is reported with what
 # the kernel says its threads wait on (a task in D state ignores SIGKILL, so
 # `timeout` alone would wait for ever), then left behind: the run goes on.

@@ -191,20 +191,28 @@ pub struct EmptyPrograms {
 }
 
 pub fn attach_empty(syscalls: &str, dispatcher: bool) -> Result<EmptyPrograms> {
+    if dispatcher {
+        return attach_probe("btf_empty", &[]);
+    }
+    let names: Vec<String> = syscalls.split(',').map(|s| format!("sys_exit_{s}")).collect();
+    attach_probe("empty", &names)
+}
+
+/// One program of cost_probes.bpf.c on these syscalls tracepoints, or, with
+/// none, attached by its section (tp_btf, fentry, fexit). Detached on drop.
+pub fn attach_probe(name: &str, tracepoints: &[String]) -> Result<EmptyPrograms> {
     let storage = Box::leak(Box::new(MaybeUninit::uninit()));
     let mut open = skel::CostProbesSkelBuilder::default().open(storage)?;
-    let name = if dispatcher { "btf_empty" } else { "empty" };
     for mut p in open.open_object_mut().progs_mut() {
         p.set_autoload(p.name() == name);
     }
-    let skel = open.load().context("loading cost probes")?;
+    let skel = open.load().with_context(|| format!("loading the cost probe {name}"))?;
     let prog = skel.object().progs_mut().find(|p| p.name() == name).unwrap();
-    let links = if dispatcher {
-        vec![prog.attach()?]
+    let links = if tracepoints.is_empty() {
+        vec![prog.attach().with_context(|| format!("attaching {name}"))?]
     } else {
-        let names: Vec<String> = syscalls.split(',').map(|s| format!("sys_exit_{s}")).collect();
-        let ids = tracefs::tracepoint_ids("syscalls", &names)?;
-        names
+        let ids = tracefs::tracepoint_ids("syscalls", tracepoints)?;
+        tracepoints
             .iter()
             .zip(ids)
             .map(|(n, id)| {

@@ -11,6 +11,7 @@ mod fs_rate;
 mod fs_scen;
 mod fs_watch;
 mod fs_work;
+mod hook_costs;
 mod legacy_size;
 mod outputs;
 mod report;
@@ -53,6 +54,9 @@ enum Cmd {
         #[arg(long)]
         only: Option<String>,
     },
+    /// A syscall tracepoint against fentry/fexit on the syscall's function, per openat and per
+    /// unselected getpid (make bench-hooks: in the Debian guests, instructions counted by qemu).
+    HookCosts(hook_costs::Args),
     /// Kernel cost of each capture step, and the dispatcher design, per getpid.
     KernelCosts {
         #[arg(long, default_value_t = 5)]
@@ -344,6 +348,7 @@ fn rules_cost(rounds: usize, stable: &str, events: Option<&std::path::Path>) -> 
 fn main() -> ExitCode {
     let r = match Cli::parse().command {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
+        Cmd::HookCosts(args) => hook_costs::run(args),
         Cmd::Capture { rounds, quick, out, no_stop, only } => {
             bench_capture(rounds, quick, out, !no_stop, only.as_deref())
         }

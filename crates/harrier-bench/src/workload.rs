@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 /// `harrier-bench loop NR COUNT [THREADS]`: waits for a line on stdin, makes
 /// COUNT raw syscalls NR in each of THREADS threads, prints ns per call.
+/// openat (257) opens /dev/null and closes it: ns per pair.
 pub fn syscall_loop(nr: i64, count: u64, threads: usize) -> Result<()> {
     let mut line = String::new();
     if std::io::stdin().read_line(&mut line)? == 0 {
@@ -18,7 +19,11 @@ pub fn syscall_loop(nr: i64, count: u64, threads: usize) -> Result<()> {
         for _ in 0..threads.max(1) {
             s.spawn(|| {
                 for _ in 0..count {
-                    unsafe { libc::syscall(nr) };
+                    if nr == libc::SYS_openat {
+                        open_close_dev_null();
+                    } else {
+                        unsafe { libc::syscall(nr) };
+                    }
                 }
             });
         }
@@ -26,6 +31,14 @@ pub fn syscall_loop(nr: i64, count: u64, threads: usize) -> Result<()> {
     // The parent may have gone (e.g. the benchmark was interrupted): no panic.
     let _ = writeln!(std::io::stdout(), "{}", t.elapsed().as_nanos() as f64 / count as f64);
     Ok(())
+}
+
+fn open_close_dev_null() {
+    let fd =
+        unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, c"/dev/null".as_ptr(), libc::O_RDONLY) };
+    if fd >= 0 {
+        unsafe { libc::close(fd as i32) };
+    }
 }
 
 /// A paused workload process.

@@ -107,6 +107,11 @@ pub struct Config {
     /// The floor of the attach plan: an empty program of the same type
     /// wherever a program would be linked (benchmarks; no events flow).
     pub empty_programs: bool,
+    /// openat's exit handler on an fexit of `__x64_sys_openat` instead of
+    /// its tracepoint (harrier-bench hook-costs: the same handler on a BPF
+    /// trampoline, kernels that have them). Per-syscall attach only; refused
+    /// before 6.12 (on 6.1 it crashed the traced processes: README Kernels).
+    pub fexit_openat: bool,
 }
 
 impl Config {
@@ -125,6 +130,7 @@ impl Config {
             ring_reserve: 0,
             priority_syscalls: Vec::new(),
             empty_programs: false,
+            fexit_openat: false,
         }
     }
 

@@ -104,6 +104,23 @@ pub struct Session {
     buffer_size: usize,
     started: Instant,
     ncpus: usize,
+    /// openat's exit on its fexit program (Config::fexit_openat).
+    fexit_openat: bool,
+}
+
+/// openat's exit handler on an fexit (Config::fexit_openat).
+const FEXIT_OPENAT: &str = "hr_fexit_openat";
+
+/// On Debian's 6.1 the handler on an fexit broke the processes it traced
+/// (ld.so segfaulted after their openat; the empty fexit did not): the cause
+/// is not known, so no kernel before 6.12, where it measured clean, gets it.
+fn fexit_openat_allowed() -> Result<()> {
+    let release = crate::kernel::release();
+    let mut v = release.split(|c: char| !c.is_ascii_digit()).map(|n| n.parse::<u32>().unwrap_or(0));
+    if (v.next().unwrap_or(0), v.next().unwrap_or(0)) < (6, 12) {
+        bail!("openat's handler on an fexit is not run before Linux 6.12 (this is {release}): on 6.1 it crashed the traced processes");
+    }
+    Ok(())
 }
 
 fn possible_cpus() -> Result<usize> {
@@ -165,9 +182,14 @@ impl Session {
         if dispatcher {
             wanted.push(DISPATCHER.into());
         }
+        let fexit_openat = cfg.fexit_openat && !dispatcher;
+        if fexit_openat {
+            fexit_openat_allowed()?;
+        }
         for a in &plan {
             match (dispatcher, a.tail_prog()) {
                 (true, Some(tail)) => wanted.push(tail),
+                _ if fexit_openat && a.syscall.name == "openat" => wanted.push(FEXIT_OPENAT.into()),
                 _ => wanted.push(a.exit_prog()),
             }
             wanted.extend(a.enter_prog());
@@ -238,6 +260,7 @@ impl Session {
             buffer_size: cfg.buffer_size,
             started: Instant::now(),
             ncpus,
+            fexit_openat,
         };
         session.attach(&plan)?;
         Ok(session)
@@ -258,6 +281,10 @@ impl Session {
                 self.link(&prog, Some(id))?;
             }
             if dispatcher && a.tail_prog().is_some() {
+                continue;
+            }
+            if self.fexit_openat && a.syscall.name == "openat" {
+                self.link(FEXIT_OPENAT, None)?;
                 continue;
             }
             let prog = a.exit_prog();
