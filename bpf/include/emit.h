@@ -50,13 +50,30 @@ struct hr_em {
 #define HR_LEN_ALL (~0ULL)
 #define HR_TS_COMPAT 0x0002	/* arch/x86/include/asm/thread_info.h */
 
-/* Bounds v (a __u64) by max in a way clang cannot fold away and the
- * verifier can follow: clang drops clamps it believes redundant. */
-#define hr_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
+/* Where a task's saved registers lie past its stack page (x86's
+ * task_pt_regs: the stack's top, less FRED's padding, less the struct): one
+ * value per kernel build, learnt from the first call of the helper. The
+ * helper's answer goes through hr_regs_seen to become a number: the verifier
+ * keeps a pointer a pointer in registers, and 6.12's refuses arithmetic on it. */
+__u64 hr_regs_off = 0;
+__u64 hr_regs_seen = 0;
 
+/* The caller's saved registers. With plain loads (bpf_rdonly_cast, 6.2+)
+ * the address is the stack page plus hr_regs_off: no helper call (~20 ns)
+ * but on the first event. */
 static __always_inline struct pt_regs *hr_task_regs(struct hr_em *em)
 {
-	return (struct pt_regs *)bpf_task_pt_regs(em->task);
+	__u64 stack, off;
+
+	if (!hr_has_cast())
+		return (struct pt_regs *)bpf_task_pt_regs(em->task);
+	stack = (__u64)em->task->stack;
+	off = hr_regs_off;
+	if (!off) {
+		hr_regs_seen = (__u64)bpf_task_pt_regs(em->task);
+		hr_regs_off = off = *(volatile __u64 *)&hr_regs_seen - stack;
+	}
+	return bpf_core_cast((void *)(stack + off), struct pt_regs);
 }
 
 /*
@@ -461,36 +478,49 @@ static __always_inline void hr_put_msgdata(struct hr_em *em, __u64 umsg, __u64 l
 	hr_put_iov(em, (__u64)m.msg_iov, m.msg_iovlen, limit);
 }
 
+/* Where hr_put_argv's loop is: the field, the user array, bytes so far. */
+struct hr_argv_at {
+	__u8 *slot;
+	__u64 uargv;
+	__u64 total;
+};
+
+/* One entry of the array; 1 ends the loop. A bpf_loop callback: the verifier
+ * checks it once, where an inlined loop of HR_ARGV_MAX entries was checked
+ * entry by entry (much of execve's load time). */
+static long hr_argv_cb(__u32 i, void *ctx)
+{
+	struct hr_argv_at *a = ctx;
+	__u64 p = 0, room, at;
+	long n;
+
+	if (a->total >= HR_SNAP_MAX - 1)
+		return 1;
+	if (bpf_probe_read_user(&p, sizeof(p), (void *)(a->uargv + i * 8)) || !p)
+		return 1;
+	/* Opaque masks: clang would drop plain ones it can prove redundant,
+	 * and the verifier needs both bounds. */
+	room = HR_SNAP_MAX - 1 - a->total;
+	at = a->total;
+	asm volatile("%0 &= 4095" : "+r"(room));
+	asm volatile("%0 &= 4095" : "+r"(at));
+	n = hr_str_len(bpf_probe_read_user_str(a->slot + 2 + at, room, (void *)p));
+	if (n < 0)
+		return 1;
+	a->total += n + 1; /* the NUL is always copied, counted or not */
+	return 0;
+}
+
 /* A NULL-terminated string array, joined with NULs (like /proc/PID/cmdline). */
 static __always_inline void hr_put_argv(struct hr_em *em, __u64 uargv)
 {
-	__u8 *slot = hr_var_begin(em);
-	__u32 total = 0;
+	struct hr_argv_at a = { .slot = hr_var_begin(em), .uargv = uargv };
 
-	if (!slot)
+	if (!a.slot)
 		return;
-	for (int i = 0; i < HR_ARGV_MAX && uargv; i++) {
-		__u64 p = 0;
-		long n;
-
-		__u64 room, at;
-
-		if (total >= HR_SNAP_MAX - 1)
-			break;
-		if (bpf_probe_read_user(&p, sizeof(p), (void *)(uargv + i * 8)) || !p)
-			break;
-		/* Opaque masks: clang would drop plain ones it can prove redundant,
-		 * and the verifier needs both bounds. */
-		room = HR_SNAP_MAX - 1 - total;
-		at = total;
-		asm volatile("%0 &= 4095" : "+r"(room));
-		asm volatile("%0 &= 4095" : "+r"(at));
-		n = hr_str_len(bpf_probe_read_user_str(slot + 2 + at, room, (void *)p));
-		if (n < 0)
-			break;
-		total += n + 1; /* the NUL is always copied, counted or not */
-	}
-	hr_var_end(em, slot, total);
+	if (uargv)
+		bpf_loop(HR_ARGV_MAX, hr_argv_cb, &a, 0);
+	hr_var_end(em, a.slot, a.total);
 }
 
 /* ---- paths resolved in the kernel, from the dentry tree (dpath.h) ---- */
@@ -534,13 +564,17 @@ static __always_inline __u64 hr_fd_file(struct hr_em *em, __s64 fd)
  */
 __attribute__((noinline)) int hr_dwalk_run(int what, __s64 fd)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
 	struct hr_cpu *c = hr_cpu_get();
+	struct task_struct *t;
 	void *d = 0, *m = 0;
 	__u64 f = 0;
 
 	if (!c)
 		return 0;
+	/* The caller's task, as plain loads read it (a global function takes
+	 * no pointers to kernel objects): one helper call fewer per walk. */
+	t = hr_has_cast() ? bpf_core_cast((void *)c->walk.task, struct task_struct)
+			  : bpf_get_current_task_btf();
 	if (what == HR_WALK_CWD) {
 		d = t->fs->pwd.dentry;
 		m = t->fs->pwd.mnt;
@@ -566,6 +600,7 @@ static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd)
 
 	if (!slot)
 		return;
+	c->walk.task = (__u64)em->task;
 	if (!hr_dwalk_run(what, fd)) {
 		hr_var_end(em, slot, 0);
 		return;
@@ -579,7 +614,7 @@ static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd)
 	/* A mask, not a compare: clang may drop a clamp the verifier needs. The
 	 * scratch has room past HR_PATH_MAX for what the mask lets through. */
 	n = (HR_PATH_MAX - pos) & (2 * HR_PATH_MAX - 1);
-	bpf_probe_read_kernel(slot + 2, n, c->path + (pos & (HR_PATH_MAX - 1)));
+	bpf_probe_read_kernel(slot + 2, n, c->path + HR_DHEAD + (pos & (HR_PATH_MAX - 1)));
 	hr_var_end(em, slot, n);
 }
 

@@ -73,7 +73,7 @@ struct hr_cpu_stats {
 #define HR_VAR_LIMIT	16384
 #define HR_EVENT_MAX	(HR_VAR_LIMIT + 2 + HR_SNAP_MAX)
 #define HR_SCRATCH	(HR_EVENT_MAX + HR_SNAP_MAX + 256)
-#define HR_PATHBUF	(HR_PATH_MAX + 256)
+#define HR_PATHBUF	(64 + HR_PATH_MAX + 256)	/* dpath.h: HR_DHEAD, the path, a name past its end */
 
 /*
  * A per-CPU ring: one producer (the CPU's programs, which run with preemption
@@ -91,5 +91,9 @@ struct hr_aring {
 };
 
 #define HR_ARING_DATA	128	/* offsetof(struct hr_aring, data) */
+
+/* Bounds v (a __u64) by max in a way clang cannot fold away and the
+ * verifier can follow: clang drops clamps it believes redundant. */
+#define hr_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
 
 #endif
