@@ -760,7 +760,9 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     return self.fd_name_without_fd(field, out);
                 };
                 // Falco: no directory for an fd that is no file or directory (a pipe).
-                if field == FdDirectory && self.fd().is_some_and(|f| !matches!(f.type_name, "file" | "directory")) {
+                if field == FdDirectory
+                    && self.fd().is_some_and(|f| !matches!(f.type_name, "file" | "directory"))
+                {
                     return;
                 }
                 let v = match field {
@@ -779,7 +781,13 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 let t = match self.fd() {
                     Some(f) => Some((f.type_name, f.typechar)),
                     // An open whose fd is gone: a file, or a pipe reopened through /proc.
-                    None => self.event_fd_name().map(|n| if n.starts_with(b"pipe:") { ("pipe", "p") } else { ("file", "f") }),
+                    None => self.event_fd_name().map(|n| {
+                        if n.starts_with(b"pipe:") {
+                            ("pipe", "p")
+                        } else {
+                            ("file", "f")
+                        }
+                    }),
                 };
                 one(out, t.map(|(name, c)| Value::str(if field == FdType { name } else { c })))
             }

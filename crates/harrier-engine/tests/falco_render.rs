@@ -213,7 +213,8 @@ fn a_pipe_reopened_through_proc_is_a_pipe_and_no_write_below_root() {
     spawn(&mut e, 10, 1, 7201, "/usr/bin/rustc", &Who { euid: 0, egid: 0, loginuid: 0, sid: 7201, cwd: "/" });
     let open = |e: &mut Engine, ts, fd, path: &[u8], full: &[u8]| {
         let flags = libc::O_WRONLY as i64 | libc::O_NONBLOCK as i64;
-        let p = [("dirfd", P::I(-100)), ("path", P::B(path)), ("flags", P::I(flags)), ("fullpath", P::B(full))];
+        let p =
+            [("dirfd", P::I(-100)), ("path", P::B(path)), ("flags", P::I(flags)), ("fullpath", P::B(full))];
         e.on_event(&syscall(ts, 7201, "openat", fd, &p));
     };
     open(&mut e, 20, 5, b"/proc/self/fd/4", b"pipe:[4242]");

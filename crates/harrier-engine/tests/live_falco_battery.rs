@@ -129,6 +129,8 @@ fn behaviour_at(starts: &[(String, u64)], t: u64) -> Option<String> {
 }
 
 fn this_run() -> Run {
+    const OVERLAYFS: i64 = 0x794c_7630;
+    const CGROUP2: i64 = 0x6367_7270;
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
     // pid (comm) state ppid pgrp session ...
     let sid = stat.rsplit_once(')').unwrap().1.split_whitespace().nth(3).unwrap().to_string();
@@ -138,6 +140,8 @@ fn this_run() -> Run {
         pid: std::process::id() as u64,
         session,
         cwd: format!("{}/", cwd.trim_end_matches('/')),
+        usr_overlay: Run::fs_is("/usr/sbin", OVERLAYFS),
+        cgroup2: Run::fs_is("/sys/fs/cgroup", CGROUP2),
         own: Vec::new(),
     }
 }
@@ -179,6 +183,13 @@ fn every_battery_alert_has_falcos_output_fields() {
     let harrier: Vec<expected::Alert> = alerts
         .iter()
         .filter(|a| expected::normalise::Lineage::of(&a.output_fields, &run).runner_level.is_some())
+        .filter(|a| match run.only_here(&a.rule, &a.output_fields) {
+            Some(why) => {
+                eprintln!("note: not compared: '{}' ({why})", a.rule);
+                false
+            }
+            None => true,
+        })
         .filter_map(|a| {
             Some(expected::Alert {
                 behaviour: behaviour_at(&starts, a.time_ns)?,

@@ -28,7 +28,13 @@ pub fn write(path: &Path, cap: &Capture, d: &Diff) -> Result<()> {
         })
         .collect();
     alerts.sort_by_key(|(t, _)| *t);
-    let runner = json!({"pid": cap.root_pid, "session": session()?, "cwd": format!("{}/", std::env::current_dir()?.display())});
+    let runner = json!({
+        "pid": cap.root_pid,
+        "session": session()?,
+        "cwd": format!("{}/", std::env::current_dir()?.display()),
+        "usr_overlay": fs_is("/usr/sbin", 0x794c_7630),
+        "cgroup2": fs_is("/sys/fs/cgroup", 0x6367_7270),
+    });
     let recorded = format!(
         "Falco 0.44.1 (libs 0.25.4, modern_ebpf, container plugin 0.7.1), harrier-bench falco-diff --workload battery, {}",
         chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
@@ -69,4 +75,12 @@ fn session() -> Result<String> {
     let sid =
         stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(3)).context("/proc/self/stat")?;
     Ok(std::fs::read_to_string(format!("/proc/{sid}/comm")).unwrap_or_default().trim().to_string())
+}
+
+/// Whether `path` is on a file system of type `magic` (the test normalises
+/// what an overlay /usr and cgroup v2 change).
+fn fs_is(path: &str, magic: i64) -> bool {
+    let Ok(c) = std::ffi::CString::new(path) else { return false };
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == magic }
 }

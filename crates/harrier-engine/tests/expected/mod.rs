@@ -37,6 +37,8 @@ pub fn recorded() -> Recorded {
         pid: r["pid"].as_u64().expect("runner.pid"),
         session: r["session"].as_str().unwrap_or("").to_string(),
         cwd: r["cwd"].as_str().unwrap_or("").to_string(),
+        usr_overlay: r["usr_overlay"].as_bool().unwrap_or(false),
+        cgroup2: r["cgroup2"].as_bool().unwrap_or(false),
         own: Vec::new(),
     };
     let alerts = v["alerts"]

@@ -13,12 +13,32 @@ pub struct Run {
     pub session: String,
     /// Its working directory as Falco renders proc.cwd (a trailing `/`).
     pub cwd: String,
+    /// The machine's /usr is an overlay (the test guests'): binaries in it run
+    /// from a lower layer.
+    pub usr_overlay: bool,
+    /// The machine's cgroups are v2 (the test guests'): runc loads a BPF device
+    /// filter for each container.
+    pub cgroup2: bool,
     /// Its proc.name, proc.exepath and proc.cmdline values (one per thread that
     /// raised an alert), as its own alerts show them (learned: [`Run::learn`]).
     pub own: Vec<(String, Value)>,
 }
 
 impl Run {
+    /// Whether this machine's `path` is on a file system of type `magic` (statfs).
+    pub fn fs_is(path: &str, magic: i64) -> bool {
+        let c = std::ffi::CString::new(path).expect("no NUL");
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == magic }
+    }
+
+    /// An alert of this machine the recording one could not have raised, and why.
+    pub fn only_here(&self, rule: &str, fields: &serde_json::Map<String, Value>) -> Option<&'static str> {
+        let name = fields.get("proc.name").and_then(|v| v.as_str());
+        (self.cgroup2 && rule == "BPF Program Not Profiled" && name == Some("runc"))
+            .then_some("runc's BPF device filter (cgroup v2 only)")
+    }
+
     /// Learns the runner's own process fields from an alert it raised itself.
     pub fn learn<'a>(&mut self, alerts: impl IntoIterator<Item = &'a serde_json::Map<String, Value>>) {
         for f in alerts {
@@ -105,6 +125,17 @@ pub const RULES: &[Rule] = &[
         name: "tty",
         why: "a pseudo-terminal's number is whichever was free",
         apply: |_, _, f, v| if f == "proc.tty" && v.as_u64().is_some_and(|t| t != 0) { "<tty>".into() } else { v },
+    },
+    Rule {
+        name: "overlay-usr",
+        why: "where /usr is an overlay (the test guests, not the recording host) its binaries run from a lower layer: EXE_LOWER_LAYER",
+        apply: |r, _, f, v| match v.as_str() {
+            Some(s) if r.usr_overlay && f == "evt.arg.flags" && s.contains("EXE_LOWER_LAYER") => {
+                let kept: Vec<&str> = s.split('|').filter(|t| *t != "EXE_LOWER_LAYER").collect();
+                if kept.is_empty() { "0".into() } else { kept.join("|").into() }
+            }
+            _ => v,
+        },
     },
     Rule { name: "ephemeral-port", why: "the kernel picks a client's port (32768 and up)", apply: ports },
     Rule {
