@@ -73,6 +73,8 @@ pub struct Lineage {
     pub runner_level: Option<usize>,
     /// proc.exepath of the alerting process.
     exepath: String,
+    /// Not in a container (whose processes have sessions of their own).
+    on_host: bool,
 }
 
 /// Every normalisation, applied in this order.
@@ -103,8 +105,14 @@ pub const RULES: &[Rule] = &[
     },
     Rule {
         name: "runner-session",
-        why: "proc.sname of the runner's children is the runner's session leader (bash when recorded)",
-        apply: |r, _, f, v| if f == "proc.sname" && v == r.session.as_str() { "<runner session>".into() } else { v },
+        why: "proc.sname of the runner's children on the host is the runner's session leader (bash when recorded)",
+        apply: |r, l, f, v| {
+            if f == "proc.sname" && l.on_host && v == r.session.as_str() {
+                "<runner session>".into()
+            } else {
+                v
+            }
+        },
     },
     Rule {
         name: "runner-cwd",
@@ -152,7 +160,8 @@ impl Lineage {
             .map(|k| fields.get(*k).and_then(|v| v.as_u64()))
             .position(|p| p == Some(run.pid));
         let exepath = fields.get("proc.exepath").and_then(|v| v.as_str()).unwrap_or("").to_string();
-        Lineage { runner_level, exepath }
+        let on_host = fields.get("container.id").and_then(|v| v.as_str()).is_none_or(|id| id == "host");
+        Lineage { runner_level, exepath, on_host }
     }
 }
 
