@@ -2,8 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use harrier_engine::config::RunConfig;
-use harrier_rules::ruleset::{AppendOutput, LoadOptions, RuleSet};
-use std::sync::Arc;
+use harrier_rules::ruleset::RuleSet;
 
 /// Rule files in order: a directory contributes its *.yaml/*.yml, sorted.
 fn expand(paths: &[String]) -> Result<Vec<(String, String)>> {
@@ -37,27 +36,7 @@ pub fn load(cfg: &RunConfig) -> Result<RuleSet> {
     } else {
         expand(&cfg.rules_files)?
     };
-    // Fields given on the command line (--append-field) and not from the config's entries.
-    let mut append_output = cfg.append_output.clone();
-    let from_config: Vec<&String> =
-        cfg.append_output.iter().flat_map(|a| a.extra_fields.iter().map(|(n, _)| n)).collect();
-    let loose: Vec<_> =
-        cfg.append_fields.iter().filter(|f| !from_config.contains(f)).map(|f| (f.clone(), None)).collect();
-    if !loose.is_empty() {
-        append_output.push(AppendOutput { extra_fields: loose, ..Default::default() });
-    }
-    let mut opts = LoadOptions {
-        rule_matching: cfg.rule_matching,
-        min_priority: cfg.priority,
-        supported: Arc::new(harrier_engine::source::supported),
-        append_output,
-        ..Default::default()
-    };
-    // Falco 0.44 with suggested output: %container.info expands to nothing (the suggested
-    // container fields are appended instead).
-    if cfg.suggested_output {
-        opts.container_info = String::new();
-    }
+    let opts = cfg.load_options();
     match RuleSet::load(&files, &opts) {
         Ok(rules) => {
             for w in rules.warnings() {

@@ -227,6 +227,37 @@ impl Reader<'_> {
 }
 
 impl RunConfig {
+    /// How the rule files load under this config (`harrier run`'s and the live tests').
+    pub fn load_options(&self) -> harrier_rules::ruleset::LoadOptions {
+        use harrier_rules::ruleset::{AppendOutput, LoadOptions};
+        // Fields given on the command line (--append-field) and not from the config's entries.
+        let mut append_output = self.append_output.clone();
+        let from_config: Vec<&String> =
+            self.append_output.iter().flat_map(|a| a.extra_fields.iter().map(|(n, _)| n)).collect();
+        let loose: Vec<_> = self
+            .append_fields
+            .iter()
+            .filter(|f| !from_config.contains(f))
+            .map(|f| (f.clone(), None))
+            .collect();
+        if !loose.is_empty() {
+            append_output.push(AppendOutput { extra_fields: loose, ..Default::default() });
+        }
+        let mut opts = LoadOptions {
+            rule_matching: self.rule_matching,
+            min_priority: self.priority,
+            supported: std::sync::Arc::new(crate::source::supported),
+            append_output,
+            ..Default::default()
+        };
+        // Falco 0.44 with suggested output: %container.info expands to nothing (the suggested
+        // container fields are appended instead).
+        if self.suggested_output {
+            opts.container_info = String::new();
+        }
+        opts
+    }
+
     pub fn load(path: &str) -> Result<RunConfig> {
         let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading {path}: {e}"))?;
         RunConfig::parse(path, &text)

@@ -759,6 +759,12 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 let Some(name) = name.filter(|n| !n.is_empty()) else {
                     return self.fd_name_without_fd(field, out);
                 };
+                // Falco: no directory for an fd that is no file or directory (a pipe).
+                if field == FdDirectory
+                    && self.fd().is_some_and(|f| !matches!(f.type_name, "file" | "directory"))
+                {
+                    return;
+                }
                 let v = match field {
                     FdDirectory => {
                         let cut = name.iter().rposition(|&c| c == b'/').unwrap_or(0);
@@ -774,7 +780,14 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             FdType | FdTypechar => {
                 let t = match self.fd() {
                     Some(f) => Some((f.type_name, f.typechar)),
-                    None => self.event_fd_name().map(|_| ("file", "f")), // an open whose fd is gone
+                    // An open whose fd is gone: a file, or a pipe reopened through /proc.
+                    None => self.event_fd_name().map(|n| {
+                        if n.starts_with(b"pipe:") {
+                            ("pipe", "p")
+                        } else {
+                            ("file", "f")
+                        }
+                    }),
                 };
                 one(out, t.map(|(name, c)| Value::str(if field == FdType { name } else { c })))
             }

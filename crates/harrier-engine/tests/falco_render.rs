@@ -200,3 +200,33 @@ fn event_parameters_render_with_falcos_names_and_texts() {
         ]
     );
 }
+
+/// reopened-pipe (docs/falco-differences.md): a pipe reopened through
+/// /proc/self/fd (make's and cargo's jobservers) is a pipe named as /proc names
+/// it; Falco names it by the path asked for. Neither takes it for a write below
+/// root (Falco's open_write and root_dir macros), which Harrier did when it typed
+/// it a file with the directory "/".
+#[test]
+fn a_pipe_reopened_through_proc_is_a_pipe_and_no_write_below_root() {
+    let rule = "- rule: below root\n  desc: d\n  condition: evt.type in (open,openat,openat2) and evt.is_open_write=true and fd.typechar='f' and fd.num>=0 and (fd.directory=/ or fd.name startswith /root/)\n  output: o\n  priority: WARNING\n- rule: fields\n  desc: d\n  condition: evt.type = openat\n  output: name=%fd.name type=%fd.type typechar=%fd.typechar dir=%fd.directory\n  priority: WARNING\n";
+    let (mut e, got) = engine(rule);
+    spawn(&mut e, 10, 1, 7201, "/usr/bin/rustc", &Who { euid: 0, egid: 0, loginuid: 0, sid: 7201, cwd: "/" });
+    let open = |e: &mut Engine, ts, fd, path: &[u8], full: &[u8]| {
+        let flags = libc::O_WRONLY as i64 | libc::O_NONBLOCK as i64;
+        let p =
+            [("dirfd", P::I(-100)), ("path", P::B(path)), ("flags", P::I(flags)), ("fullpath", P::B(full))];
+        e.on_event(&syscall(ts, 7201, "openat", fd, &p));
+    };
+    open(&mut e, 20, 5, b"/proc/self/fd/4", b"pipe:[4242]");
+    open(&mut e, 21, 6, b"/hr-file", b"/hr-file");
+    let a = alerts(e, &got);
+    let rules: Vec<(&str, &str)> = a.iter().map(|a| (a.rule.as_str(), a.output.as_str())).collect();
+    assert_eq!(
+        rules,
+        [
+            ("fields", "name=pipe:[4242] type=pipe typechar=p dir=<NA>"),
+            ("below root", "o"),
+            ("fields", "name=/hr-file type=file typechar=f dir=/"),
+        ]
+    );
+}

@@ -19,18 +19,18 @@ const fn ct(
 }
 
 pub static CONTAINERS: &[Behaviour] = &[
-    ct("ct-terminal-shell", &["Terminal shell in container"], Place::Docker, |_| {
-        go(&mut shaped(Place::Docker, "tty", "/bin/busybox tty", &[])?.terminal())
+    ct("ct-terminal-shell", &["Terminal shell in container"], Place::Docker, |t| {
+        go(t, &mut shaped(Place::Docker, "tty", "/bin/busybox tty", &[])?.terminal())
     }),
-    ct("ct-plain-runc-terminal-shell", &["Terminal shell in container"], Place::Runc, |_| {
+    ct("ct-plain-runc-terminal-shell", &["Terminal shell in container"], Place::Runc, |t| {
         // Plain runc's cgroup (/<name>): a container to Harrier, not to Falco's plugin.
-        go(&mut shaped(Place::Runc, "tty", "/bin/busybox tty", &[])?.terminal())
+        go(t, &mut shaped(Place::Runc, "tty", "/bin/busybox tty", &[])?.terminal())
     }),
-    ct("ct-packet-socket", &["Packet socket created in container"], Place::Containerd, |_| {
+    ct("ct-packet-socket", &["Packet socket created in container"], Place::Containerd, |t| {
         let mut c =
             shaped(Place::Containerd, "arping", "/bin/arping -c 1 -w 1 -I lo 127.0.0.1", &["arping"])?
                 .cap("CAP_NET_RAW");
-        go(&mut c)
+        go(t, &mut c)
     }),
     ct(
         "ct-netcat-exec",
@@ -39,57 +39,60 @@ pub static CONTAINERS: &[Behaviour] = &[
             "Redirect STDOUT/STDIN to Network Connection in Container",
         ],
         Place::Docker,
-        |_| {
+        |t| {
             let s = "/bin/busybox ip link set lo up; /bin/nc -l -p 4444 -e /bin/true & \
                      i=0; until /bin/nc 127.0.0.1 4444 -e /bin/true; do i=$((i+1)); \
                      [ $i -ge 50 ] && break; /bin/busybox usleep 20000; done; wait";
-            go(&mut shaped(Place::Docker, "nc", s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
+            go(t, &mut shaped(Place::Docker, "nc", s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
         },
     ),
-    ct("ct-debugfs-privileged", &["Debugfs Launched in Privileged Container"], Place::Docker, |_| {
-        go(&mut privileged(shaped(Place::Docker, "dbgfs", "/bin/debugfs -R stats", &["debugfs"])?))
+    ct("ct-debugfs-privileged", &["Debugfs Launched in Privileged Container"], Place::Docker, |t| {
+        go(t, &mut privileged(shaped(Place::Docker, "dbgfs", "/bin/debugfs -R stats", &["debugfs"])?))
     }),
-    ct("ct-mount-privileged", &["Mount Launched in Privileged Container"], Place::Crio, |_| {
-        go(&mut privileged(shaped(Place::Crio, "mount", "/bin/mount -t tmpfs none /mnt", &["mount"])?))
+    ct("ct-mount-privileged", &["Mount Launched in Privileged Container"], Place::Crio, |t| {
+        go(t, &mut privileged(shaped(Place::Crio, "mount", "/bin/mount -t tmpfs none /mnt", &["mount"])?))
     }),
-    ct("ct-apt-get", &["Launch Package Management Process in Container"], Place::Crio, |_| {
-        go(&mut shaped(Place::Crio, "apt", "/bin/apt-get update", &["apt-get"])?)
+    ct("ct-apt-get", &["Launch Package Management Process in Container"], Place::Crio, |t| {
+        go(t, &mut shaped(Place::Crio, "apt", "/bin/apt-get update", &["apt-get"])?)
     }),
-    ct("ct-nmap", &["Launch Suspicious Network Tool in Container"], Place::Containerd, |_| {
-        go(&mut shaped(Place::Containerd, "nmap", "/bin/nmap 127.0.0.1", &["nmap"])?)
+    ct("ct-nmap", &["Launch Suspicious Network Tool in Container"], Place::Containerd, |t| {
+        go(t, &mut shaped(Place::Containerd, "nmap", "/bin/nmap 127.0.0.1", &["nmap"])?)
     }),
-    ct("ct-scp", &["Launch Remote File Copy Tools in Container"], Place::Docker, |_| {
-        go(&mut shaped(Place::Docker, "scp", "/bin/scp /etc/hostname 127.0.0.1:/tmp/x", &["scp"])?)
+    ct("ct-scp", &["Launch Remote File Copy Tools in Container"], Place::Docker, |t| {
+        go(t, &mut shaped(Place::Docker, "scp", "/bin/scp /etc/hostname 127.0.0.1:/tmp/x", &["scp"])?)
     }),
-    ct("ct-wget", &["Launch Ingress Remote File Copy Tools in Container"], Place::Crio, |_| {
-        go(&mut shaped(Place::Crio, "wget", "/bin/wget -q -T 1 http://127.0.0.1:9/x", &["wget"])?)
+    ct("ct-wget", &["Launch Ingress Remote File Copy Tools in Container"], Place::Crio, |t| {
+        go(t, &mut shaped(Place::Crio, "wget", "/bin/wget -q -T 1 http://127.0.0.1:9/x", &["wget"])?)
     }),
-    ct("ct-kubectl", &["Kubernetes Client Tool Launched in Container"], Place::Containerd, |_| {
-        go(&mut shaped(Place::Containerd, "kubectl", "/bin/kubectl get pods", &["kubectl"])?)
+    ct("ct-kubectl", &["Kubernetes Client Tool Launched in Container"], Place::Containerd, |t| {
+        go(t, &mut shaped(Place::Containerd, "kubectl", "/bin/kubectl get pods", &["kubectl"])?)
     }),
-    ct("ct-base64-decode", &["Decoding Payload in Container"], Place::Docker, |_| {
-        go(&mut shaped(Place::Docker, "b64", "/bin/busybox echo aGk= | /bin/base64 -d", &["base64"])?)
+    ct("ct-base64-decode", &["Decoding Payload in Container"], Place::Docker, |t| {
+        go(t, &mut shaped(Place::Docker, "b64", "/bin/busybox echo aGk= | /bin/base64 -d", &["base64"])?)
     }),
-    ct("ct-read-environ", &["Read environment variable from /proc files"], Place::Crio, |_| {
-        go(&mut shaped(Place::Crio, "environ", "/bin/cat /proc/1/environ > /dev/null", &["cat"])?)
+    ct("ct-read-environ", &["Read environment variable from /proc files"], Place::Crio, |t| {
+        go(t, &mut shaped(Place::Crio, "environ", "/bin/cat /proc/1/environ > /dev/null", &["cat"])?)
     }),
-    ct("ct-unshare", &["Change namespace privileges via unshare"], Place::Containerd, |_| {
-        go(&mut shaped(Place::Containerd, "unshare", "/bin/unshare -u /bin/true", &["unshare", "true"])?)
+    ct("ct-unshare", &["Change namespace privileges via unshare"], Place::Containerd, |t| {
+        go(t, &mut shaped(Place::Containerd, "unshare", "/bin/unshare -u /bin/true", &["unshare", "true"])?)
     }),
-    ct("ct-host-path", &["Container Access to Host Sensitive Paths"], Place::Docker, |_| {
+    ct("ct-host-path", &["Container Access to Host Sensitive Paths"], Place::Docker, |t| {
         let mut c = shaped(Place::Docker, "hostpath", "/bin/cat /host/etc/hostname > /dev/null", &["cat"])?;
         let dir = c.bundle.join("rootfs/host/etc");
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("hostname"), "battery\n")?;
-        go(&mut c)
+        go(t, &mut c)
     }),
-    ct("ct-chmod-setuid", &["Set Setuid or Setgid bit"], Place::Crio, |_| {
-        go(&mut shaped(
-            Place::Crio,
-            "suid",
-            "/bin/busybox cp /bin/busybox /tmp/s; /bin/chmod u+s /tmp/s",
-            &["chmod"],
-        )?)
+    ct("ct-chmod-setuid", &["Set Setuid or Setgid bit"], Place::Crio, |t| {
+        go(
+            t,
+            &mut shaped(
+                Place::Crio,
+                "suid",
+                "/bin/busybox cp /bin/busybox /tmp/s; /bin/chmod u+s /tmp/s",
+                &["chmod"],
+            )?,
+        )
     }),
     ct(
         "ct-metadata-service",
@@ -98,22 +101,22 @@ pub static CONTAINERS: &[Behaviour] = &[
             "Contact cloud metadata service from container",
         ],
         Place::Containerd,
-        |_| {
+        |t| {
             // The address is the container's own loopback's: nothing leaves it.
             let s = "/bin/busybox ip link set lo up; /bin/busybox ip addr add 169.254.169.254/32 dev lo; \
                      /bin/nc -l -p 80 -e /bin/true & \
                      i=0; until /bin/nc 169.254.169.254 80 -e /bin/true; do i=$((i+1)); \
                      [ $i -ge 50 ] && break; /bin/busybox usleep 20000; done; wait";
-            go(&mut shaped(Place::Containerd, "imds", s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
+            go(t, &mut shaped(Place::Containerd, "imds", s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
         },
     ),
-    ct("ct-api-server-by-address", &[], Place::Containerd, |_| {
+    ct("ct-api-server-by-address", &[], Place::Containerd, |t| {
         // Falco's k8s_api_server is a name (kubernetes.default...): not resolvable
         // here, so a connect to 6443 must not alert in either sensor.
         let s = "/bin/busybox ip link set lo up; /bin/nc -l -p 6443 -e /bin/true & \
                  i=0; until /bin/nc 127.0.0.1 6443 -e /bin/true; do i=$((i+1)); \
                  [ $i -ge 50 ] && break; /bin/busybox usleep 20000; done; wait";
-        go(&mut shaped(Place::Containerd, "k8sapi", s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
+        go(t, &mut shaped(Place::Containerd, "k8sapi", s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
     }),
     ct("ct-drop-and-execute", &["Drop and execute new binary in container"], Place::Docker, drop_and_execute),
 ];
@@ -177,15 +180,17 @@ fn privileged(mut c: Runc) -> Runc {
     c
 }
 
-/// Starts the container, waits for its behaviour, lets it end.
-fn go(c: &mut Runc) -> Result<()> {
+/// Starts the container, waits for its behaviour, tells the caller (who may
+/// have the sensors read the events while the container exists), lets it end.
+fn go(t: &Tools, c: &mut Runc) -> Result<()> {
     c.start()?;
     c.wait_for("ready")?;
+    t.container_ready();
     c.finish()
 }
 
 /// A busybox "downloaded" into the container's overlay upper layer and run.
-fn drop_and_execute(_: &Tools) -> Result<()> {
+fn drop_and_execute(t: &Tools) -> Result<()> {
     let mut c = shaped(Place::Docker, "drop", "/bin/busybox true; /bin/hrdrop true", &[])?;
     let b = c.bundle.clone();
     let (lower, upper, work, root) =
@@ -208,7 +213,7 @@ fn drop_and_execute(_: &Tools) -> Result<()> {
         .arg(&root)
         .status()?;
     anyhow::ensure!(st.success(), "mounting the overlay: {st}");
-    let r = go(&mut c);
+    let r = go(t, &mut c);
     let _ = std::process::Command::new("umount").arg(&root).status();
     r
 }

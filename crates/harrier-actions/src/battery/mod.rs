@@ -16,6 +16,25 @@ mod tools;
 use anyhow::Result;
 pub use tools::Tools;
 
+/// Fields appended to every alert when the battery runs under a sensor: the
+/// process and its ancestors' pids, which attribute an alert to the process
+/// running the battery (harrier-bench falco-diff, or the expected-values test).
+pub const LINEAGE_FIELDS: [&str; 9] = [
+    "proc.pid",
+    "proc.ppid",
+    "proc.apid[2]",
+    "proc.apid[3]",
+    "proc.apid[4]",
+    "proc.apid[5]",
+    "proc.apid[6]",
+    "proc.apid[7]",
+    "proc.apid[8]",
+];
+
+/// The environment variables behaviours set (the rest of a process's proc.env
+/// is the environment of whatever runs the battery).
+pub const ENV_SET: [&str; 2] = ["HTTP_PROXY", "GLIBC_TUNABLES"];
+
 /// Where a behaviour runs, as the report groups them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {

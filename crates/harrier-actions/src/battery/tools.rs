@@ -16,6 +16,8 @@ pub struct Tools {
     made: RefCell<Vec<PathBuf>>,
     /// Users made with useradd: removed on drop.
     users: RefCell<Vec<String>>,
+    /// Called when a container's behaviour is done and the container still exists.
+    on_ready: RefCell<Option<Box<dyn FnMut()>>>,
 }
 
 impl Tools {
@@ -24,7 +26,26 @@ impl Tools {
         // Readable by the unprivileged users some behaviours run as.
         let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
         std::fs::set_permissions(scratch.path(), mode).context("chmod of the scratch directory")?;
-        Ok(Tools { kit: Kit::new()?, scratch, made: RefCell::default(), users: RefCell::default() })
+        Ok(Tools {
+            kit: Kit::new()?,
+            scratch,
+            made: RefCell::default(),
+            users: RefCell::default(),
+            on_ready: RefCell::default(),
+        })
+    }
+
+    /// Has `f` called each time a container's behaviour is done, before the
+    /// container goes: a test in-process has its sensor read the events then,
+    /// while the runtime's state of the container exists (as a live sensor does).
+    pub fn on_container_ready(&self, f: Box<dyn FnMut()>) {
+        *self.on_ready.borrow_mut() = Some(f);
+    }
+
+    pub(super) fn container_ready(&self) {
+        if let Some(f) = self.on_ready.borrow_mut().as_mut() {
+            f();
+        }
     }
 
     /// event-generator's action of this name (crate::actions).

@@ -93,15 +93,16 @@ fn parse(v: &Value, cap: &Capture) -> Alert {
     }
 }
 
-/// Is this alert the workload's: in its window and, for the battery, from a
-/// descendant of `root` (the pid or an ancestor's, as appended)?
-fn ours(v: &Value, cap: &Capture, by_tree: bool) -> bool {
+/// Is this alert the workload's: in its window and from a descendant of
+/// `root` (the pid or an ancestor's, as appended)? Other processes of the
+/// machine (other users' builds and tests) are counted apart, not compared.
+fn ours(v: &Value, cap: &Capture) -> bool {
     let f = &v["output_fields"];
     let t = f["evt.time"].as_u64().unwrap_or(0);
     if t < cap.window.0 || t > cap.window.1 + 1_000_000_000 {
         return false;
     }
-    !by_tree || HARNESS_FIELDS.iter().any(|k| f[*k].as_u64() == Some(cap.root_pid as u64))
+    HARNESS_FIELDS.iter().any(|k| f[*k].as_u64() == Some(cap.root_pid as u64))
 }
 
 /// Which rules file defines each rule (`- rule: NAME` lines).
@@ -152,10 +153,10 @@ fn values_equal(k: &str, a: &Value, b: &Value) -> bool {
     a == b
 }
 
-pub fn compare(cap: &Capture, rules: &[String], by_tree: bool) -> Result<Diff> {
+pub fn compare(cap: &Capture, rules: &[String]) -> Result<Diff> {
     let files = rule_files(rules)?;
     let take = |vs: &[Value]| -> (Vec<Alert>, usize) {
-        let (mine, other): (Vec<&Value>, Vec<&Value>) = vs.iter().partition(|v| ours(v, cap, by_tree));
+        let (mine, other): (Vec<&Value>, Vec<&Value>) = vs.iter().partition(|v| ours(v, cap));
         (mine.into_iter().map(|v| parse(v, cap)).collect(), other.len())
     };
     let (falco, fi) = take(&cap.falco);

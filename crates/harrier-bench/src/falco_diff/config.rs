@@ -6,17 +6,7 @@ use std::path::{Path, PathBuf};
 /// Fields appended to every alert of both sensors (Falco's append_output
 /// extra_fields): the process and its ancestors' pids, which attribute an
 /// alert to the workload's process tree. They are not compared.
-pub const HARNESS_FIELDS: [&str; 9] = [
-    "proc.pid",
-    "proc.ppid",
-    "proc.apid[2]",
-    "proc.apid[3]",
-    "proc.apid[4]",
-    "proc.apid[5]",
-    "proc.apid[6]",
-    "proc.apid[7]",
-    "proc.apid[8]",
-];
+pub use harrier_actions::battery::LINEAGE_FIELDS as HARNESS_FIELDS;
 
 /// The given falco.yaml with one more append_output entry (HARNESS_FIELDS),
 /// written to `workdir/falco-diff.yaml`.

@@ -11,6 +11,7 @@
 
 mod compare;
 mod config;
+mod expected;
 mod explain;
 mod report;
 mod workload;
@@ -55,6 +56,10 @@ pub struct Args {
     /// The report (markdown); the alerts go beside it as <name>.json.
     #[arg(long, default_value = "docs/falco-diff.md")]
     out: PathBuf,
+    /// Also write Falco's alerts of the battery here, as the expected data of
+    /// Harrier's test (crates/harrier-engine/tests/data/falco-battery.json).
+    #[arg(long)]
+    expected: Option<PathBuf>,
     /// Sensor files (alerts, stats, the derived config).
     #[arg(long)]
     workdir: Option<PathBuf>,
@@ -75,6 +80,9 @@ pub struct Capture {
 pub fn run_cli(a: Args) -> Result<()> {
     if !a.falco.exists() {
         bail!("no Falco binary at {}", a.falco.display());
+    }
+    if a.expected.is_some() && (a.workload != "battery" || a.only.is_some()) {
+        bail!("--expected records the whole battery: not with --workload {} or --only", a.workload);
     }
     let rules = if a.rules.is_empty() { default_rules()? } else { a.rules.clone() };
     let harrier = match &a.harrier {
@@ -125,8 +133,12 @@ pub fn run_cli(a: Args) -> Result<()> {
         cap.harrier.len(),
         hstop.counters.drops
     ));
-    let diff = compare::compare(&cap, &rules, a.workload == "battery")?;
+    let diff = compare::compare(&cap, &rules)?;
     report::write(&a.out, &a.workload, &cap, &diff, (fstop.counters.drops, hstop.counters.drops))?;
+    if let Some(p) = &a.expected {
+        expected::write(p, &cap, &diff)?;
+        say(&format!("expected data: {}", p.display()));
+    }
     // A scratch workdir of our own goes (the report keeps the alerts); a given one stays.
     if a.workdir.is_none() {
         let _ = std::fs::remove_dir_all(&workdir);

@@ -38,6 +38,17 @@ pub fn run_live(
     kernel_filter: bool,
     work: impl FnOnce(&mut dyn FnMut()),
 ) -> (Vec<Alert>, Stats) {
+    run_live_sized(rules, matching, kernel_filter, None, work)
+}
+
+/// [`run_live`] with rings of `buffer_size` bytes per CPU (None: the default).
+pub fn run_live_sized(
+    rules: RuleSet,
+    matching: RuleMatching,
+    kernel_filter: bool,
+    buffer_size: Option<usize>,
+    work: impl FnOnce(&mut dyn FnMut()),
+) -> (Vec<Alert>, Stats) {
     let interest = harrier_engine::interest::interest(&rules);
     let filter = kernel_filter.then(|| harrier_engine::kfilter::derive(&rules, &interest.syscalls, &[]));
     let got = Arc::new(Mutex::new(Vec::new()));
@@ -54,6 +65,9 @@ pub fn run_live(
     cfg.attach = AttachMode::Dispatcher;
     cfg.skip_missing = true;
     cfg.kernel_filter = filter;
+    if let Some(b) = buffer_size {
+        cfg.buffer_size = b;
+    }
     let sink = engine.clone();
     let mut session =
         Session::start(&cfg, Box::new(move |b| sink.borrow_mut().on_event(b))).expect("sensor starts");
