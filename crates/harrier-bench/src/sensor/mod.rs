@@ -261,6 +261,19 @@ fn join_cgroup_before_exec(cmd: &mut Command, procs: &Path) -> Result<()> {
     Ok(())
 }
 
+/// In the child, before exec: SIGINT's default action back. A shell starts
+/// background jobs with SIGINT ignored, and a sensor that inherits that (a
+/// shell script's trap cannot undo it) would not stop on the SIGINT the
+/// benchmark's stop sends. Only async-signal-safe calls.
+fn default_sigint_before_exec(cmd: &mut Command) {
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+}
+
 impl Sensor {
     /// Starts the sensor and waits until it is ready: harrier's start line
     /// (rules loaded, attached), or Falco's first metrics line (its capture
@@ -280,6 +293,7 @@ impl Sensor {
         let mut cmd = Command::new(&spec.binary);
         cmd.args(spec.command_args()?);
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        default_sigint_before_exec(&mut cmd);
         if let Some(cg) = &cgroup {
             join_cgroup_before_exec(&mut cmd, &cg.procs)?;
         }
