@@ -209,14 +209,6 @@ mod tests {
             .collect()
     }
 
-    fn counts(pairs: &[(&str, u64)]) -> Vec<u64> {
-        let mut v = vec![0; crate::NR_SLOTS];
-        for (n, c) in pairs {
-            v[syscall_by_name(n).unwrap().nr as usize] = *c;
-        }
-        v
-    }
-
     #[test]
     fn auto_takes_per_syscall_tracepoints_unless_there_are_too_many() {
         let c = rule(&plan_of(&["read", "write", "openat"]));

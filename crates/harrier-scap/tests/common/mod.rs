@@ -1,5 +1,5 @@
 //! Shared by the tests: where the legacy captures are, and converting one.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod build;
 
