@@ -10,14 +10,7 @@ use harrier_capture::AttachMode::{self, Dispatcher, PerSyscall};
 use test_case::test_case;
 
 use common::*;
-use libc::AT_FDCWD;
 use std::ffi::CString;
-
-const AT_FDCWD64: i64 = AT_FDCWD as i64;
-
-fn ptr(s: &CString) -> i64 {
-    s.as_ptr() as i64
-}
 
 /// Names of every length the walk copies differently: short names kept in
 /// the dentry itself, long ones kept apart (40 bytes and more), those the
@@ -44,7 +37,7 @@ fn every_name_length_is_walked_whole(mode: AttachMode) {
     let paths: Vec<CString> = files.iter().map(|f| cstr(f)).collect();
     let c = capture("openat", || {
         for p in &paths {
-            let fd = sys(libc::SYS_openat, &[AT_FDCWD64, ptr(p), 0, 0]);
+            let fd = sys(libc::SYS_openat, &[AT_FDCWD64, cptr(p), 0, 0]);
             assert!(fd >= 0, "open {p:?}: {fd}");
             unsafe { libc::close(fd as i32) };
         }
@@ -71,14 +64,14 @@ fn a_chrooted_thread_opens_from_its_own_root(mode: AttachMode) {
     let (outer, jail) = (cstr(&d.path("etc/f")), cstr(d.0.to_str().unwrap()));
     let seen_inside = std::sync::Mutex::new(None);
     let c = capture("openat", || {
-        sys(libc::SYS_openat, &[AT_FDCWD64, ptr(&outer), 0, 0]);
+        sys(libc::SYS_openat, &[AT_FDCWD64, cptr(&outer), 0, 0]);
         std::thread::scope(|s| {
             s.spawn(|| unsafe {
                 // This thread only: its own root (the process keeps "/").
                 assert_eq!(libc::unshare(libc::CLONE_FS), 0, "unshare(CLONE_FS)");
                 assert_eq!(libc::chroot(jail.as_ptr()), 0, "chroot");
                 assert_eq!(libc::chdir(c"/".as_ptr()), 0, "chdir");
-                let fd = sys(libc::SYS_openat, &[AT_FDCWD64, ptr(&cstr("/etc/f")), 0, 0]);
+                let fd = sys(libc::SYS_openat, &[AT_FDCWD64, cptr(&cstr("/etc/f")), 0, 0]);
                 *seen_inside.lock().unwrap() = Some((gettid(), fd));
             });
         });
@@ -107,7 +100,7 @@ fn a_pipe_reopened_through_proc_is_named_as_proc_names_it(mode: AttachMode) {
     let c = capture("openat", || {
         let fd = sys(
             libc::SYS_openat,
-            &[AT_FDCWD64, ptr(&via), libc::O_RDONLY as i64 | libc::O_NONBLOCK as i64, 0],
+            &[AT_FDCWD64, cptr(&via), libc::O_RDONLY as i64 | libc::O_NONBLOCK as i64, 0],
         );
         assert!(fd >= 0, "reopening the pipe: {fd}");
         unsafe { libc::close(fd as i32) };

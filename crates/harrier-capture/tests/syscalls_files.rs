@@ -11,19 +11,13 @@ use harrier_capture::AttachMode::{self, Dispatcher, PerSyscall};
 use test_case::test_case;
 
 use common::*;
-use libc::{AT_FDCWD, EBADF, EEXIST, EINVAL, ENODEV, ENOENT, EXDEV};
+use libc::{EBADF, EEXIST, EINVAL, ENODEV, ENOENT, EXDEV};
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 
 /// Never an open descriptor: far above any fd table.
 const BADFD: i64 = 1_000_000;
-const AT_FDCWD64: i64 = AT_FDCWD as i64;
-
-fn ptr(s: &CString) -> i64 {
-    s.as_ptr() as i64
-}
-
 fn fd(f: &File) -> i64 {
     f.as_raw_fd() as i64
 }
@@ -60,12 +54,12 @@ fn open_openat_creat_close(mode: AttachMode) {
     let cloexec = (libc::O_RDONLY | libc::O_CLOEXEC) as i64;
     let mut fds = Vec::new();
     let c = capture("open,openat,creat,close", || {
-        fds.push(sys(libc::SYS_open, &[ptr(&fc), wtrunc, 0o640]));
-        sys(libc::SYS_open, &[ptr(&mc), 0, 0]);
-        fds.push(sys(libc::SYS_openat, &[AT_FDCWD64, ptr(&fc), cloexec, 0]));
-        sys(libc::SYS_openat, &[BADFD, ptr(&rel), 0, 0]);
-        fds.push(sys(libc::SYS_creat, &[ptr(&gc), 0o600]));
-        sys(libc::SYS_creat, &[ptr(&mc), 0o600]);
+        fds.push(sys(libc::SYS_open, &[cptr(&fc), wtrunc, 0o640]));
+        sys(libc::SYS_open, &[cptr(&mc), 0, 0]);
+        fds.push(sys(libc::SYS_openat, &[AT_FDCWD64, cptr(&fc), cloexec, 0]));
+        sys(libc::SYS_openat, &[BADFD, cptr(&rel), 0, 0]);
+        fds.push(sys(libc::SYS_creat, &[cptr(&gc), 0o600]));
+        sys(libc::SYS_creat, &[cptr(&mc), 0o600]);
         for &f in &fds {
             sys(libc::SYS_close, &[f]);
         }
@@ -110,7 +104,7 @@ fn openat_of_an_empty_path() {
     }
     let empty = cstr("");
     let c = capture("openat", || {
-        sys(libc::SYS_openat, &[AT_FDCWD64, ptr(&empty), 0, 0]);
+        sys(libc::SYS_openat, &[AT_FDCWD64, cptr(&empty), 0, 0]);
     });
     let e = exactly(&c, "openat", 1);
     expect(&e[0], -ENOENT as i64, &[("dirfd", AT_FDCWD64), ("flags", 0)]);
@@ -144,9 +138,9 @@ fn openat2(mode: AttachMode) {
     let size = std::mem::size_of::<OpenHow>() as i64;
     let mut fd_ok = 0;
     let c = capture("openat2", || {
-        fd_ok = sys(libc::SYS_openat2, &[AT_FDCWD64, ptr(&newc), &ok as *const _ as i64, size]);
+        fd_ok = sys(libc::SYS_openat2, &[AT_FDCWD64, cptr(&newc), &ok as *const _ as i64, size]);
         // An absolute path cannot stay beneath dirfd.
-        sys(libc::SYS_openat2, &[fd(&dirfd), ptr(&abs), &beneath as *const _ as i64, size]);
+        sys(libc::SYS_openat2, &[fd(&dirfd), cptr(&abs), &beneath as *const _ as i64, size]);
     });
     assert!(fd_ok >= 0, "openat2 failed: {fd_ok}");
     sys(libc::SYS_close, &[fd_ok]);
@@ -340,16 +334,16 @@ fn mkdir_mkdirat_rmdir_unlink_unlinkat(mode: AttachMode) {
     let (ac, fc, b, nob) = (cstr(&a), cstr(&f), cstr("b"), cstr("missing/b"));
     let dfd = fd(&dir);
     let c = capture("mkdir,mkdirat,rmdir,unlink,unlinkat", || {
-        sys(libc::SYS_mkdir, &[ptr(&ac), 0o750]);
-        sys(libc::SYS_mkdir, &[ptr(&ac), 0o750]);
-        sys(libc::SYS_mkdirat, &[dfd, ptr(&b), 0o700]);
-        sys(libc::SYS_mkdirat, &[dfd, ptr(&nob), 0o700]);
-        sys(libc::SYS_rmdir, &[ptr(&ac)]);
-        sys(libc::SYS_rmdir, &[ptr(&ac)]);
-        sys(libc::SYS_unlink, &[ptr(&fc)]);
-        sys(libc::SYS_unlink, &[ptr(&fc)]);
-        sys(libc::SYS_unlinkat, &[dfd, ptr(&b), 0]);
-        sys(libc::SYS_unlinkat, &[dfd, ptr(&b), libc::AT_REMOVEDIR as i64]);
+        sys(libc::SYS_mkdir, &[cptr(&ac), 0o750]);
+        sys(libc::SYS_mkdir, &[cptr(&ac), 0o750]);
+        sys(libc::SYS_mkdirat, &[dfd, cptr(&b), 0o700]);
+        sys(libc::SYS_mkdirat, &[dfd, cptr(&nob), 0o700]);
+        sys(libc::SYS_rmdir, &[cptr(&ac)]);
+        sys(libc::SYS_rmdir, &[cptr(&ac)]);
+        sys(libc::SYS_unlink, &[cptr(&fc)]);
+        sys(libc::SYS_unlink, &[cptr(&fc)]);
+        sys(libc::SYS_unlinkat, &[dfd, cptr(&b), 0]);
+        sys(libc::SYS_unlinkat, &[dfd, cptr(&b), libc::AT_REMOVEDIR as i64]);
     });
     let e = exactly(&c, "mkdir", 2);
     expect(&e[0], 0, &[("mode", 0o750)]);
@@ -393,12 +387,12 @@ fn rename_renameat_renameat2(mode: AttachMode) {
     let dfd = fd(&dir);
     const RENAME_NOREPLACE: i64 = 1;
     let c = capture("rename,renameat,renameat2", || {
-        sys(libc::SYS_rename, &[ptr(&fc), ptr(&bc)]);
-        sys(libc::SYS_rename, &[ptr(&fc), ptr(&zc)]);
-        sys(libc::SYS_renameat, &[dfd, ptr(&rb), dfd, ptr(&rc)]);
-        sys(libc::SYS_renameat, &[dfd, ptr(&nope), AT_FDCWD64, ptr(&zc)]);
-        sys(libc::SYS_renameat2, &[dfd, ptr(&rc), dfd, ptr(&rx), RENAME_NOREPLACE]);
-        sys(libc::SYS_renameat2, &[dfd, ptr(&rc), dfd, ptr(&re), RENAME_NOREPLACE]);
+        sys(libc::SYS_rename, &[cptr(&fc), cptr(&bc)]);
+        sys(libc::SYS_rename, &[cptr(&fc), cptr(&zc)]);
+        sys(libc::SYS_renameat, &[dfd, cptr(&rb), dfd, cptr(&rc)]);
+        sys(libc::SYS_renameat, &[dfd, cptr(&nope), AT_FDCWD64, cptr(&zc)]);
+        sys(libc::SYS_renameat2, &[dfd, cptr(&rc), dfd, cptr(&rx), RENAME_NOREPLACE]);
+        sys(libc::SYS_renameat2, &[dfd, cptr(&rc), dfd, cptr(&re), RENAME_NOREPLACE]);
     });
     assert!(std::fs::metadata(d.path("e")).is_ok(), "f ended up as e");
 
@@ -436,14 +430,14 @@ fn link_linkat_symlink_symlinkat(mode: AttachMode) {
     let dfd = fd(&dir);
     const AT_SYMLINK_FOLLOW: i64 = libc::AT_SYMLINK_FOLLOW as i64;
     let c = capture("link,linkat,symlink,symlinkat", || {
-        sys(libc::SYS_link, &[ptr(&fc), ptr(&hc)]);
-        sys(libc::SYS_link, &[ptr(&mc), ptr(&hc)]);
-        sys(libc::SYS_linkat, &[dfd, ptr(&rf), AT_FDCWD64, ptr(&h3c), AT_SYMLINK_FOLLOW]);
-        sys(libc::SYS_linkat, &[dfd, ptr(&rf), dfd, ptr(&rh), 0]);
-        sys(libc::SYS_symlink, &[ptr(&rf), ptr(&sc)]);
-        sys(libc::SYS_symlink, &[ptr(&rf), ptr(&sc)]);
-        sys(libc::SYS_symlinkat, &[ptr(&target), dfd, ptr(&rs2)]);
-        sys(libc::SYS_symlinkat, &[ptr(&target), dfd, ptr(&rnos)]);
+        sys(libc::SYS_link, &[cptr(&fc), cptr(&hc)]);
+        sys(libc::SYS_link, &[cptr(&mc), cptr(&hc)]);
+        sys(libc::SYS_linkat, &[dfd, cptr(&rf), AT_FDCWD64, cptr(&h3c), AT_SYMLINK_FOLLOW]);
+        sys(libc::SYS_linkat, &[dfd, cptr(&rf), dfd, cptr(&rh), 0]);
+        sys(libc::SYS_symlink, &[cptr(&rf), cptr(&sc)]);
+        sys(libc::SYS_symlink, &[cptr(&rf), cptr(&sc)]);
+        sys(libc::SYS_symlinkat, &[cptr(&target), dfd, cptr(&rs2)]);
+        sys(libc::SYS_symlinkat, &[cptr(&target), dfd, cptr(&rnos)]);
     });
     assert_eq!(std::fs::read_link(d.path("s2")).unwrap().to_str(), Some("/no/such/target"));
 
@@ -482,12 +476,12 @@ fn chmod_fchmod_fchmodat(mode: AttachMode) {
     let file = File::open(&f).unwrap();
     let (dfd, ffd) = (fd(&dir), fd(&file));
     let c = capture("chmod,fchmod,fchmodat", || {
-        sys(libc::SYS_chmod, &[ptr(&fc), 0o640]);
-        sys(libc::SYS_chmod, &[ptr(&mc), 0o640]);
+        sys(libc::SYS_chmod, &[cptr(&fc), 0o640]);
+        sys(libc::SYS_chmod, &[cptr(&mc), 0o640]);
         sys(libc::SYS_fchmod, &[ffd, 0o4711]);
         sys(libc::SYS_fchmod, &[BADFD, 0o600]);
-        sys(libc::SYS_fchmodat, &[dfd, ptr(&rf), 0o644]);
-        sys(libc::SYS_fchmodat, &[dfd, ptr(&rm), 0o644]);
+        sys(libc::SYS_fchmodat, &[dfd, cptr(&rf), 0o644]);
+        sys(libc::SYS_fchmodat, &[dfd, cptr(&rm), 0o644]);
     });
     let e = exactly(&c, "chmod", 2);
     expect(&e[0], 0, &[("mode", 0o640)]);
@@ -522,15 +516,15 @@ fn chown_fchown_fchownat_lchown(mode: AttachMode) {
     let (dfd, ffd) = (fd(&dir), fd(&file));
     let nofollow = libc::AT_SYMLINK_NOFOLLOW as i64;
     let c = capture("chown,fchown,fchownat,lchown", || {
-        sys(libc::SYS_chown, &[ptr(&fc), 1234, 5678]);
-        sys(libc::SYS_chown, &[ptr(&mc), 1, 1]);
+        sys(libc::SYS_chown, &[cptr(&fc), 1234, 5678]);
+        sys(libc::SYS_chown, &[cptr(&mc), 1, 1]);
         sys(libc::SYS_fchown, &[ffd, 42, 43]);
         sys(libc::SYS_fchown, &[BADFD, 0, 0]);
-        sys(libc::SYS_fchownat, &[dfd, ptr(&rs), 7, 8, nofollow]);
+        sys(libc::SYS_fchownat, &[dfd, cptr(&rs), 7, 8, nofollow]);
         // -1: "leave unchanged", seen as the u32 it is.
-        sys(libc::SYS_fchownat, &[dfd, ptr(&rm), -1, 8, 0]);
-        sys(libc::SYS_lchown, &[ptr(&sc), 11, 12]);
-        sys(libc::SYS_lchown, &[ptr(&mc), 11, 12]);
+        sys(libc::SYS_fchownat, &[dfd, cptr(&rm), -1, 8, 0]);
+        sys(libc::SYS_lchown, &[cptr(&sc), 11, 12]);
+        sys(libc::SYS_lchown, &[cptr(&mc), 11, 12]);
     });
     use std::os::unix::fs::MetadataExt;
     let link = std::fs::symlink_metadata(&s).unwrap();
@@ -573,8 +567,8 @@ fn truncate_ftruncate(mode: AttachMode) {
     let file = open_rw(&f);
     let ffd = fd(&file);
     let c = capture("truncate,ftruncate", || {
-        sys(libc::SYS_truncate, &[ptr(&fc), 10]);
-        sys(libc::SYS_truncate, &[ptr(&mc), 10]);
+        sys(libc::SYS_truncate, &[cptr(&fc), 10]);
+        sys(libc::SYS_truncate, &[cptr(&mc), 10]);
         sys(libc::SYS_ftruncate, &[ffd, 3]);
         sys(libc::SYS_ftruncate, &[ffd, -1]);
     });
@@ -615,11 +609,11 @@ fn mount_umount2(mode: AttachMode) {
     let (src, tmpfs, bogus, opts) =
         (cstr("harrier-src"), cstr("tmpfs"), cstr("harrier-nosuchfs"), cstr("size=1m"));
     let flags = (libc::MS_NOSUID | libc::MS_NODEV) as i64;
-    let mp = ptr(&guard.0);
+    let mp = cptr(&guard.0);
     let c = capture("mount,umount2", || {
-        sys(libc::SYS_mount, &[ptr(&src), mp, ptr(&tmpfs), flags, ptr(&opts)]);
+        sys(libc::SYS_mount, &[cptr(&src), mp, cptr(&tmpfs), flags, cptr(&opts)]);
         sys(libc::SYS_umount2, &[mp, 0]);
-        sys(libc::SYS_mount, &[ptr(&src), mp, ptr(&bogus), 0, 0]);
+        sys(libc::SYS_mount, &[cptr(&src), mp, cptr(&bogus), 0, 0]);
         sys(libc::SYS_umount2, &[mp, libc::MNT_DETACH as i64]);
     });
     drop(guard);
@@ -667,9 +661,9 @@ fn chdir_fchdir(mode: AttachMode) {
     let ofd = fd(&orig.0);
     let mut cwd_inside = None;
     let c = capture("chdir,fchdir", || {
-        sys(libc::SYS_chdir, &[ptr(&dc)]);
+        sys(libc::SYS_chdir, &[cptr(&dc)]);
         cwd_inside = std::env::current_dir().ok();
-        sys(libc::SYS_chdir, &[ptr(&mc)]);
+        sys(libc::SYS_chdir, &[cptr(&mc)]);
         sys(libc::SYS_fchdir, &[ofd]);
         sys(libc::SYS_fchdir, &[BADFD]);
     });

@@ -40,10 +40,8 @@ pub static CONTAINERS: &[Behaviour] = &[
         ],
         Place::Docker,
         |t| {
-            let s = "/bin/busybox ip link set lo up; /bin/nc -l -p 4444 -e /bin/true & \
-                     i=0; until /bin/nc 127.0.0.1 4444 -e /bin/true; do i=$((i+1)); \
-                     [ $i -ge 50 ] && break; /bin/busybox usleep 20000; done; wait";
-            go(t, &mut shaped(Place::Docker, "nc", s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
+            let s = nc_to_itself("", "127.0.0.1", 4444);
+            go(t, &mut shaped(Place::Docker, "nc", &s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
         },
     ),
     ct("ct-debugfs-privileged", &["Debugfs Launched in Privileged Container"], Place::Docker, |t| {
@@ -103,20 +101,16 @@ pub static CONTAINERS: &[Behaviour] = &[
         Place::Containerd,
         |t| {
             // The address is the container's own loopback's: nothing leaves it.
-            let s = "/bin/busybox ip link set lo up; /bin/busybox ip addr add 169.254.169.254/32 dev lo; \
-                     /bin/nc -l -p 80 -e /bin/true & \
-                     i=0; until /bin/nc 169.254.169.254 80 -e /bin/true; do i=$((i+1)); \
-                     [ $i -ge 50 ] && break; /bin/busybox usleep 20000; done; wait";
-            go(t, &mut shaped(Place::Containerd, "imds", s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
+            let s =
+                nc_to_itself("/bin/busybox ip addr add 169.254.169.254/32 dev lo; ", "169.254.169.254", 80);
+            go(t, &mut shaped(Place::Containerd, "imds", &s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
         },
     ),
     ct("ct-api-server-by-address", &[], Place::Containerd, |t| {
         // Falco's k8s_api_server is a name (kubernetes.default...): not resolvable
         // here, so a connect to 6443 must not alert in either sensor.
-        let s = "/bin/busybox ip link set lo up; /bin/nc -l -p 6443 -e /bin/true & \
-                 i=0; until /bin/nc 127.0.0.1 6443 -e /bin/true; do i=$((i+1)); \
-                 [ $i -ge 50 ] && break; /bin/busybox usleep 20000; done; wait";
-        go(t, &mut shaped(Place::Containerd, "k8sapi", s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
+        let s = nc_to_itself("", "127.0.0.1", 6443);
+        go(t, &mut shaped(Place::Containerd, "k8sapi", &s, &["nc", "true"])?.cap("CAP_NET_ADMIN"))
     }),
     ct("ct-drop-and-execute", &["Drop and execute new binary in container"], Place::Docker, drop_and_execute),
 ];
@@ -180,6 +174,17 @@ fn privileged(mut c: Runc) -> Runc {
     c
 }
 
+/// A container's script that brings its loopback up, runs `setup`, listens
+/// with nc on `port` and connects to `addr`:`port` until the listener is there
+/// (50 tries): the traffic never leaves the container.
+fn nc_to_itself(setup: &str, addr: &str, port: u16) -> String {
+    format!(
+        "/bin/busybox ip link set lo up; {setup}/bin/nc -l -p {port} -e /bin/true & \
+         i=0; until /bin/nc {addr} {port} -e /bin/true; do i=$((i+1)); \
+         [ $i -ge 50 ] && break; /bin/busybox usleep 20000; done; wait"
+    )
+}
+
 /// Starts the container, waits for its behaviour, tells the caller (who may
 /// have the sensors read the events while the container exists), lets it end.
 fn go(t: &Tools, c: &mut Runc) -> Result<()> {
@@ -216,4 +221,24 @@ fn drop_and_execute(t: &Tools) -> Result<()> {
     let r = go(t, &mut c);
     let _ = std::process::Command::new("umount").arg(&root).status();
     r
+}
+
+#[cfg(test)]
+mod tests {
+    /// The scripts are part of the recorded expected values (proc.cmdline of
+    /// the container's shell): the helper must write them as they were.
+    #[test]
+    fn nc_scripts_are_the_recorded_ones() {
+        assert_eq!(
+            super::nc_to_itself(
+                "/bin/busybox ip addr add 169.254.169.254/32 dev lo; ",
+                "169.254.169.254",
+                80
+            ),
+            "/bin/busybox ip link set lo up; /bin/busybox ip addr add 169.254.169.254/32 dev lo; \
+             /bin/nc -l -p 80 -e /bin/true & \
+             i=0; until /bin/nc 169.254.169.254 80 -e /bin/true; do i=$((i+1)); \
+             [ $i -ge 50 ] && break; /bin/busybox usleep 20000; done; wait"
+        );
+    }
 }

@@ -136,6 +136,14 @@ pub fn cstr(s: &str) -> std::ffi::CString {
     std::ffi::CString::new(s).unwrap()
 }
 
+/// A C string's address, as a raw syscall's argument.
+pub fn cptr(s: &std::ffi::CString) -> i64 {
+    s.as_ptr() as i64
+}
+
+/// AT_FDCWD as a raw syscall's argument.
+pub const AT_FDCWD64: i64 = libc::AT_FDCWD as i64;
+
 /// A fresh directory under the temp dir, unique per process and thread,
 /// removed with everything in it when dropped.
 pub struct TempDir(pub std::path::PathBuf);
