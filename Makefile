@@ -22,7 +22,7 @@ test:
 	$(PHASE) deps bash scripts/deps.sh
 	$(PHASE) build $(CARGO) build --release --locked --workspace
 	$(PHASE) test-build $(CARGO) test --release --locked --workspace --no-run
-	$(PHASE) test-run $(CARGO) test --release --locked --workspace
+	$(PHASE) test-run $(CARGO) test --release --locked --workspace --no-fail-fast
 	$(PHASE) fuzz-install bash scripts/deps-fuzz.sh
 	$(PHASE) fuzz bash scripts/fuzz.sh
 	$(PHASE) bypass-c $(MAKE) -C bypass test
