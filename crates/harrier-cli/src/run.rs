@@ -65,6 +65,10 @@ pub struct RunArgs {
     /// would be linked (the attach plan's floor); no event reaches the rules.
     #[arg(long, hide = true)]
     empty_programs: bool,
+    /// Read open's and connect's pointer arguments at syscall exit, with no
+    /// entry program (the config's entry_copies: false; see harrier.yaml).
+    #[arg(long)]
+    no_entry_copies: bool,
     /// Send every captured event to user space (no filtering derived from the rules).
     #[arg(long)]
     no_kernel_filter: bool,
@@ -108,6 +112,9 @@ fn settings(a: &RunArgs) -> Result<RunConfig> {
     }
     if a.metrics_addr.is_some() {
         c.metrics_addr = a.metrics_addr.clone();
+    }
+    if a.no_entry_copies {
+        c.entry_copies = false;
     }
     Ok(c)
 }
@@ -185,6 +192,11 @@ pub fn run(a: RunArgs) -> Result<()> {
     if a.write.write.is_none() {
         let env = harrier_engine::needs_env(&rules);
         cfg.collect = harrier_engine::collect::collect(&rules, &interest.syscalls, env);
+    }
+    if !c.entry_copies {
+        harrier_engine::collect::without_entry_copies(&mut cfg.collect, &interest.syscalls);
+    }
+    if a.write.write.is_none() || !c.entry_copies {
         say!("harrier: collected: {}", cfg.collect.summary());
     }
     // An eighth of each ring is kept for the events the most severe rules

@@ -113,6 +113,26 @@ pub fn collect(rules: &RuleSet, syscalls: &[&'static SyscallInfo], keep_env: boo
     c
 }
 
+/// Syscalls that keep their entry copies when copies are turned off: after
+/// a successful exec the caller's memory is gone, so there the copy is the
+/// only source of the arguments, not a guard against races.
+const COPIED_ONLY_AT_ENTRY: &[&str] = &["execve", "execveat"];
+
+/// No entry copies (`entry_copies: false`, `harrier run --no-entry-copies`):
+/// pointer arguments are read at exit, as Falco reads them where its TOCTOU
+/// programs do not attach. No sys_enter program runs (on this kind of host
+/// about a third of `harrier run`'s added cost on an open-heavy load), but a
+/// thread that rewrites a path while the call runs decides what fd.nameraw
+/// says; the kernel's truth (fd.name, a socket's peer) stays exact.
+pub fn without_entry_copies(c: &mut Collect, syscalls: &[&'static SyscallInfo]) {
+    for s in syscalls {
+        let copied = s.params.unwrap_or_default().iter().any(|p| p.at_enter);
+        if copied && !COPIED_ONLY_AT_ENTRY.contains(&s.name) {
+            c.read_at_exit(s.name).expect("has entry copies");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +147,16 @@ mod tests {
     }
 
     const OPEN_RULE: &str = "- rule: r\n  desc: d\n  condition: evt.type = openat and fd.name = /etc/shadow\n  output: \"%fd.name %proc.cmdline\"\n  priority: WARNING\n";
+
+    #[test]
+    fn without_entry_copies_reads_at_exit_all_but_an_exec() {
+        let calls = syscalls("openat,connect,execve");
+        let mut c = Collect::all();
+        assert!(calls.iter().all(|s| !c.reads_at_exit(s.nr)), "{}", c.summary());
+        without_entry_copies(&mut c, &calls);
+        assert!(c.reads_at_exit(calls[0].nr) && c.reads_at_exit(calls[1].nr), "{}", c.summary());
+        assert!(!c.reads_at_exit(calls[2].nr), "an exec's copy is its only source: {}", c.summary());
+    }
 
     #[test]
     fn rules_that_read_no_argument_leave_the_copies_out() {

@@ -35,6 +35,9 @@ pub struct RunConfig {
     pub suggested_output: bool,
     /// Conditions whose events the kernel does not send (see [`crate::kfilter`]).
     pub kernel_drop: Vec<String>,
+    /// Harrier's: copy pointer arguments at syscall entry (the default; see
+    /// [`crate::collect::without_entry_copies`] for what turning it off costs).
+    pub entry_copies: bool,
     pub warnings: Vec<String>,
 }
 
@@ -56,6 +59,7 @@ impl Default for RunConfig {
             append_output: Vec::new(),
             suggested_output: false,
             kernel_drop: Vec::new(),
+            entry_copies: true,
             warnings: Vec::new(),
         }
     }
@@ -333,6 +337,7 @@ impl RunConfig {
                         c.kernel_drop.push(t);
                     }
                 }
+                "entry_copies" => c.entry_copies = r.bool(v, key)?,
                 // Harrier serves its metrics to Prometheus (Falco's metrics key
                 // drives a periodic metrics rule instead; its other keys are ignored).
                 "metrics" => {
@@ -396,12 +401,16 @@ mod tests {
         assert_eq!(c.rules_files.len(), 2);
         assert!(c.json_output && c.stdout_output && c.file_output.is_none());
         assert_eq!(c.outputs_queue, Limits::default(), "the packaged file spells out the defaults");
+        assert!(c.entry_copies);
     }
 
     #[test]
     fn bad_values_name_file_line_and_column() {
         let e = RunConfig::parse("c.yaml", "json_output: maybe\n").unwrap_err().to_string();
         assert_eq!(e, "c.yaml:1:14: json_output must be true or false, not 'maybe'");
+        assert!(!RunConfig::parse("c.yaml", "entry_copies: false\n").unwrap().entry_copies);
+        let e = RunConfig::parse("c.yaml", "entry_copies: no-thanks\n").unwrap_err().to_string();
+        assert_eq!(e, "c.yaml:1:15: entry_copies must be true or false, not 'no-thanks'");
         let e = RunConfig::parse("c.yaml", "a: 1\npriority: loud\n").unwrap_err().to_string();
         assert_eq!(e, "c.yaml:2:11: unknown priority 'loud'");
         let e = RunConfig::parse("c.yaml", "outputs_queue:\n  max_bytes: lots\n").unwrap_err().to_string();

@@ -64,6 +64,10 @@ pub struct Args {
     /// Leave out the empty-program floor rows.
     #[arg(long)]
     no_floor: bool,
+    /// Also `harrier run --no-entry-copies`: pointer arguments read at exit, as
+    /// Falco reads them where its TOCTOU programs do not attach (this VM).
+    #[arg(long)]
+    no_entry_copies_row: bool,
     /// Rate steps of the mix for the drop-free rate under 1 CPU ("max": unpaced; empty: skip).
     #[arg(long, value_delimiter = ',', default_value = "100000,150000,200000,250000,300000,max")]
     rate_steps: Vec<String>,
@@ -87,6 +91,7 @@ pub const NONE: &str = "no sensor";
 pub const FALCO: &str = "Falco";
 pub const HARRIER: &str = "harrier run";
 pub const FLOOR: &str = "harrier run, empty programs";
+pub const NO_ENTRY_COPIES: &str = "harrier run, no entry copies";
 
 /// One run of one workload under one setup.
 #[derive(Debug, Clone, Default)]
@@ -181,6 +186,11 @@ pub fn run_cli(a: Args) -> Result<()> {
         setups.push(Setup { label: FALCO.into(), kind: Some(Kind::Falco), args: vec![] });
     }
     setups.push(Setup { label: HARRIER.into(), kind: Some(Kind::Harrier), args: harrier_args.clone() });
+    if a.no_entry_copies_row {
+        let mut args = harrier_args.clone();
+        args.push("--no-entry-copies".into());
+        setups.push(Setup { label: NO_ENTRY_COPIES.into(), kind: Some(Kind::Harrier), args });
+    }
     if !a.no_floor {
         let mut args = harrier_args;
         args.push("--empty-programs".into());

@@ -1,6 +1,7 @@
-//! `harrier run` reloads its rule files on SIGHUP: the new rules judge the
-//! next events, the state tables and the sensor stay. Waits on lines the
-//! sensor prints, never on a clock.
+//! `harrier run` live: it reloads its rule files on SIGHUP (the new rules
+//! judge the next events, the state tables and the sensor stay), and with
+//! its entry copies off still reads fd.nameraw. Waits on lines the sensor
+//! prints, never on a clock.
 
 use harrier_capture::testing::{bpf_available, slack};
 use std::io::{BufRead, BufReader, Read};
@@ -85,6 +86,43 @@ fn sighup_swaps_the_rules_and_keeps_running() {
     wait_for(&err, "reload failed, the old rules stay");
     std::fs::read(&marker).unwrap();
     assert!(wait_for(&out, "\"rule\"").contains("After reload"));
+
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success(), "SIGINT ends it cleanly");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn without_entry_copies_fd_nameraw_is_read_at_exit() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("harrier-noentry-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let marker = dir.join("marker");
+    std::fs::write(&marker, "x").unwrap();
+    let rules = dir.join("rules.yaml");
+    let rule = format!(
+        "- rule: Raw name\n  desc: t\n  condition: evt.type = openat and fd.name = {}\n  \
+         output: raw=%fd.nameraw name=%fd.name\n  priority: WARNING\n",
+        marker.display()
+    );
+    std::fs::write(&rules, rule).unwrap();
+    let mut child = Command::new(HARRIER)
+        .args(["run", "--no-entry-copies", "-r", rules.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, err) = (lines(child.stdout.take().unwrap()), lines(child.stderr.take().unwrap()));
+    let mut child = Reaped(child);
+    let collected = wait_for(&err, "collected:");
+    assert!(collected.contains("openat (read at exit)"), "{collected}");
+    wait_for(&err, "rules loaded");
+    let raw = format!("{}/sub/../marker", dir.display());
+    std::fs::read(&raw).unwrap();
+    let alert = wait_for(&out, "raw=");
+    assert!(alert.contains(&format!("raw={raw} name={}", marker.display())), "{alert}");
 
     unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
     assert!(child.0.wait().unwrap().success(), "SIGINT ends it cleanly");
