@@ -58,9 +58,9 @@ static __always_inline bool hr_dwalk_init(struct hr_dwalk *w, void *d, void *vfs
 	return d && vfsmnt;
 }
 
-/* Bytes of the walk's buffer before the path's HR_PATH_MAX: room for
- * hr_dname_words' window below the path built so far. */
-#define HR_DHEAD 64
+/* The walk's buffer (HR_PATHBUF, harrier.h) starts with HR_DHEAD bytes
+ * before the path's HR_PATH_MAX: room for hr_dname_words' window below the
+ * path built so far. */
 
 /*
  * A name of up to 64 bytes copied with eight plain loads and stores instead

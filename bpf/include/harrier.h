@@ -73,7 +73,8 @@ struct hr_cpu_stats {
 #define HR_VAR_LIMIT	16384
 #define HR_EVENT_MAX	(HR_VAR_LIMIT + 2 + HR_SNAP_MAX)
 #define HR_SCRATCH	(HR_EVENT_MAX + HR_SNAP_MAX + 256)
-#define HR_PATHBUF	(64 + HR_PATH_MAX + 256)	/* dpath.h: HR_DHEAD, the path, a name past its end */
+#define HR_DHEAD	64	/* dpath.h: room below the path for a name's 64-byte window */
+#define HR_PATHBUF	(HR_DHEAD + HR_PATH_MAX + 256)	/* the head, the path, a name past its end */
 
 /*
  * A per-CPU ring: one producer (the CPU's programs, which run with preemption

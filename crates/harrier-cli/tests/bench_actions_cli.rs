@@ -4,24 +4,13 @@
 //! to its action by event-generator's rule-name normalisation. A fixed number
 //! of actions, then a wait for their alerts: no clock decides the outcome.
 
+mod common;
+
+use common::harrier_run;
 use harrier_actions::{actions, Generator, Kit, Receiver, Tally};
 use harrier_capture::testing::{bpf_available, slack};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::channel;
 use std::sync::Arc;
 use std::time::Duration;
-
-const HARRIER: &str = env!("CARGO_BIN_EXE_harrier");
-
-/// Killed and reaped on drop, so a failing assertion leaves no sensor behind.
-struct Reaped(Child);
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn default_rule_names() -> Vec<String> {
     let opts = harrier_rules::ruleset::LoadOptions {
@@ -53,23 +42,8 @@ fn generated_actions_alert_over_http_and_are_matched_by_rule_name() {
     let config = dir.path().join("harrier.yaml");
     std::fs::write(&config, harrier_actions::receiver::harrier_config(&receiver.url)).unwrap();
 
-    let mut child = Command::new(HARRIER)
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut sensor = Reaped(child);
+    // Alerts go to the receiver; stdout is still drained (a full pipe would stall the sensor).
+    let (mut sensor, _out, rx) = harrier_run(&["--config", config.to_str().unwrap()]);
     // Ready once it says so (rules loaded, attached, /proc read).
     let mut seen = Vec::new();
     loop {

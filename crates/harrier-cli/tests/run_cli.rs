@@ -3,50 +3,16 @@
 //! its entry copies off still reads fd.nameraw. Waits on lines the sensor
 //! prints, never on a clock.
 
-use harrier_capture::testing::{bpf_available, slack};
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
-use std::time::Duration;
+mod common;
 
-const HARRIER: &str = env!("CARGO_BIN_EXE_harrier");
-
-struct Reaped(Child);
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{harrier_run, wait_for};
+use harrier_capture::testing::bpf_available;
 
 fn rule(name: &str, marker: &str) -> String {
     format!(
         "- rule: {name}\n  desc: t\n  condition: evt.type = openat and fd.name = {marker}\n  \
          output: opened %fd.name\n  priority: WARNING\n"
     )
-}
-
-/// Lines of a stream, as they come.
-fn lines(r: impl Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-fn wait_for(rx: &Receiver<String>, what: &str) -> String {
-    loop {
-        match rx.recv_timeout(slack(Duration::from_secs(60))) {
-            Ok(l) if l.contains(what) => return l,
-            Ok(_) => {}
-            Err(_) => panic!("no line containing '{what}'"),
-        }
-    }
 }
 
 #[test]
@@ -61,14 +27,7 @@ fn sighup_swaps_the_rules_and_keeps_running() {
     let marker = marker.to_str().unwrap().to_string();
     let rules = dir.join("rules.yaml");
     std::fs::write(&rules, rule("Before reload", &marker)).unwrap();
-    let mut child = Command::new(HARRIER)
-        .args(["run", "--json", "-r", rules.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, err) = (lines(child.stdout.take().unwrap()), lines(child.stderr.take().unwrap()));
-    let mut child = Reaped(child);
+    let (mut child, out, err) = harrier_run(&["--json", "-r", rules.to_str().unwrap()]);
     wait_for(&err, "rules loaded");
     std::fs::read(&marker).unwrap();
     assert!(wait_for(&out, "\"rule\"").contains("Before reload"));
@@ -108,14 +67,7 @@ fn without_entry_copies_fd_nameraw_is_read_at_exit() {
         marker.display()
     );
     std::fs::write(&rules, rule).unwrap();
-    let mut child = Command::new(HARRIER)
-        .args(["run", "--no-entry-copies", "-r", rules.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, err) = (lines(child.stdout.take().unwrap()), lines(child.stderr.take().unwrap()));
-    let mut child = Reaped(child);
+    let (mut child, out, err) = harrier_run(&["--no-entry-copies", "-r", rules.to_str().unwrap()]);
     let collected = wait_for(&err, "collected:");
     assert!(collected.contains("openat (read at exit)"), "{collected}");
     wait_for(&err, "rules loaded");

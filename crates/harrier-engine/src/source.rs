@@ -780,13 +780,10 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
             FdType | FdTypechar => {
                 let t = match self.fd() {
                     Some(f) => Some((f.type_name, f.typechar)),
-                    // An open whose fd is gone: a file, or a pipe reopened through /proc.
+                    // An open whose fd is gone: typed as the state typed it.
                     None => self.event_fd_name().map(|n| {
-                        if n.starts_with(b"pipe:") {
-                            ("pipe", "p")
-                        } else {
-                            ("file", "f")
-                        }
+                        let t = harrier_state::fd::type_of_open(n, false);
+                        (t.name(), crate::state::typechar_str(t))
                     }),
                 };
                 one(out, t.map(|(name, c)| Value::str(if field == FdType { name } else { c })))

@@ -154,7 +154,7 @@ impl StateView for EngineState {
         Some(FdInfo {
             num: fd,
             type_name: f.typ.name(),
-            typechar: TYPECHARS.iter().find(|(t, _)| *t == f.typ.typechar()).map_or("o", |(_, s)| s),
+            typechar: typechar_str(f.typ),
             sockfamily,
             name: f.name.as_bytes(),
             tuple,
@@ -195,6 +195,10 @@ impl StateView for EngineState {
 }
 
 /// fd.typechar as a string without allocating.
+pub(crate) fn typechar_str(t: FdType) -> &'static str {
+    TYPECHARS.iter().find(|(c, _)| *c == t.typechar()).map_or("o", |(_, s)| s)
+}
+
 const TYPECHARS: [(char, &str); 14] = [
     ('f', "f"),
     ('d', "d"),

@@ -227,6 +227,18 @@ impl FdTable {
     }
 }
 
+/// The type of the fd an open made, from the name the kernel gave the file:
+/// a directory if asked for one; a name that is no path (a pipe reopened
+/// through /proc/self/fd: make's and cargo's jobservers) is named as /proc
+/// names it and has that type; else a file.
+pub fn type_of_open(name: &[u8], directory: bool) -> FdType {
+    match name.first() {
+        _ if directory => FdType::Directory,
+        Some(&c) if c != b'/' => type_of_link(&String::from_utf8_lossy(name)),
+        _ => FdType::File,
+    }
+}
+
 /// The descriptor type an anonymous inode or special file's /proc link
 /// name stands for ("anon_inode:[eventfd]", "pipe:[123]"...).
 pub fn type_of_link(name: &str) -> FdType {
@@ -278,6 +290,9 @@ mod tests {
         assert_eq!(type_of_link("anon_inode:inotify"), FdType::Inotify);
         assert_eq!(type_of_link("pipe:[42]"), FdType::Pipe);
         assert_eq!(type_of_link("/memfd:x (deleted)"), FdType::Memfd);
+        assert_eq!(type_of_open(b"/etc", true), FdType::Directory);
+        assert_eq!(type_of_open(b"/etc/passwd", false), FdType::File);
+        assert_eq!(type_of_open(b"pipe:[42]", false), FdType::Pipe);
         let t = Tuple {
             v6: false,
             l4: L4::Tcp,

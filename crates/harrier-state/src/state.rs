@@ -454,17 +454,9 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
         "open" | "openat" | "openat2" | "creat" => {
             let flags = known_u(Known::Flags).unwrap_or(0);
             let path = known_b(Known::Fullpath).or_else(|| known_b(Known::Path)).unwrap_or_default();
-            // A file with no path (a pipe reopened through /proc/self/fd: make's and
-            // cargo's jobservers) is named by the kernel as /proc names it, and is that
-            // type; Falco names it by the path asked for instead (docs/falco-differences.md,
-            // reopened-pipe).
-            let typ = match () {
-                _ if flags & O_DIRECTORY != 0 => FdType::Directory,
-                _ if path.first().is_some_and(|&c| c != b'/') => {
-                    crate::fd::type_of_link(&String::from_utf8_lossy(&path))
-                }
-                _ => FdType::File,
-            };
+            // Falco names a reopened pipe by the path asked for instead
+            // (docs/falco-differences.md, reopened-pipe).
+            let typ = crate::fd::type_of_open(&path, flags & O_DIRECTORY != 0);
             let mut f = Fd::new(typ, arc_str(path), flags & O_CLOEXEC != 0);
             f.flags = flags as u32;
             p.fds.insert(new_fd, f);

@@ -11,9 +11,11 @@
 
 mod containers;
 mod host;
+mod runner;
 mod tools;
 
 use anyhow::Result;
+pub use runner::Runner;
 pub use tools::Tools;
 
 /// Fields appended to every alert when the battery runs under a sensor: the

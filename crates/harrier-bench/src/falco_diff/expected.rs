@@ -28,12 +28,13 @@ pub fn write(path: &Path, cap: &Capture, d: &Diff) -> Result<()> {
         })
         .collect();
     alerts.sort_by_key(|(t, _)| *t);
+    let r = harrier_actions::battery::Runner::this_process()?;
     let runner = json!({
         "pid": cap.root_pid,
-        "session": session()?,
-        "cwd": format!("{}/", std::env::current_dir()?.display()),
-        "usr_overlay": fs_is("/usr/sbin", 0x794c_7630),
-        "cgroup2": fs_is("/sys/fs/cgroup", 0x6367_7270),
+        "session": r.session,
+        "cwd": r.cwd,
+        "usr_overlay": r.usr_overlay,
+        "cgroup2": r.cgroup2,
     });
     let recorded = format!(
         "Falco 0.44.1 (libs 0.25.4, modern_ebpf, container plugin 0.7.1), harrier-bench falco-diff --workload battery, {}",
@@ -69,18 +70,3 @@ fn behaviour_at(cap: &Capture, t: u64) -> String {
     }
 }
 
-/// The name of this process's session leader (proc.sname of its children).
-fn session() -> Result<String> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    let sid =
-        stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(3)).context("/proc/self/stat")?;
-    Ok(std::fs::read_to_string(format!("/proc/{sid}/comm")).unwrap_or_default().trim().to_string())
-}
-
-/// Whether `path` is on a file system of type `magic` (the test normalises
-/// what an overlay /usr and cgroup v2 change).
-fn fs_is(path: &str, magic: i64) -> bool {
-    let Ok(c) = std::ffi::CString::new(path) else { return false };
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == magic }
-}

@@ -25,13 +25,6 @@ pub struct Run {
 }
 
 impl Run {
-    /// Whether this machine's `path` is on a file system of type `magic` (statfs).
-    pub fn fs_is(path: &str, magic: i64) -> bool {
-        let c = std::ffi::CString::new(path).expect("no NUL");
-        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-        unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == magic }
-    }
-
     /// An alert of this machine the recording one could not have raised, and why.
     pub fn only_here(&self, rule: &str, fields: &serde_json::Map<String, Value>) -> Option<&'static str> {
         let name = fields.get("proc.name").and_then(|v| v.as_str());
