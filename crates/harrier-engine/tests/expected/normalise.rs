@@ -225,24 +225,43 @@ fn ports(_: &Run, _: &Lineage, field: &str, v: Value) -> Value {
     s.split("->").map(end).collect::<Vec<_>>().join("->").into()
 }
 
-fn pids(r: &Run, _: &Lineage, _: &str, v: Value) -> Value {
+fn pids(r: &Run, _: &Lineage, field: &str, v: Value) -> Value {
     let Some(s) = v.as_str() else { return v };
     let (dec, short, hex) = (r.pid.to_string(), (r.pid % 100_000).to_string(), format!("{:08x}", r.pid));
-    // Digit runs equal to the pid (or its last five digits: user names) are replaced whole.
-    // A process name cut at 15 characters (the kernel's comm) in the pid's digits.
+    // Digit runs equal to the pid (or its last five digits: user names) are replaced whole;
+    // not one joined to other digits by a dot (an address: 169.254.169.254 when the pid is
+    // 254, as in a freshly booted guest), where the battery never puts its pid.
+    // A process name cut at 15 characters (the kernel's comm) in the pid's digits, in the
+    // fields of a process (its name, and command lines that start with it).
     let tail = s.trim_end_matches(|c: char| c.is_ascii_digit());
-    if s.len() == 15 && tail.len() < 15 && dec.starts_with(&s[tail.len()..]) {
+    if field.starts_with("proc.") && s.len() == 15 && tail.len() < 15 && dec.starts_with(&s[tail.len()..]) {
         return format!("{tail}<pid>").into();
     }
     let mut out = String::new();
     let mut rest = s.replace(&hex, "<runner pid, hex>");
     while let Some(i) = rest.find(|c: char| c.is_ascii_digit()) {
         let n = rest[i..].find(|c: char| !c.is_ascii_digit()).map_or(rest.len(), |j| i + j);
-        out.push_str(&rest[..i]);
         let run = &rest[i..n];
-        out.push_str(if run == dec || run == short { "<pid>" } else { run });
+        out.push_str(&rest[..i]);
+        let before = out.strip_suffix('.').is_some_and(|o| o.ends_with(|c: char| c.is_ascii_digit()));
+        let after = rest[n..].strip_prefix('.').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+        let dotted = before || after;
+        out.push_str(if !dotted && (run == dec || run == short) { "<pid>" } else { run });
         rest = rest[n..].to_string();
     }
     out.push_str(&rest);
     out.into()
+}
+
+#[test]
+fn a_pid_is_replaced_in_the_batterys_names_not_inside_an_address() {
+    let run = Run { pid: 254, session: String::new(), cwd: String::new(), usr_overlay: false, cgroup2: false, own: Vec::new() };
+    let l = Lineage { runner_level: None, exepath: String::new(), on_host: true };
+    assert_eq!(pids(&run, &l, "fd.sip", "169.254.169.254".into()), Value::from("169.254.169.254"));
+    let named = pids(&run, &l, "fd.name", "/tmp/.harrier-battery-x-254/f".into());
+    assert_eq!(named, Value::from("/tmp/.harrier-battery-x-<pid>/f"));
+    let log = pids(&run, &l, "fd.name", "/var/log/harrier-actions-254.log".into());
+    assert_eq!(log, Value::from("/var/log/harrier-actions-<pid>.log"));
+    let comm = pids(&run, &l, "proc.name", "hrsetuidcopyx25".into());
+    assert_eq!(comm, Value::from("hrsetuidcopyx<pid>"), "a name cut at 15 characters");
 }
