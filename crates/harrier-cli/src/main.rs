@@ -14,6 +14,7 @@ mod capture;
 mod convert;
 mod convert_file;
 mod export;
+mod falco;
 mod file_out;
 mod filter;
 mod fswatch;
@@ -59,12 +60,22 @@ enum Command {
     /// Answer getpid() & co. from a read-only BPF map (see libharrier-bypass.so).
     #[command(subcommand)]
     Bypass(harrier_bypass::BypassCommand),
+    /// Falco 0.44.1's command line (the binary answers to it when called as `falco`).
+    #[command(disable_help_flag = true)]
+    Falco {
+        /// Falco's options, e.g. -c falco.yaml -r rules.yaml -o json_output=true
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Write man pages and shell completions (used by packaging).
     #[command(hide = true)]
     GenDocs(gendocs::GenDocsArgs),
 }
 
 fn main() -> ExitCode {
+    if falco::called_as_falco() {
+        return falco::main(std::env::args_os().collect());
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // Help and version are not errors; clap prints and exits as usual.
@@ -105,6 +116,9 @@ fn main() -> ExitCode {
         Command::Fswatch(args) => fswatch::run(args),
         Command::Bypass(cmd) => harrier_bypass::run(cmd),
         Command::GenDocs(args) => gendocs::run(args),
+        Command::Falco { args } => {
+            return falco::main(std::iter::once("falco".into()).chain(args).collect());
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,7 +2,7 @@
 //! the state rebuilt from its snapshot; alerts as the live run printed them.
 
 use crate::capread::Capture;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use harrier_capfile::Item;
 use harrier_engine::Engine;
 use harrier_state::{Snapshot, State};
@@ -32,4 +32,24 @@ pub fn replay(path: &str, engine: &mut Engine) -> Result<(u64, u64)> {
     })?;
     engine.end_batch();
     Ok((events, foreign))
+}
+
+/// Replays a Harrier capture file or a legacy .scap (every block version): the legacy one is
+/// converted first, by `harrier convert`'s code, into a temporary file that goes at the end.
+pub fn replay_any(path: &str, engine: &mut Engine) -> Result<(u64, u64)> {
+    let mut magic = [0u8; 8];
+    let n = std::io::Read::read(&mut std::fs::File::open(path).with_context(|| format!("opening {path}"))?, &mut magic)
+        .with_context(|| format!("reading {path}"))?;
+    if n == magic.len() && magic == harrier_capfile::format::MAGIC {
+        return replay(path, engine);
+    }
+    struct Temp(std::path::PathBuf);
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let tmp = Temp(std::env::temp_dir().join(format!("harrier-replay-{}.hrcap", std::process::id())));
+    crate::convert_file::write(std::path::Path::new(path), &tmp.0, None, true)?;
+    replay(&tmp.0.display().to_string(), engine).map_err(|e| anyhow::anyhow!("{path} (converted): {e:#}"))
 }

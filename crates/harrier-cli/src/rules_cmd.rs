@@ -2,7 +2,7 @@
 
 use crate::rules_load;
 use anyhow::Result;
-use harrier_engine::config::RunConfig;
+use harrier_falco::config::RunConfig;
 
 #[derive(clap::Subcommand)]
 pub enum RulesCommand {

@@ -1,7 +1,7 @@
 //! Loading rule files for `harrier run` and `harrier rules check`.
 
 use anyhow::{bail, Context, Result};
-use harrier_engine::config::RunConfig;
+use harrier_falco::config::RunConfig;
 use harrier_rules::ruleset::RuleSet;
 
 /// Rule files in order: a directory contributes its *.yaml/*.yml, sorted.

@@ -5,7 +5,7 @@ use crate::rules_load;
 use crate::run_outputs::{self, outputs};
 use anyhow::{bail, Context, Result};
 use harrier_capture::{parse_size, AttachMode, Config, Session};
-use harrier_engine::config::RunConfig;
+use harrier_falco::config::RunConfig;
 use harrier_engine::kfilter::KernelDrop;
 use harrier_engine::metrics::{self, Metrics, RuleLabels, Sample};
 use harrier_engine::state::EngineState;
@@ -21,66 +21,66 @@ use std::time::{Duration, Instant};
 pub struct RunArgs {
     /// A falco.yaml-style config (rules_files, priority, json_output, outputs...).
     #[arg(long, short = 'c')]
-    config: Option<String>,
+    pub(crate) config: Option<String>,
     /// Rule file or directory (repeatable; replaces rules_files; default: the embedded rules).
     #[arg(long = "rules", short = 'r')]
-    rules: Vec<String>,
+    pub(crate) rules: Vec<String>,
     /// Least severe priority evaluated (e.g. warning).
     #[arg(long)]
-    priority: Option<String>,
+    pub(crate) priority: Option<String>,
     /// Alerts as JSON (Falco's shape) instead of text.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Report every matching rule per event, not only the first.
     #[arg(long)]
-    all_matches: bool,
+    pub(crate) all_matches: bool,
     /// Also append alerts to this file.
     #[arg(long)]
-    file_output: Option<String>,
+    pub(crate) file_output: Option<String>,
     /// Also POST each alert as JSON to this URL (Falcosidekick, event-generator).
     #[arg(long)]
-    http_output: Option<String>,
+    pub(crate) http_output: Option<String>,
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:8765).
     #[arg(long)]
-    metrics_addr: Option<String>,
+    pub(crate) metrics_addr: Option<String>,
     /// Write Falco-style stats lines (JSON) to this file.
     #[arg(long)]
-    stats_file: Option<String>,
+    pub(crate) stats_file: Option<String>,
     /// Interval of the stats lines, ms.
     #[arg(long, default_value_t = 1000)]
-    stats_interval: u64,
+    pub(crate) stats_interval: u64,
     /// Stop after this many seconds.
     #[arg(long)]
-    duration: Option<f64>,
+    pub(crate) duration: Option<f64>,
     /// auto, per-syscall or dispatcher (see `harrier capture --help`).
     #[arg(long, default_value = "auto")]
-    attach: AttachMode,
+    pub(crate) attach: AttachMode,
     /// Per-program BPF run-time stats (costs every BPF program on the machine ~57 ns per run).
     #[arg(long)]
-    bpf_stats: bool,
-    /// Ring size per CPU.
-    #[arg(long, default_value = "8M")]
-    buffer_size: String,
+    pub(crate) bpf_stats: bool,
+    /// Ring size per CPU (default 8M, or the config's engine buf_size_preset).
+    #[arg(long)]
+    pub(crate) buffer_size: Option<String>,
     /// Benchmarks: an empty program of the same type wherever a program
     /// would be linked (the attach plan's floor); no event reaches the rules.
     #[arg(long, hide = true)]
-    empty_programs: bool,
+    pub(crate) empty_programs: bool,
     /// Read open's and connect's pointer arguments at syscall exit, with no
     /// entry program (the config's entry_copies: false; see harrier.yaml).
     #[arg(long)]
-    no_entry_copies: bool,
+    pub(crate) no_entry_copies: bool,
     /// Send every captured event to user space (no filtering derived from the rules).
     #[arg(long)]
-    no_kernel_filter: bool,
+    pub(crate) no_kernel_filter: bool,
     /// Do not send these events (repeatable; adds to the config's kernel_drop),
     /// e.g. "proc.name = redis-server and evt.type in (read, write)".
     #[arg(long = "kernel-drop", value_name = "CONDITION")]
-    kernel_drop: Vec<String>,
+    pub(crate) kernel_drop: Vec<String>,
     /// Evaluate the rules on a capture file instead of live events (no root needed).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["write", "duration", "metrics_addr"])]
-    replay: Option<String>,
+    pub(crate) replay: Option<String>,
     #[command(flatten)]
-    write: crate::file_out::WriteArgs,
+    pub(crate) write: crate::file_out::WriteArgs,
 }
 
 fn settings(a: &RunArgs) -> Result<RunConfig> {
@@ -159,9 +159,14 @@ fn reload(c: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &
 
 pub fn run(a: RunArgs) -> Result<()> {
     let c = settings(&a)?;
+    run_with(a, c)
+}
+
+/// `harrier run` with its settings resolved (by `settings`, or by `falco`'s command line).
+pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     let rules = rules_load::load(&c)?;
     let (total, active) = (rules.check_report().total(), rules.check_report().active());
-    if let Some(path) = &a.replay {
+    if let Some(path) = a.replay.as_ref().or(c.replay_file.as_ref()) {
         return replay(path, rules, &c, total, active);
     }
     let interest = harrier_engine::interest::interest(&rules);
@@ -173,7 +178,11 @@ pub fn run(a: RunArgs) -> Result<()> {
     cfg.attach = a.attach;
     cfg.run_time_stats = a.bpf_stats;
     cfg.empty_programs = a.empty_programs;
-    cfg.buffer_size = parse_size(&a.buffer_size)?;
+    cfg.buffer_size = match (&a.buffer_size, c.buffer_size) {
+        (Some(s), _) => parse_size(s)?,
+        (None, Some(preset)) => preset as usize,
+        (None, None) => 8 << 20,
+    };
     cfg.skip_missing = true;
     cfg.validate()?;
     let user_drops = c
@@ -399,7 +408,7 @@ fn replay(
         say!("harrier: warning: names in conditions not resolved after 60 s; their comparisons stay false until they are");
     }
     say!("harrier: {total} rules loaded, {active} evaluated; replaying {path}");
-    let (events, foreign) = crate::replay::replay(path, &mut engine)?;
+    let (events, foreign) = crate::replay::replay_any(path, &mut engine)?;
     let counters = engine.counters.clone();
     let out_stats = engine.into_outputs().close(Duration::from_secs(5));
     say!(

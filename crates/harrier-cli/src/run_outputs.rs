@@ -2,7 +2,7 @@
 //! a deadline, and their figures in the exit summary.
 
 use anyhow::Result;
-use harrier_engine::config::RunConfig;
+use harrier_falco::config::RunConfig;
 use harrier_outputs::sinks::{FileSink, Http, Stdout, IN_FLIGHT};
 use harrier_outputs::{ByPriority, JsonShape, OutputStats, Outputs};
 use std::time::{Duration, Instant};

@@ -4,7 +4,6 @@
 //! event with only the rules that can match its type.
 
 pub mod collect;
-pub mod config;
 mod falco_args;
 pub mod interest;
 pub mod kfilter;

@@ -12,7 +12,7 @@ use common::*;
 use expected::normalise::Run;
 use harrier_actions::battery::{self, Behaviour, Tools, LINEAGE_FIELDS};
 use harrier_capture::testing::bpf_available;
-use harrier_engine::config::RunConfig;
+use harrier_falco::config::RunConfig;
 use harrier_rules::ruleset::{RuleMatching, RuleSet};
 use std::sync::mpsc;
 use std::time::Duration;

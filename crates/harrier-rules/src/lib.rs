@@ -94,6 +94,10 @@ pub mod dns;
 pub mod docs;
 pub mod events;
 pub mod expr;
+/// The Falco rule engine version whose language this follows (Falco 0.44.1's; rule files
+/// check it with required_engine_version).
+pub const ENGINE_VERSION: &str = "0.62.0";
+
 pub mod fields;
 pub mod loader;
 pub mod matchers;

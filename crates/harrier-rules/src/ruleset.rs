@@ -48,6 +48,58 @@ pub struct LoadOptions {
     /// Fields the integration does not support are load errors instead of skipped rules
     /// (unknown fields are always errors).
     pub strict: bool,
+    /// Falco's `rules:` config key: rules enabled or disabled after loading, in order.
+    pub selection: Vec<Selection>,
+}
+
+/// What a `rules:` entry names: rules by name (`*` and `?` wildcards) or by tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    Rule(String),
+    Tag(String),
+}
+
+/// One `rules:` entry: `enable` or `disable` what it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    pub enable: bool,
+    pub what: Selector,
+}
+
+impl Selection {
+    fn names(&self, rule: &str, tags: &[String]) -> bool {
+        match &self.what {
+            Selector::Rule(pattern) => wildcard(pattern.as_bytes(), rule.as_bytes()),
+            Selector::Tag(t) => tags.iter().any(|x| x == t),
+        }
+    }
+
+    /// Whether a rule is enabled after `entries`, starting from its file's `enabled`.
+    pub fn apply(entries: &[Selection], enabled: bool, rule: &str, tags: &[String]) -> bool {
+        entries.iter().fold(enabled, |e, s| if s.names(rule, tags) { s.enable } else { e })
+    }
+}
+
+/// `*` any run, `?` any one character, everything else itself.
+fn wildcard(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si, mut star, mut mark) = (0, 0, None, 0);
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            mark = si;
+            pi += 1;
+        } else if let Some(st) = star {
+            pi = st + 1;
+            mark += 1;
+            si = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
 }
 
 impl Default for LoadOptions {
@@ -59,6 +111,7 @@ impl Default for LoadOptions {
             append_output: Vec::new(),
             container_info: output::CONTAINER_INFO.to_string(),
             strict: false,
+            selection: Vec::new(),
         }
     }
 }
@@ -299,7 +352,7 @@ impl RuleSet {
                 output.extra.push((name, sel, fixed));
             }
             if status == RuleStatus::Evaluable {
-                if !r.enabled {
+                if !Selection::apply(&opts.selection, r.enabled, &r.name, &r.tags) {
                     status = RuleStatus::Disabled;
                 } else if r.priority > opts.min_priority {
                     status = RuleStatus::BelowPriority;
@@ -514,5 +567,24 @@ impl fmt::Display for CheckReport<'_> {
             writeln!(f, "{}:{}: {}: {what}{note}", r.file, r.line, r.name)?;
         }
         write!(f, "{} rules: {} evaluable, {} active", self.total(), self.evaluable(), self.active())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_entries_apply_in_order_by_name_pattern_or_tag() {
+        let off = |w: &str| Selection { enable: false, what: Selector::Rule(w.into()) };
+        let on_tag = |t: &str| Selection { enable: true, what: Selector::Tag(t.into()) };
+        let tags = vec!["T1".to_string(), "network".to_string()];
+        assert!(!Selection::apply(&[off("*")], true, "Read sensitive file", &tags));
+        assert!(Selection::apply(&[off("*"), on_tag("T1")], true, "x", &tags));
+        assert!(!Selection::apply(&[on_tag("T1"), off("x")], false, "x", &tags));
+        assert!(Selection::apply(&[off("Read*file")], true, "Write file", &tags));
+        assert!(!Selection::apply(&[off("Read*file")], true, "Read sensitive file", &tags));
+        assert!(!Selection::apply(&[off("a?c")], true, "abc", &[]));
+        assert!(Selection::apply(&[], true, "abc", &[]));
     }
 }

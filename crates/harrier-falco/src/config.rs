@@ -1,12 +1,14 @@
-//! `harrier run --config FILE`: the falco.yaml keys that apply to Harrier,
-//! read with their positions so a bad value names file:line:column. Keys
-//! Falco has and Harrier does not use are warned about, never fatal.
+//! falco.yaml as `harrier run -c` and `falco -c` read it: every key of Falco 0.44.1's file is
+//! known (see [`crate::keys`]): honoured, or accepted with the reason it changes nothing
+//! here. Values are read with their positions, so a bad one names file:line:column (or the
+//! `-o` that set it). Keys Falco does not have either are warned about, never fatal.
 
+use crate::doc::ConfigDoc;
 use anyhow::{bail, Result};
 use harrier_outputs::Limits;
 use harrier_rules::loader::Priority;
 use harrier_rules::ruleset::RuleMatching;
-use harrier_rules::yaml::{self, Node};
+use harrier_rules::yaml::Node;
 
 /// Everything `harrier run` takes from a config file (CLI flags override).
 #[derive(Debug, Clone)]
@@ -18,7 +20,21 @@ pub struct RunConfig {
     pub json_output: bool,
     pub json_include_output_property: bool,
     pub json_include_tags_property: bool,
+    pub json_include_message_property: bool,
+    pub json_include_output_fields_property: bool,
+    /// Alert times as ISO 8601 in text lines (and `evt.time.iso8601` in output_fields).
+    pub time_format_iso_8601: bool,
     pub stdout_output: bool,
+    /// Alerts to the local syslog (/dev/log), as Falco's syslog_output does.
+    pub syslog_output: bool,
+    /// program_output: each alert line to this shell command's standard input.
+    pub program_output: Option<String>,
+    /// engine.kind replay: the capture file (legacy .scap or Harrier's) instead of live events.
+    pub replay_file: Option<String>,
+    /// engine.<kind>.buf_size_preset, as a ring size per CPU (Falco's preset table).
+    pub buffer_size: Option<u64>,
+    /// The `rules:` key: rules enabled and disabled by name or tag, in order.
+    pub rules_selection: Vec<harrier_rules::ruleset::Selection>,
     pub file_output: Option<String>,
     pub http_output: Option<String>,
     /// Prometheus endpoint address (webserver.listen_address:listen_port).
@@ -33,10 +49,10 @@ pub struct RunConfig {
     /// An append_output entry asked for the suggested output fields: Falco 0.44 then
     /// appends its container plugin's suggested fields and drops `%container.info`.
     pub suggested_output: bool,
-    /// Conditions whose events the kernel does not send (see [`crate::kfilter`]).
+    /// Conditions whose events the kernel does not send (see [`harrier_engine::kfilter`]).
     pub kernel_drop: Vec<String>,
     /// Harrier's: copy pointer arguments at syscall entry (the default; see
-    /// [`crate::collect::without_entry_copies`] for what turning it off costs).
+    /// [`harrier_engine::collect::without_entry_copies`] for what turning it off costs).
     pub entry_copies: bool,
     pub warnings: Vec<String>,
 }
@@ -50,7 +66,15 @@ impl Default for RunConfig {
             json_output: false,
             json_include_output_property: true,
             json_include_tags_property: true,
+            json_include_message_property: false,
+            json_include_output_fields_property: true,
+            time_format_iso_8601: false,
             stdout_output: true,
+            syslog_output: false,
+            program_output: None,
+            replay_file: None,
+            buffer_size: None,
+            rules_selection: Vec::new(),
             file_output: None,
             http_output: None,
             metrics_addr: None,
@@ -66,12 +90,16 @@ impl Default for RunConfig {
 }
 
 struct Reader<'a> {
+    /// The file of the key being read ("-o" for the command line).
     file: &'a str,
 }
 
 impl Reader<'_> {
     fn err(&self, n: &Node, msg: impl std::fmt::Display) -> anyhow::Error {
         let p = n.pos();
+        if p.line == 0 {
+            return anyhow::anyhow!("-o: {msg}");
+        }
         anyhow::anyhow!("{}:{}:{}: {msg}", self.file, p.line, p.col)
     }
 
@@ -250,8 +278,9 @@ impl RunConfig {
         let mut opts = LoadOptions {
             rule_matching: self.rule_matching,
             min_priority: self.priority,
-            supported: std::sync::Arc::new(crate::source::supported),
+            supported: std::sync::Arc::new(harrier_engine::source::supported),
             append_output,
+            selection: self.rules_selection.clone(),
             ..Default::default()
         };
         // Falco 0.44 with suggested output: %container.info expands to nothing (the suggested
@@ -262,98 +291,190 @@ impl RunConfig {
         opts
     }
 
+    /// A config file alone (`harrier run -c`): its config_files merged, no `-o`.
     pub fn load(path: &str) -> Result<RunConfig> {
-        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading {path}: {e}"))?;
-        RunConfig::parse(path, &text)
+        RunConfig::from_doc(&ConfigDoc::load(Some(path), &[])?)
     }
 
     pub fn parse(file: &str, text: &str) -> Result<RunConfig> {
-        let r = Reader { file };
-        let docs = yaml::parse(text)
-            .map_err(|e| anyhow::anyhow!("{file}:{}:{}: {}", e.pos.line, e.pos.col, e.msg))?;
+        RunConfig::from_doc(&ConfigDoc::from_text(file, text, &[])?)
+    }
+
+    /// Reads every key of the merged configuration.
+    pub fn from_doc(doc: &ConfigDoc) -> Result<RunConfig> {
         let mut c = RunConfig::default();
-        let Some(root) = docs.first() else { return Ok(c) };
-        let Node::Map { entries, .. } = root else {
-            bail!(r.err(root, format!("the config must be a mapping, not {}", root.kind())));
-        };
+        let Node::Map { entries, .. } = &doc.root else { return Ok(c) };
         for (k, v) in entries {
-            let key = r.str(k, "a key")?;
-            match key {
-                "rules_files" | "rules_file" => c.rules_files = r.strings(v, key)?,
-                "priority" => {
-                    let p = r.str(v, key)?;
-                    c.priority =
-                        Priority::parse(p).ok_or_else(|| r.err(v, format!("unknown priority '{p}'")))?;
-                }
-                "rule_matching" => {
-                    c.rule_matching = match r.str(v, key)? {
-                        "first" => RuleMatching::First,
-                        "all" => RuleMatching::All,
-                        m => bail!(r.err(v, format!("rule_matching must be first or all, not '{m}'"))),
-                    }
-                }
-                "json_output" => c.json_output = r.bool(v, key)?,
-                "json_include_output_property" => c.json_include_output_property = r.bool(v, key)?,
-                "json_include_tags_property" => c.json_include_tags_property = r.bool(v, key)?,
-                "stdout_output" => c.stdout_output = r.enabled(v, key)?,
-                "file_output" => {
-                    if r.enabled(v, key)? {
-                        let f = v.get("filename").ok_or_else(|| r.err(v, "file_output needs a filename"))?;
-                        c.file_output = Some(r.str(f, "file_output.filename")?.to_string());
-                    }
-                }
-                "http_output" => {
-                    if r.enabled(v, key)? {
-                        let u = v.get("url").ok_or_else(|| r.err(v, "http_output needs a url"))?;
-                        c.http_output = Some(r.str(u, "http_output.url")?.to_string());
-                    }
-                }
-                "webserver" => {
-                    if r.enabled(v, key)? {
-                        let addr = v
-                            .get("listen_address")
-                            .map(|a| r.str(a, "webserver.listen_address"))
-                            .transpose()?;
-                        let port =
-                            v.get("listen_port").map(|p| r.str(p, "webserver.listen_port")).transpose()?;
-                        c.metrics_addr =
-                            Some(format!("{}:{}", addr.unwrap_or("0.0.0.0"), port.unwrap_or("8765")));
-                    }
-                }
-                "outputs_queue" => c.outputs_queue = r.queue(v, &mut c.warnings)?,
-                "append_output" => {
-                    let Node::Seq { items, .. } = v else {
-                        bail!(r.err(v, "append_output must be a list"));
-                    };
-                    for item in items {
-                        r.append_entry(item, &mut c)?;
-                    }
-                }
-                // Harrier's own: checked here so a bad one names its line.
-                "kernel_drop" => {
-                    for t in r.strings(v, key)? {
-                        crate::kfilter::parse_kernel_drop(&t)
-                            .map_err(|e| r.err(v, format!("kernel_drop '{t}': {e}")))?;
-                        c.kernel_drop.push(t);
-                    }
-                }
-                "entry_copies" => c.entry_copies = r.bool(v, key)?,
-                // Harrier serves its metrics to Prometheus (Falco's metrics key
-                // drives a periodic metrics rule instead; its other keys are ignored).
-                "metrics" => {
-                    if r.enabled(v, key)? {
-                        if let Some(a) = v.get("listen_address") {
-                            c.metrics_addr = Some(r.str(a, "metrics.listen_address")?.to_string());
-                        }
-                    }
-                }
-                _ => {
-                    let p = k.pos();
-                    c.warnings.push(format!("{file}:{}:{}: '{key}' is not used by harrier", p.line, p.col));
-                }
-            }
+            let key = k.as_str().unwrap_or("");
+            let r = Reader { file: doc.file_of(key) };
+            c.read_key(&r, key, k, v)?;
         }
         Ok(c)
+    }
+
+    fn read_key(&mut self, r: &Reader, key: &str, k: &Node, v: &Node) -> Result<()> {
+        let c = self;
+        match key {
+            "rules_files" | "rules_file" => c.rules_files = r.strings(v, key)?,
+            "priority" => {
+                let p = r.str(v, key)?;
+                c.priority = Priority::parse(p).ok_or_else(|| r.err(v, format!("unknown priority '{p}'")))?;
+            }
+            "rule_matching" => {
+                c.rule_matching = match r.str(v, key)? {
+                    "first" => RuleMatching::First,
+                    "all" => RuleMatching::All,
+                    m => bail!(r.err(v, format!("rule_matching must be first or all, not '{m}'"))),
+                }
+            }
+            "json_output" => c.json_output = r.bool(v, key)?,
+            "json_include_output_property" => c.json_include_output_property = r.bool(v, key)?,
+            "json_include_tags_property" => c.json_include_tags_property = r.bool(v, key)?,
+            "json_include_message_property" => c.json_include_message_property = r.bool(v, key)?,
+            "json_include_output_fields_property" => c.json_include_output_fields_property = r.bool(v, key)?,
+            "time_format_iso_8601" => c.time_format_iso_8601 = r.bool(v, key)?,
+            "stdout_output" => c.stdout_output = r.enabled(v, key)?,
+            "syslog_output" => c.syslog_output = r.enabled(v, key)?,
+            "file_output" => {
+                if r.enabled(v, key)? {
+                    let f = v.get("filename").ok_or_else(|| r.err(v, "file_output needs a filename"))?;
+                    c.file_output = Some(r.str(f, "file_output.filename")?.to_string());
+                }
+            }
+            "program_output" => {
+                if r.enabled(v, key)? {
+                    let p = v.get("program").ok_or_else(|| r.err(v, "program_output needs a program"))?;
+                    c.program_output = Some(r.str(p, "program_output.program")?.to_string());
+                }
+            }
+            "http_output" => {
+                if r.enabled(v, key)? {
+                    let u = v.get("url").ok_or_else(|| r.err(v, "http_output needs a url"))?;
+                    c.http_output = Some(r.str(u, "http_output.url")?.to_string());
+                }
+            }
+            "webserver" => {
+                if r.enabled(v, key)? {
+                    let addr = v.get("listen_address").map(|a| r.str(a, "webserver.listen_address")).transpose()?;
+                    let port = v.get("listen_port").map(|p| r.str(p, "webserver.listen_port")).transpose()?;
+                    c.metrics_addr = Some(format!("{}:{}", addr.unwrap_or("0.0.0.0"), port.unwrap_or("8765")));
+                }
+            }
+            "outputs_queue" => c.outputs_queue = r.queue(v, &mut c.warnings)?,
+            "append_output" => match v {
+                Node::Seq { items, .. } => {
+                    for item in items {
+                        r.append_entry(item, c)?;
+                    }
+                }
+                n if n.is_null() => {}
+                _ => bail!(r.err(v, "append_output must be a list")),
+            },
+            "engine" => r.engine(v, c)?,
+            "rules" => c.rules_selection = r.selection(v)?,
+            "load_plugins" => {
+                for p in r.strings(v, key)? {
+                    // Falco's container plugin: Harrier's own container engine does its work.
+                    if p != "container" {
+                        bail!(r.err(v, format!("plugin '{p}' cannot be loaded: harrier has no plugin host yet (only 'container', built in)")));
+                    }
+                }
+            }
+            // Harrier's own: checked here so a bad one names its line.
+            "kernel_drop" => {
+                for t in r.strings(v, key)? {
+                    harrier_engine::kfilter::parse_kernel_drop(&t)
+                        .map_err(|e| r.err(v, format!("kernel_drop '{t}': {e}")))?;
+                    c.kernel_drop.push(t);
+                }
+            }
+            "entry_copies" => c.entry_copies = r.bool(v, key)?,
+            // Harrier serves its metrics to Prometheus (Falco's metrics key drives a
+            // periodic metrics rule instead).
+            "metrics" => {
+                if r.enabled(v, key)? {
+                    if let Some(a) = v.get("listen_address") {
+                        c.metrics_addr = Some(r.str(a, "metrics.listen_address")?.to_string());
+                    }
+                }
+            }
+            _ if crate::keys::accepted(key) => {}
+            _ => {
+                let p = k.pos();
+                c.warnings.push(format!("{}:{}:{}: '{key}' is not used by harrier", r.file, p.line, p.col));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Falco's buf_size_preset table: ring bytes per CPU for presets 1-10 (4 is the default).
+pub const BUF_SIZE_PRESETS: [u64; 10] = [1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20];
+
+impl Reader<'_> {
+    /// engine: kind (modern_ebpf, ebpf, kmod: Harrier's live sensor; replay: a capture
+    /// file), the kind's buf_size_preset.
+    fn engine(&self, v: &Node, c: &mut RunConfig) -> Result<()> {
+        let kind = match v.get("kind") {
+            Some(k) => self.str(k, "engine.kind")?,
+            None => "modern_ebpf",
+        };
+        match kind {
+            "modern_ebpf" | "ebpf" | "kmod" => {
+                if let Some(p) = v.get(kind).and_then(|k| k.get("buf_size_preset")) {
+                    let s = self.str(p, "buf_size_preset")?;
+                    let n: usize = s.parse().map_err(|_| self.err(p, format!("buf_size_preset must be 0-10, not '{s}'")))?;
+                    match n {
+                        0 => {}
+                        1..=10 => c.buffer_size = Some(BUF_SIZE_PRESETS[n - 1]),
+                        _ => bail!(self.err(p, format!("buf_size_preset must be 0-10, not '{s}'"))),
+                    }
+                }
+            }
+            "replay" => {
+                let f = v.get("replay").and_then(|r| r.get("capture_file"));
+                let f = f.ok_or_else(|| self.err(v, "engine.kind replay needs engine.replay.capture_file"))?;
+                let path = self.str(f, "engine.replay.capture_file")?;
+                if path.is_empty() {
+                    bail!(self.err(f, "engine.kind replay needs engine.replay.capture_file"));
+                }
+                c.replay_file = Some(path.to_string());
+            }
+            "gvisor" | "nodriver" => bail!(self.err(v, format!("engine.kind '{kind}' is not supported by harrier (its sensor is eBPF)"))),
+            other => bail!(self.err(v, format!("unknown engine.kind '{other}' (modern_ebpf, ebpf, kmod, replay)"))),
+        }
+        Ok(())
+    }
+
+    /// `rules:` entries, each `enable` or `disable` of a `rule` (a name with `*` wildcards)
+    /// or a `tag`, applied in order after loading.
+    fn selection(&self, v: &Node) -> Result<Vec<harrier_rules::ruleset::Selection>> {
+        use harrier_rules::ruleset::{Selection, Selector};
+        let items = match v {
+            Node::Seq { items, .. } => items.as_slice(),
+            n if n.is_null() => return Ok(Vec::new()),
+            _ => bail!(self.err(v, "rules must be a list of enable/disable entries")),
+        };
+        let mut out = Vec::new();
+        for item in items {
+            let Node::Map { entries, .. } = item else {
+                bail!(self.err(item, "a rules entry is a mapping: enable or disable"));
+            };
+            for (k, body) in entries {
+                let enable = match k.as_str() {
+                    Some("enable") => true,
+                    Some("disable") => false,
+                    _ => bail!(self.err(k, "a rules entry is enable or disable")),
+                };
+                let what = match (body.get("rule"), body.get("tag")) {
+                    (Some(r), None) => Selector::Rule(self.str(r, "rules[].rule")?.to_string()),
+                    (None, Some(t)) => Selector::Tag(self.str(t, "rules[].tag")?.to_string()),
+                    _ => bail!(self.err(body, "an enable or disable entry names one rule or one tag")),
+                };
+                out.push(Selection { enable, what });
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -368,7 +489,7 @@ mod tests {
             "rules_files:\n  - /etc/falco/falco_rules.yaml\npriority: warning\nrule_matching: all\n\
              json_output: true\nstdout_output:\n  enabled: false\nfile_output:\n  enabled: true\n  \
              filename: /tmp/a.json\nhttp_output:\n  enabled: true\n  url: http://127.0.0.1:2801/\n\
-             webserver:\n  enabled: true\n  listen_port: 8765\nplugins: []\n\
+             webserver:\n  enabled: true\n  listen_port: 8765\nbogus: []\n\
              append_output:\n  - extra_fields:\n      - proc.env\n  - suggested_output: true\n",
         )
         .unwrap();
@@ -387,7 +508,7 @@ mod tests {
              container_image_repository=%container.image.repository \
              container_image_tag=%container.image.tag k8s_pod_name=%k8s.pod.name k8s_ns_name=%k8s.ns.name"
         );
-        assert_eq!(c.warnings, ["falco.yaml:17:1: 'plugins' is not used by harrier"]);
+        assert_eq!(c.warnings, ["falco.yaml:17:1: 'bogus' is not used by harrier"]);
     }
 
     #[test]

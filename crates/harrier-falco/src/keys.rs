@@ -1,0 +1,117 @@
+//! Every top-level key of Falco 0.44.1's falco.yaml (and `rules`, which Falco reads though its
+//! default file leaves it out), with what Harrier does with it. docs/falco-config.md is this
+//! table; a test keeps the two, and the shipped falco.yaml, in step.
+
+/// What Harrier does with a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// Falco's meaning.
+    Honoured,
+    /// Falco's meaning for the part named; the rest as said.
+    Partly,
+    /// Read and accepted; it changes nothing here, for the reason given.
+    NoEffect,
+}
+
+pub struct Key {
+    pub name: &'static str,
+    pub used: Use,
+    pub what: &'static str,
+}
+
+const fn k(name: &'static str, used: Use, what: &'static str) -> Key {
+    Key { name, used, what }
+}
+
+use Use::*;
+
+pub const KEYS: &[Key] = &[
+    k("config_files", Honoured, "files and folders merged after the main file with Falco's strategies (append, override, add-only); missing paths skipped; no nesting"),
+    k("watch_config_files", Partly, "SIGHUP reloads the rule files (not yet on a file change, nor the config's other keys)"),
+    k("rules_files", Honoured, "files and folders of *.yaml/*.yml in order; with `falco`, missing paths are skipped as Falco skips them"),
+    k("rules", Honoured, "enable/disable entries by rule name (wildcards) or tag, applied in order after loading (`-o rules[].disable.rule=*`)"),
+    k("engine", Partly, "kind modern_ebpf, ebpf, kmod: Harrier's live eBPF sensor, buf_size_preset as its ring size per CPU; replay: engine.replay.capture_file (legacy .scap or Harrier capture); gvisor and nodriver are refused; cpus_for_each_buffer and drop_failed_exit are not read"),
+    k("capture", NoEffect, "not yet: use `harrier run -w FILE` for a capture file of the whole run"),
+    k("load_plugins", Partly, "`container` is Harrier's own container engine; any other plugin is refused with its name (no plugin host yet)"),
+    k("plugins", NoEffect, "the container plugin's entry is served by Harrier's container engine; its init_config is not needed"),
+    k("plugins_hostinfo", NoEffect, "only plugins read host info"),
+    k("priority", Honoured, "rules less severe are not evaluated"),
+    k("json_output", Honoured, "alerts as Falco's JSON"),
+    k("json_include_output_property", Honoured, ""),
+    k("json_include_message_property", Honoured, "`message`: the output without the time and priority"),
+    k("json_include_output_fields_property", Honoured, ""),
+    k("json_include_tags_property", Honoured, ""),
+    k("time_format_iso_8601", Honoured, "text lines start with the ISO 8601 time; output_fields carry evt.time.iso8601"),
+    k("buffer_format_base64", NoEffect, "no rule output of Harrier's renders data buffers yet"),
+    k("buffered_outputs", NoEffect, "each output's lane writes whole batches as they come; lines are never held back"),
+    k("rule_matching", Honoured, "first or all"),
+    k("outputs_queue", Honoured, "capacity; Harrier adds max_bytes and keep_priority"),
+    k("append_output", Honoured, "match (source, tags, rule), extra_output, extra_fields, suggested_output"),
+    k("stdout_output", Honoured, ""),
+    k("syslog_output", Honoured, "to /dev/log as `falco: <line>`, the priority as the syslog level"),
+    k("file_output", Partly, "filename; the file is kept open (keep_alive's true)"),
+    k("http_output", Partly, "url; the TLS, user_agent, compress_uploads, keep_alive and echo options are not read yet"),
+    k("program_output", Honoured, "each line to the program's standard input through `sh -c`"),
+    k("webserver", Partly, "listen_address, listen_port: Prometheus metrics and /healthz; ssl not yet"),
+    k("log_stderr", NoEffect, "Harrier's own messages always go to stderr"),
+    k("log_syslog", NoEffect, "Harrier's own messages are not sent to syslog"),
+    k("log_level", NoEffect, "Harrier prints its notices and errors whatever the level"),
+    k("libs_logger", NoEffect, "there are no Falco libs in Harrier"),
+    k("output_timeout", NoEffect, "outputs run on lanes of their own and never block the rules"),
+    k("syscall_event_timeouts", NoEffect, "Harrier's rings are polled on a timer; a quiet machine is not an error"),
+    k("syscall_event_drops", NoEffect, "drops are counted in stats and metrics; the alert and exit actions are not yet"),
+    k("metrics", Partly, "Harrier serves metrics to Prometheus on webserver's address; the periodic metrics alert is not yet"),
+    k("base_syscalls", NoEffect, "Harrier captures the syscalls its rules and state tables need"),
+    k("falco_libs", NoEffect, "snaplen and thread table sizes belong to Falco's libs"),
+];
+
+/// Falco keys that need no reading beyond being known (see [`KEYS`]).
+pub fn accepted(name: &str) -> bool {
+    KEYS.iter().any(|k| k.name == name)
+}
+
+/// docs/falco-config.md's table.
+pub fn markdown() -> String {
+    let mut s = String::from("| key | used | what Harrier does |\n|---|---|---|\n");
+    for k in KEYS {
+        let used = match k.used {
+            Honoured => "yes",
+            Partly => "partly",
+            NoEffect => "no effect",
+        };
+        s += &format!("| `{}` | {used} | {} |\n", k.name, k.what);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo(path: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
+    }
+
+    #[test]
+    fn every_key_of_falcos_default_file_is_known_and_documented() {
+        let doc = std::fs::read_to_string(repo("docs/falco-config.md")).unwrap();
+        assert!(doc.contains(&markdown()), "docs/falco-config.md's table differs from keys.rs:\n{}", markdown());
+        let falco = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .map(|d| d.join("shared/data/falco-config/falco-0.44.1.yaml"))
+            .find(|p| p.exists());
+        let Some(text) = falco.map(|f| std::fs::read_to_string(f).unwrap()) else {
+            assert!(std::env::var("CI").is_err(), "shared/data/falco-config/falco-0.44.1.yaml is missing");
+            return;
+        };
+        let top: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once(':').map(|(k, _)| k))
+            .filter(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'))
+            .collect();
+        assert_eq!(top.len(), 36, "{top:?}");
+        for key in top {
+            assert!(accepted(key), "Falco's key '{key}' is not in keys.rs");
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! What Falco's listing options print: -L/-l (rules and their descriptions), --list (fields),
+//! --list-events, and the schemas.
+
+use crate::cli::Format;
+use anyhow::{bail, Result};
+use harrier_rules::ruleset::RuleSet;
+use serde_json::json;
+
+/// Falco's two columns: the name padded to 50, then the text.
+fn two_columns(l: &str, r: &str) -> String {
+    format!("{l:<50} {r}\n")
+}
+
+/// Falco's wrap_text: words on lines of `line_len - indent`, continued lines indented.
+fn wrap(text: &str, indent: usize, line_len: usize) -> String {
+    let mut out = String::new();
+    let mut len = 0;
+    for w in text.split_whitespace() {
+        if len + w.len() + 1 <= line_len - indent {
+            len += w.len() + 1;
+        } else {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent.max(1)));
+            len = w.len() + 1;
+        }
+        out.push_str(w);
+        out.push(' ');
+    }
+    out
+}
+
+/// -L (every rule) or -l RULE: Falco's text table, or with json_output a JSON description.
+pub fn describe(rules: &RuleSet, only: Option<&str>, json_output: bool) -> Result<String> {
+    let picked: Vec<_> = rules.rules().iter().filter(|r| only.is_none_or(|n| r.name == n)).collect();
+    if let Some(n) = only {
+        if picked.is_empty() {
+            bail!("unknown rule: {n}");
+        }
+    }
+    if json_output {
+        let rs: Vec<_> = picked
+            .iter()
+            .map(|r| {
+                json!({"info": {
+                    "name": r.name, "description": r.desc, "priority": r.priority.as_str(),
+                    "source": r.source, "tags": r.tags, "enabled": r.status != harrier_rules::ruleset::RuleStatus::Disabled,
+                }})
+            })
+            .collect();
+        return Ok(json!({"rules": rs, "macros": [], "lists": []}).to_string());
+    }
+    let mut s = two_columns("Rule", "Description") + &two_columns("----", "-----------");
+    for r in picked {
+        s += &two_columns(&r.name, &(wrap(&r.desc, 51, 110) + "\n"));
+    }
+    Ok(s.trim_end_matches('\n').to_string() + "\n")
+}
+
+/// --list [syscall]: every field Harrier's rules can use.
+pub fn fields(names_only: bool, format: Format) -> String {
+    use harrier_rules::fields::FIELDS;
+    match format {
+        Format::Json => {
+            let fs: Vec<_> = FIELDS.iter().map(|f| json!({"name": f.name, "type": f.ty.name(), "desc": f.desc})).collect();
+            json!([{"source": "syscall", "fields": fs}]).to_string() + "\n"
+        }
+        _ if names_only => FIELDS.iter().map(|f| format!("{}\n", f.name)).collect(),
+        Format::Markdown => FIELDS.iter().map(|f| format!("`{}` | {} | {}\n", f.name, f.ty.name(), f.desc)).collect(),
+        Format::Text => FIELDS.iter().map(|f| format!("{:<30} {:<12} {}\n", f.name, f.ty.name(), f.desc)).collect(),
+    }
+}
+
+/// --list-events: the syscalls Harrier decodes.
+pub fn events(format: Format) -> String {
+    let names = harrier_schema::SYSCALLS.iter().map(|s| s.name);
+    match format {
+        Format::Json => json!({"syscalls": names.collect::<Vec<_>>()}).to_string() + "\n",
+        _ => names.map(|n| format!("syscall {n}\n")).collect(),
+    }
+}
+
+/// --config-schema / --rule-schema: the keys Harrier reads, as a JSON schema.
+pub fn schema(rules: bool) -> String {
+    if rules {
+        let item = json!({"type": "object", "properties": {
+            "rule": {"type": "string"}, "macro": {"type": "string"}, "list": {"type": "string"},
+            "condition": {"type": "string"}, "output": {"type": "string"}, "desc": {"type": "string"},
+            "priority": {"type": "string"}, "tags": {"type": "array"}, "enabled": {"type": "boolean"},
+            "exceptions": {"type": "array"}, "items": {"type": "array"}, "override": {"type": "object"},
+            "append": {"type": "boolean"}, "source": {"type": "string"},
+            "required_engine_version": {"type": "string"}, "required_plugin_versions": {"type": "array"},
+        }});
+        return json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": item}).to_string();
+    }
+    let props: serde_json::Map<String, serde_json::Value> =
+        crate::keys::KEYS.iter().map(|k| (k.name.to_string(), json!({"description": k.what}))).collect();
+    json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": props}).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn descriptions_wrap_as_falcos_do() {
+        let w = super::wrap(&"word ".repeat(20), 51, 110);
+        assert_eq!(w.lines().next().unwrap(), "word ".repeat(11).as_str());
+        assert!(w.lines().nth(1).unwrap().starts_with(&" ".repeat(51)));
+    }
+}
