@@ -143,30 +143,33 @@ fn run(a: FalcoArgs) -> Result<()> {
 }
 
 fn version(c: &RunConfig) -> Result<()> {
+    // Falco's fields, Harrier's values: semver-shaped, as scripts that parse them expect.
     let harrier = env!("CARGO_PKG_VERSION");
+    let falco = format!("{FALCO_VERSION}+harrier.{harrier}");
+    let libs = format!("{harrier}+harrier");
+    let schema = format!("{}.0.0", harrier_schema::SCHEMA_VERSION);
     let engine = harrier_rules::ENGINE_VERSION;
     if c.json_output {
         let v = serde_json::json!({
-            "falco_version": FALCO_VERSION,
-            "libs_version": format!("harrier {harrier}"),
-            "plugin_api_version": "none",
-            "driver_api_version": format!("harrier schema {}", harrier_schema::SCHEMA_VERSION),
-            "driver_schema_version": format!("harrier schema {}", harrier_schema::SCHEMA_VERSION),
-            "default_driver_version": format!("harrier {harrier}"),
+            "falco_version": falco,
+            "libs_version": libs,
+            "plugin_api_version": "0.0.0",
+            "driver_api_version": schema,
+            "driver_schema_version": schema,
+            "default_driver_version": libs,
             "engine_version": engine.split('.').nth(1).unwrap_or("0"),
             "engine_version_semver": engine,
-            "harrier_version": harrier,
         });
         println!("{v}");
     } else {
-        println!("Falco version: {FALCO_VERSION} (harrier {harrier})");
-        println!("Libs version:  harrier {harrier}");
-        println!("Plugin API:    none");
+        println!("Falco version: {falco}");
+        println!("Libs version:  {libs}");
+        println!("Plugin API:    0.0.0");
         println!("Engine:        {engine}");
         println!("Driver:");
-        println!("  API version:    harrier schema {}", harrier_schema::SCHEMA_VERSION);
-        println!("  Schema version: harrier schema {}", harrier_schema::SCHEMA_VERSION);
-        println!("  Default driver: harrier {harrier} (eBPF)");
+        println!("  API version:    {schema}");
+        println!("  Schema version: {schema}");
+        println!("  Default driver: {libs}");
     }
     Ok(())
 }

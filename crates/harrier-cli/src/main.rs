@@ -26,6 +26,7 @@ mod rules_load;
 mod run;
 mod run_outputs;
 mod text;
+mod watch;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};

@@ -13,7 +13,9 @@ pub fn replay(path: &str, engine: &mut Engine) -> Result<(u64, u64)> {
     let info = &cap.r.info;
     engine.state.tables = State::from_snapshot(&Snapshot::default());
     let start = info.epoch_offset + info.settings.get("start_mono_ns").and_then(|v| v.as_u64()).unwrap_or(0);
-    engine.set_clock(&info.host, info.epoch_offset, start);
+    // FALCO_HOSTNAME names the host for Falco's users, as Falco reads it.
+    let host = std::env::var("FALCO_HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| info.host.clone());
+    engine.set_clock(&host, info.epoch_offset, start);
     let (mut events, mut foreign) = (0u64, 0u64);
     cap.items(|item| {
         match item {

@@ -163,8 +163,16 @@ pub fn run(a: RunArgs) -> Result<()> {
 }
 
 /// `harrier run` with its settings resolved (by `settings`, or by `falco`'s command line).
+/// The files watch_config_files watches: the config files and the rules paths.
+fn watched(c: &RunConfig) -> Vec<String> {
+    c.config_files.iter().chain(&c.rules_files).cloned().collect()
+}
+
 pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     let rules = rules_load::load(&c)?;
+    if c.no_driver {
+        return no_driver(&c, a.duration);
+    }
     let (total, active) = (rules.check_report().total(), rules.check_report().active());
     if let Some(path) = a.replay.as_ref().or(c.replay_file.as_ref()) {
         return replay(path, rules, &c, total, active);
@@ -231,6 +239,9 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
         .context("installing signal handlers")?;
+    if c.watch_config_files {
+        crate::watch::spawn(watched(&c), hup.clone(), stop.clone());
+    }
 
     let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outputs(&c)?, c.rule_matching)));
     let (offset, start) = (engine.borrow().epoch_offset(), engine.borrow().capture_start_ns());
@@ -297,6 +308,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
             }
         }
         if hup.swap(false, Ordering::Relaxed) {
+            say!("harrier: SIGHUP received, restarting... (the rules reload in place: nothing detached, no state lost)");
             reload(&c, &a, &user_drops, &mut e, s);
         }
         let kernel = s.kernel_stats().ok();
@@ -418,6 +430,36 @@ fn replay(
     );
     for o in out_stats.iter().filter(|o| o.lost() > 0) {
         say!("{}", run_outputs::summary(o));
+    }
+    Ok(())
+}
+
+/// engine.kind nodriver: no syscall source. The rules stay loaded and reload on SIGHUP or a
+/// watched file's change, the webserver serves, until the duration or a signal.
+fn no_driver(c: &RunConfig, duration: Option<f64>) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone()).context("installing signal handlers")?;
+    if c.watch_config_files {
+        crate::watch::spawn(watched(c), hup.clone(), stop.clone());
+    }
+    if let Some(addr) = &c.metrics_addr {
+        metrics::serve(addr, Arc::new(Mutex::new(Metrics::new())))?;
+    }
+    say!("harrier: engine.kind nodriver: no syscall source; rules loaded, waiting");
+    let deadline = duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
+    while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
+        std::thread::sleep(Duration::from_millis(50));
+        if hup.swap(false, Ordering::Relaxed) {
+            say!("harrier: SIGHUP received, restarting... (the rules reload in place)");
+            match rules_load::load(c) {
+                Ok(r) => say!("harrier: reloaded: {} rules evaluated", r.check_report().active()),
+                Err(e) => say!("harrier: reload failed, the old rules stay: {e:#}"),
+            }
+        }
     }
     Ok(())
 }

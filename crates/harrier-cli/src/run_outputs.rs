@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use harrier_falco::config::RunConfig;
-use harrier_outputs::sinks::{FileSink, Http, Stdout, IN_FLIGHT};
+use harrier_outputs::sinks::{FileSink, Http, Program, Stdout, Syslog, IN_FLIGHT};
 use harrier_outputs::{ByPriority, JsonShape, OutputStats, Outputs};
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,10 @@ pub fn outputs(c: &RunConfig) -> Result<Outputs> {
     let shape = JsonShape {
         include_output: c.json_include_output_property,
         include_tags: c.json_include_tags_property,
+        include_message: c.json_include_message_property,
+        include_output_fields: c.json_include_output_fields_property,
     };
+    harrier_outputs::set_time_format_iso_8601(c.time_format_iso_8601);
     let json = c.json_output.then_some(shape);
     let mut o = Outputs::new(c.outputs_queue);
     if c.stdout_output {
@@ -24,6 +27,12 @@ pub fn outputs(c: &RunConfig) -> Result<Outputs> {
     }
     if let Some(f) = &c.file_output {
         o.add("file", Box::new(FileSink::open(f, json)?));
+    }
+    if c.syslog_output {
+        o.add("syslog", Box::new(Syslog::new(json)));
+    }
+    if let Some((program, keep_alive)) = &c.program_output {
+        o.add("program", Box::new(Program::new(program, *keep_alive, json)?));
     }
     if let Some(u) = &c.http_output {
         o.add_lanes("http", Http::new(u, shape)?.lanes(IN_FLIGHT));

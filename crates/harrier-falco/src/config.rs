@@ -27,8 +27,15 @@ pub struct RunConfig {
     pub stdout_output: bool,
     /// Alerts to the local syslog (/dev/log), as Falco's syslog_output does.
     pub syslog_output: bool,
-    /// program_output: each alert line to this shell command's standard input.
-    pub program_output: Option<String>,
+    /// program_output: each alert line to this shell command's standard input, and
+    /// whether one process reads them all (keep_alive).
+    pub program_output: Option<(String, bool)>,
+    /// watch_config_files: a change to a config or rules file reloads as SIGHUP does.
+    pub watch_config_files: bool,
+    /// The config files read (the main one first), for the watch.
+    pub config_files: Vec<String>,
+    /// engine.kind nodriver: no syscall source (Falco runs only its plugins then).
+    pub no_driver: bool,
     /// engine.kind replay: the capture file (legacy .scap or Harrier's) instead of live events.
     pub replay_file: Option<String>,
     /// engine.<kind>.buf_size_preset, as a ring size per CPU (Falco's preset table).
@@ -72,6 +79,9 @@ impl Default for RunConfig {
             stdout_output: true,
             syslog_output: false,
             program_output: None,
+            watch_config_files: false,
+            config_files: Vec::new(),
+            no_driver: false,
             replay_file: None,
             buffer_size: None,
             rules_selection: Vec::new(),
@@ -302,7 +312,7 @@ impl RunConfig {
 
     /// Reads every key of the merged configuration.
     pub fn from_doc(doc: &ConfigDoc) -> Result<RunConfig> {
-        let mut c = RunConfig::default();
+        let mut c = RunConfig { config_files: doc.files.clone(), ..RunConfig::default() };
         let Node::Map { entries, .. } = &doc.root else { return Ok(c) };
         for (k, v) in entries {
             let key = k.as_str().unwrap_or("");
@@ -333,6 +343,7 @@ impl RunConfig {
             "json_include_message_property" => c.json_include_message_property = r.bool(v, key)?,
             "json_include_output_fields_property" => c.json_include_output_fields_property = r.bool(v, key)?,
             "time_format_iso_8601" => c.time_format_iso_8601 = r.bool(v, key)?,
+            "watch_config_files" => c.watch_config_files = r.bool(v, key)?,
             "stdout_output" => c.stdout_output = r.enabled(v, key)?,
             "syslog_output" => c.syslog_output = r.enabled(v, key)?,
             "file_output" => {
@@ -344,7 +355,8 @@ impl RunConfig {
             "program_output" => {
                 if r.enabled(v, key)? {
                     let p = v.get("program").ok_or_else(|| r.err(v, "program_output needs a program"))?;
-                    c.program_output = Some(r.str(p, "program_output.program")?.to_string());
+                    let keep = v.get("keep_alive").map(|k| r.bool(k, "program_output.keep_alive")).transpose()?;
+                    c.program_output = Some((r.str(p, "program_output.program")?.to_string(), keep.unwrap_or(false)));
                 }
             }
             "http_output" => {
@@ -367,8 +379,8 @@ impl RunConfig {
                         r.append_entry(item, c)?;
                     }
                 }
-                n if n.is_null() => {}
-                _ => bail!(r.err(v, "append_output must be a list")),
+                // Falco reads only a list (`-o append_output.x=y` makes it a mapping: no entries).
+                _ => {}
             },
             "engine" => r.engine(v, c)?,
             "rules" => c.rules_selection = r.selection(v)?,
@@ -440,7 +452,8 @@ impl Reader<'_> {
                 }
                 c.replay_file = Some(path.to_string());
             }
-            "gvisor" | "nodriver" => bail!(self.err(v, format!("engine.kind '{kind}' is not supported by harrier (its sensor is eBPF)"))),
+            "nodriver" => c.no_driver = true,
+            "gvisor" => bail!(self.err(v, format!("engine.kind '{kind}' is not supported by harrier (its sensor is eBPF)"))),
             other => bail!(self.err(v, format!("unknown engine.kind '{other}' (modern_ebpf, ebpf, kmod, replay)"))),
         }
         Ok(())

@@ -27,10 +27,10 @@ use Use::*;
 
 pub const KEYS: &[Key] = &[
     k("config_files", Honoured, "files and folders merged after the main file with Falco's strategies (append, override, add-only); missing paths skipped; no nesting"),
-    k("watch_config_files", Partly, "SIGHUP reloads the rule files (not yet on a file change, nor the config's other keys)"),
+    k("watch_config_files", Partly, "a change to a config or rules file (polled each second) reloads the rules as SIGHUP does, without detaching; the config's other keys are not re-read yet"),
     k("rules_files", Honoured, "files and folders of *.yaml/*.yml in order; with `falco`, missing paths are skipped as Falco skips them"),
     k("rules", Honoured, "enable/disable entries by rule name (wildcards) or tag, applied in order after loading (`-o rules[].disable.rule=*`)"),
-    k("engine", Partly, "kind modern_ebpf, ebpf, kmod: Harrier's live eBPF sensor, buf_size_preset as its ring size per CPU; replay: engine.replay.capture_file (legacy .scap or Harrier capture); gvisor and nodriver are refused; cpus_for_each_buffer and drop_failed_exit are not read"),
+    k("engine", Partly, "kind modern_ebpf, ebpf, kmod: Harrier's live eBPF sensor, buf_size_preset as its ring size per CPU; replay: engine.replay.capture_file (legacy .scap or Harrier capture); nodriver: no syscall source (rules loaded, webserver up, until -M or a signal); gvisor is refused; cpus_for_each_buffer and drop_failed_exit are not read"),
     k("capture", NoEffect, "not yet: use `harrier run -w FILE` for a capture file of the whole run"),
     k("load_plugins", Partly, "`container` is Harrier's own container engine; any other plugin is refused with its name (no plugin host yet)"),
     k("plugins", NoEffect, "the container plugin's entry is served by Harrier's container engine; its init_config is not needed"),

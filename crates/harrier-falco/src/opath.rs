@@ -142,6 +142,11 @@ pub fn set(root: &mut Node, path: &[Step], value: Node) -> Result<()> {
 fn child<'a>(n: &'a mut Node, step: &Step) -> Result<&'a mut Node> {
     match step {
         Step::Key(k) => {
+            // yaml-cpp turns a list indexed by a key into a mapping of its indexes.
+            if let Node::Seq { items, pos } = n {
+                let entries = std::mem::take(items).into_iter().enumerate().map(|(i, v)| (scalar(&i.to_string()), v));
+                *n = Node::Map { entries: entries.collect(), pos: *pos };
+            }
             if !matches!(n, Node::Map { .. }) {
                 *n = Node::Map { entries: Vec::new(), pos: CMDLINE };
             }
@@ -251,6 +256,10 @@ mod tests {
         assert_eq!(get(&d, "append_output[0].match.source").as_str(), Some("syscall"));
         assert_eq!(get(&d, "append_output[0].extra_output").as_str(), Some("on CPU %evt.cpu"));
         assert!(apply(&mut d, "load_plugins[5]=x").unwrap_err().to_string().contains("past the end"));
+        // A key into a list makes it a mapping of its indexes (yaml-cpp's operator[]).
+        apply(&mut d, "load_plugins.x=y").unwrap();
+        assert_eq!(get(&d, "load_plugins.1").as_str(), Some("json"));
+        assert_eq!(get(&d, "load_plugins.x").as_str(), Some("y"));
         let e = apply(&mut d, "novalue").unwrap_err().to_string();
         assert_eq!(e, "Error parsing config option \"novalue\". Must be of the form key=val or key.subkey=val");
     }

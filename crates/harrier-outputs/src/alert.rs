@@ -7,6 +7,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 use std::fmt;
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Falco's priorities, most severe first: an alert's rank is its index.
 pub const PRIORITIES: [&str; 8] =
@@ -43,11 +44,49 @@ pub struct JsonShape {
     pub include_output: bool,
     /// Falco's json_include_tags_property (default true).
     pub include_tags: bool,
+    /// Falco's json_include_message_property (default false): the output without its prefix.
+    pub include_message: bool,
+    /// Falco's json_include_output_fields_property (default true).
+    pub include_output_fields: bool,
 }
 
 impl Default for JsonShape {
     fn default() -> JsonShape {
-        JsonShape { include_output: true, include_tags: true }
+        JsonShape { include_output: true, include_tags: true, include_message: false, include_output_fields: true }
+    }
+}
+
+/// Falco's time_format_iso_8601: like Falco's, one setting for the whole process, made
+/// before the first alert (text lines and JSON `output` start with the ISO time, and
+/// output_fields carry `evt.time.iso8601` instead of `evt.time`).
+static ISO_8601: AtomicBool = AtomicBool::new(false);
+
+pub fn set_time_format_iso_8601(on: bool) {
+    ISO_8601.store(on, Ordering::Relaxed);
+}
+
+fn iso_8601() -> bool {
+    ISO_8601.load(Ordering::Relaxed)
+}
+
+/// output_fields with the time field as the time format names it.
+struct Fields<'a>(&'a Map<String, Value>, u64);
+
+impl Serialize for Fields<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if !iso_8601() {
+            return self.0.serialize(s);
+        }
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            if k == "evt.time" {
+                // Falco keeps the number (ns) under the ISO field's name.
+                m.serialize_entry("evt.time.iso8601", &self.1)?;
+            } else {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
     }
 }
 
@@ -86,10 +125,15 @@ impl Serialize for JsonView<'_> {
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("hostname", &a.hostname)?;
         // Falco's `output` is the whole text line: time, priority, then the rule's output.
+        if shape.include_message {
+            m.serialize_entry("message", &a.output)?;
+        }
         if shape.include_output {
             m.serialize_entry("output", &Displayed(TextLine(a)))?;
         }
-        m.serialize_entry("output_fields", &a.output_fields)?;
+        if shape.include_output_fields {
+            m.serialize_entry("output_fields", &Fields(&a.output_fields, a.time_ns))?;
+        }
         m.serialize_entry("priority", a.priority)?;
         m.serialize_entry("rule", &a.rule)?;
         m.serialize_entry("source", &a.source)?;
@@ -108,6 +152,11 @@ struct TextLine<'a>(&'a Alert);
 impl fmt::Display for TextLine<'_> {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         let a = self.0;
+        if iso_8601() {
+            // libsinsp's evt.time.iso8601: UTC with a numeric zone.
+            let iso = Rfc3339(a.time_ns).to_string();
+            return write!(f, "{}+0000: {} {}", iso.trim_end_matches('Z'), a.priority, a.output);
+        }
         let t = utc(a.time_ns);
         let ns = a.time_ns % 1_000_000_000;
         write!(f, "{:02}:{:02}:{:02}.{ns:09}: {} {}", t.hour(), t.minute(), t.second(), a.priority, a.output)
@@ -198,6 +247,10 @@ fn value_heap(v: &Value) -> usize {
 
 /// This machine's name, as Falco puts it in every alert.
 pub fn hostname() -> String {
+    // Falco's override, for containers whose own name says nothing.
+    if let Some(h) = std::env::var("FALCO_HOSTNAME").ok().filter(|h| !h.is_empty()) {
+        return h;
+    }
     let mut buf = [0u8; 256];
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     if rc != 0 {

@@ -22,7 +22,7 @@ pub mod queue;
 pub mod sinks;
 pub mod testing;
 
-pub use alert::{hostname, new_uuid, rank, Alert, JsonShape, PRIORITIES};
+pub use alert::{hostname, new_uuid, rank, set_time_format_iso_8601, Alert, JsonShape, PRIORITIES};
 pub use lane::Lane;
 pub use queue::{ByPriority, Item, Limits, Queued};
 

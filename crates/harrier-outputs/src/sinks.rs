@@ -162,3 +162,107 @@ impl Sink for FileSink {
         self.0.send_batch(batch, lane)
     }
 }
+
+/// Falco's program_output: each line to `sh -c PROGRAM`'s standard input. With keep_alive
+/// one process reads every line; without, a process per alert, as Falco runs it.
+pub struct Program {
+    program: String,
+    json: Option<JsonShape>,
+    /// The long-lived process (keep_alive) and its stdin.
+    kept: Option<(std::process::Child, Lines)>,
+}
+
+impl Program {
+    pub fn new(program: &str, keep_alive: bool, json: Option<JsonShape>) -> Result<Program> {
+        let mut p = Program { program: program.to_string(), json, kept: None };
+        if keep_alive {
+            let (child, stdin) = p.spawn()?;
+            p.kept = Some((child, Lines::new(stdin, format!("program '{program}'"), json)));
+        }
+        Ok(p)
+    }
+
+    fn spawn(&self) -> Result<(std::process::Child, File)> {
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(&self.program)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting program '{}'", self.program))?;
+        let stdin = child.stdin.take().expect("piped");
+        Ok((child, File::from(std::os::fd::OwnedFd::from(stdin))))
+    }
+}
+
+impl Sink for Program {
+    fn lines(&self) -> Option<LineFormat> {
+        Some(self.json)
+    }
+    fn send(&mut self, alert: &Alert) -> Result<()> {
+        if let Some((_, lines)) = &mut self.kept {
+            return lines.send(alert);
+        }
+        let (mut child, stdin) = self.spawn()?;
+        let mut lines = Lines::new(stdin, format!("program '{}'", self.program), self.json);
+        let sent = lines.send(alert);
+        drop(lines);
+        child.wait().with_context(|| format!("waiting for program '{}'", self.program))?;
+        sent
+    }
+    fn send_batch(&mut self, batch: &[Queued], lane: &mut Lane) -> usize {
+        match &mut self.kept {
+            Some((_, lines)) => lines.send_batch(batch, lane),
+            None => {
+                for q in batch {
+                    let r = match (q.alert(), q.line()) {
+                        (Some(a), _) => self.send(a),
+                        (None, _) => Err(anyhow!("a line without its alert")),
+                    };
+                    if let Err(e) = r {
+                        lane.reject(q, &e);
+                    }
+                }
+                batch.len()
+            }
+        }
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        if let Some((mut child, lines)) = self.kept.take() {
+            drop(lines); // EOF: the program finishes its input
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Falco's syslog_output: each line to the local syslog as `falco`, the alert's priority as
+/// the syslog level (Falco's priorities are syslog's levels).
+pub struct Syslog {
+    json: Option<JsonShape>,
+    buf: Vec<u8>,
+}
+
+impl Syslog {
+    pub fn new(json: Option<JsonShape>) -> Syslog {
+        static IDENT: &[u8] = b"falco\0";
+        unsafe { libc::openlog(IDENT.as_ptr().cast(), libc::LOG_NDELAY, libc::LOG_USER) };
+        Syslog { json, buf: Vec::with_capacity(4096) }
+    }
+}
+
+impl Sink for Syslog {
+    fn send(&mut self, alert: &Alert) -> Result<()> {
+        self.buf.clear();
+        alert.write_line(self.json, &mut self.buf);
+        if self.buf.last() == Some(&b'\n') {
+            self.buf.pop();
+        }
+        self.buf.retain(|&b| b != 0);
+        self.buf.push(0);
+        let level = crate::rank(alert.priority) as libc::c_int;
+        unsafe { libc::syslog(level, c"%s".as_ptr(), self.buf.as_ptr()) };
+        Ok(())
+    }
+}

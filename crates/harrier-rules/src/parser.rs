@@ -339,6 +339,11 @@ impl P {
                 self.at += 1;
                 Ok(Literal { text: s, quoted: true, span })
             }
+            // Falco's older rules compare evt.dir with a bare < or >.
+            Some((Tok::Sym(op @ (Op::Lt | Op::Gt)), span)) => {
+                self.at += 1;
+                Ok(Literal { text: if op == Op::Lt { "<" } else { ">" }.into(), quoted: false, span })
+            }
             _ => self.err(format!("expected a value but found {}", self.found())),
         }
     }

@@ -326,3 +326,11 @@ fn rule_sets_can_be_shared_across_threads() {
         assert_eq!(h.join().unwrap(), 1);
     });
 }
+
+#[test]
+fn older_rules_compare_evt_dir_with_a_bare_direction() {
+    let ev = open("/etc/shadow").set("evt.dir", "<");
+    assert!(holds("evt.type = openat and evt.dir = <", &ev));
+    assert!(!holds("evt.type = openat and evt.dir = >", &ev));
+    assert!(holds("evt.dir=< and fd.name = /etc/shadow", &ev));
+}
