@@ -64,6 +64,7 @@ fn run(a: FalcoArgs) -> Result<()> {
     };
     let doc = ConfigDoc::load(path, &a.options)?;
     let mut c = RunConfig::from_doc(&doc)?;
+    c.falco_strict = true;
     if a.version {
         return version(&c);
     }
@@ -124,6 +125,8 @@ fn run(a: FalcoArgs) -> Result<()> {
     if a.disable_source.iter().any(|s| s == "syscall") {
         bail!("Must enable at least one event source");
     }
+    // Falco's first log line: its version, after the time in the configured format.
+    say!("{}: Falco version: {FALCO_VERSION} (harrier {})", log_time(c.time_format_iso_8601), env!("CARGO_PKG_VERSION"));
     if let Some(p) = &a.print {
         c.append_output.push(harrier_rules::ruleset::AppendOutput { extra_output: p.clone(), ..Default::default() });
     }
@@ -247,4 +250,13 @@ pub fn called_as_falco() -> bool {
         .next()
         .and_then(|a| std::path::Path::new(&a).file_name().map(|n| n == "falco"))
         .unwrap_or(false)
+}
+
+/// The time at the start of Falco's log lines: ISO 8601 in UTC, or ctime's form.
+fn log_time(iso: bool) -> String {
+    let now = chrono::Utc::now();
+    match iso {
+        true => now.format("%Y-%m-%dT%H:%M:%S+0000").to_string(),
+        false => now.format("%a %b %e %H:%M:%S %Y").to_string(),
+    }
 }

@@ -34,6 +34,9 @@ pub struct RunConfig {
     pub watch_config_files: bool,
     /// The config files read (the main one first), for the watch.
     pub config_files: Vec<String>,
+    /// Loading as Falco loads (the `falco` command): what Falco refuses (an unknown event type,
+    /// an unknown output field) is an error, not a warning about a rule that never matches.
+    pub falco_strict: bool,
     /// engine.kind nodriver: no syscall source (Falco runs only its plugins then).
     pub no_driver: bool,
     /// engine.kind replay: the capture file (legacy .scap or Harrier's) instead of live events.
@@ -82,6 +85,7 @@ impl Default for RunConfig {
             watch_config_files: false,
             config_files: Vec::new(),
             no_driver: false,
+            falco_strict: false,
             replay_file: None,
             buffer_size: None,
             rules_selection: Vec::new(),
@@ -334,7 +338,7 @@ impl RunConfig {
                 c.rule_matching = match r.str(v, key)? {
                     "first" => RuleMatching::First,
                     "all" => RuleMatching::All,
-                    m => bail!(r.err(v, format!("rule_matching must be first or all, not '{m}'"))),
+                    m => bail!(r.err(v, format!("Unknown rule matching strategy '{m}': rule_matching must be first or all"))),
                 }
             }
             "json_output" => c.json_output = r.bool(v, key)?,

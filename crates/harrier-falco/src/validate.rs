@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 pub struct Item {
     pub code: &'static str,
     pub message: String,
-    /// (item type, item name), e.g. ("rule", "open_from_cat"); None for the file as a whole.
-    pub item: Option<(&'static str, String)>,
+    /// The items it is about, outermost first, e.g. [("rule", "r"), ("exception", "ex1")].
+    pub items: Vec<(&'static str, String)>,
     /// 1-based, as Harrier's loader reports them; 0 when unknown.
     pub line: u32,
     pub col: u32,
@@ -60,47 +60,22 @@ fn warning_text(code: &str) -> &'static str {
     }
 }
 
-/// The Falco code of one of Harrier's diagnostics, from what its message says. None: a
-/// diagnostic Falco has no counterpart for (a field Harrier cannot extract yet).
-fn code(d: &Diagnostic) -> Option<&'static str> {
+/// The Falco code of one of Harrier's diagnostics that does not say it itself, from what its
+/// message says. None: a diagnostic Falco has no counterpart for (a field Harrier cannot
+/// extract yet, its plugin notice).
+fn infer_code(d: &Diagnostic) -> Option<&'static str> {
     let m = d.msg.as_str();
     let has = |s: &str| m.contains(s);
     if !d.is_error() {
-        return Some(if has("does not restrict evt.type") {
-            "LOAD_NO_EVTTYPE"
-        } else if has("unused macro") {
-            "LOAD_UNUSED_MACRO"
-        } else if has("unused list") {
-            "LOAD_UNUSED_LIST"
-        } else if has("unknown source") {
-            "LOAD_UNKNOWN_SOURCE"
-        } else if has("required_plugin_versions") {
-            return None;
-        } else if has("not supported") || has("cannot extract") || has("not extracted") {
-            return None;
-        } else {
-            "LOAD_UNKNOWN_FILTER"
-        });
+        return None;
     }
     Some(if has("invalid YAML") {
         "LOAD_ERR_YAML_PARSE"
     } else if has("in output") {
         "LOAD_ERR_COMPILE_OUTPUT"
-    } else if has("must be a")
-        || has("each item must be")
-        || has("misses")
-        || has("has no items")
-        || has("has no condition")
-        || has("needs a name")
-        || has("unknown item")
-    {
+    } else if has("must be a") || has("misses") || has("unknown item") {
         "LOAD_ERR_YAML_VALIDATE"
-    } else if has("append")
-        || has("override")
-        || has("undefined")
-        || has("exception")
-        || has("required_engine_version")
-    {
+    } else if has("append") || has("override") || has("exception") {
         "LOAD_ERR_VALIDATE"
     } else {
         "LOAD_ERR_COMPILE_CONDITION"
@@ -108,41 +83,45 @@ fn code(d: &Diagnostic) -> Option<&'static str> {
 }
 
 /// The rule, macro or list a message names ("rule 'x': ...").
-fn item_of(m: &str) -> Option<(&'static str, String)> {
+fn item_of(m: &str) -> Vec<(&'static str, String)> {
     for (kind, prefix) in [("rule", "rule '"), ("macro", "macro '"), ("list", "list '")] {
         if let Some(i) = m.find(prefix) {
             let rest = &m[i + prefix.len()..];
             if let Some(end) = rest.find('\'') {
-                return Some((kind, rest[..end].to_string()));
+                return vec![(kind, rest[..end].to_string())];
             }
         }
     }
-    None
+    Vec::new()
 }
 
-fn item(d: &Diagnostic, code: &'static str) -> Item {
-    Item { code, message: d.msg.clone(), item: item_of(&d.msg), line: d.line, col: d.col }
+/// One diagnostic as Falco files it, or None for Harrier's own notes.
+fn item(d: &Diagnostic) -> Option<Item> {
+    let (code, message, items) = match &d.falco {
+        Some(f) => (f.code, f.message.clone(), f.items.clone()),
+        None => (infer_code(d)?, d.msg.clone(), item_of(&d.msg)),
+    };
+    Some(Item { code, message, items, line: d.line, col: d.col })
 }
 
-/// Validates each file with those before it loaded.
+/// Validates each file with those before it loaded: a file's results are what loading it
+/// added to the loads before (Falco loads them one after the other into one engine).
 pub fn validate(contents: &[(String, String)], opts: &LoadOptions) -> Vec<FileResult> {
     let mut out = Vec::new();
+    let mut before: Vec<Diagnostic> = Vec::new();
     for i in 0..contents.len() {
-        let name = &contents[i].0;
-        let diags = match RuleSet::load(&contents[..=i], opts) {
-            Ok(r) => r.warnings().to_vec(),
-            Err(d) => d,
-        };
-        let mut r = FileResult { name: name.clone(), successful: true, errors: Vec::new(), warnings: Vec::new() };
-        for d in diags.iter().filter(|d| &d.file == name) {
-            let Some(c) = code(d) else { continue };
-            if d.is_error() {
+        let diags = RuleSet::diagnose(&contents[..=i], opts);
+        let mut r = FileResult { name: contents[i].0.clone(), successful: true, errors: Vec::new(), warnings: Vec::new() };
+        for d in diags.iter().filter(|d| !before.contains(d)) {
+            let Some(it) = item(d) else { continue };
+            if it.code.starts_with("LOAD_ERR") {
                 r.successful = false;
-                r.errors.push(item(d, c));
+                r.errors.push(it);
             } else {
-                r.warnings.push(item(d, c));
+                r.warnings.push(it);
             }
         }
+        before = diags;
         out.push(r);
     }
     out
@@ -170,10 +149,8 @@ fn context(file: &str, text: &str, it: &Item) -> Value {
                "offset": if line == 0 { 0 } else { offset(text, line, col) }})
     };
     let mut locs = vec![json!({"item_type": "rules content", "item_name": "", "position": pos(0, 0)})];
-    if let Some((kind, name)) = &it.item {
+    for (kind, name) in it.items.iter().filter(|(k, _)| *k != "rules content") {
         locs.push(json!({"item_type": kind, "item_name": name, "position": pos(it.line, it.col)}));
-    } else if it.line > 0 {
-        locs.push(json!({"item_type": "rules content item", "item_name": "", "position": pos(it.line, it.col)}));
     }
     json!({"locations": locs, "snippet": snippet(text, it)})
 }
@@ -211,7 +188,7 @@ pub fn verbose(r: &FileResult, contents: &[(String, String)]) -> String {
         s += &format!("\n{} {title}:\n", list.len());
         for it in list {
             s += &format!("In rules content: ({}:0:0)\n", r.name);
-            if let Some((kind, name)) = &it.item {
+            for (kind, name) in it.items.iter().filter(|(k, _)| *k != "rules content") {
                 s += &format!("    {kind} '{name}': ({}:{}:{})\n", r.name, it.line.saturating_sub(1), it.col.saturating_sub(1));
             }
             s += &format!("------\n{}------\n", snippet(t, it));

@@ -9,7 +9,8 @@ use crate::loader::{CondText, ExcValue, Exception, Items, ListItem, MacroItem};
 use crate::matchers::{self, FxSet};
 use crate::memo::NO_SLOT;
 use crate::parser::{self, ParseError};
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
 
 /// A compile error: where, what, and the field if the problem is an unsupported field.
 #[derive(Debug, Clone)]
@@ -21,6 +22,17 @@ pub struct CompileError {
     /// Set when the rule cannot be evaluated because the integration does not extract this
     /// field (a known field), as opposed to a mistake in the rule.
     pub field: Option<String>,
+    /// Falco's code and message for it, and the innermost macro or exception its text is in
+    /// (Falco names that item rather than the rule).
+    pub falco: Option<(&'static str, String)>,
+    pub within: Option<(&'static str, String)>,
+}
+
+impl CompileError {
+    fn as_falco(mut self, code: &'static str, msg: impl Into<String>) -> Self {
+        self.falco = Some((code, msg.into()));
+        self
+    }
 }
 
 pub struct Compiler<'a> {
@@ -32,6 +44,11 @@ pub struct Compiler<'a> {
     supported: &'a dyn Fn(Field) -> bool,
     /// The domain names comparisons on fd.*ip.name use, resolved off the hot path.
     pub dns: std::sync::Arc<crate::dns::Resolver>,
+    /// Macros and lists some condition (or list) refers to: the rest are unused.
+    used: RefCell<HashSet<String>>,
+    /// Compiling every macro to check it (`macro_errors`): nothing is registered for the
+    /// run then (no names to resolve).
+    probing: Cell<bool>,
 }
 
 /// Where the AST being compiled came from, for error positions.
@@ -39,6 +56,8 @@ struct Site<'c> {
     cond: &'c CondText,
     /// "macro m used at file:l:c" notes, innermost last.
     notes: Vec<String>,
+    /// The macro or exception whose text this is (None: the rule's own condition).
+    within: Option<(&'static str, String)>,
 }
 
 type R<T> = Result<T, CompileError>;
@@ -49,23 +68,57 @@ impl<'a> Compiler<'a> {
         items: &'a Items,
         supported: &'a dyn Fn(Field) -> bool,
     ) -> Self {
-        let lists = items.lists.iter().map(|l| (l.name.as_str(), l)).collect();
+        let lists: HashMap<&str, &ListItem> = items.lists.iter().map(|l| (l.name.as_str(), l)).collect();
         let macros =
             items.macros.iter().map(|m| (m.name.as_str(), (m, parser::parse(&m.cond.text)))).collect();
-        Compiler { files, warnings: Default::default(), lists, macros, supported, dns: Default::default() }
+        // A list named among another list's items is used.
+        let used = items.lists.iter().flat_map(|l| l.items.iter()).filter(|i| lists.contains_key(i.as_str())).cloned().collect();
+        Compiler {
+            files,
+            warnings: Default::default(),
+            lists,
+            macros,
+            supported,
+            dns: Default::default(),
+            used: RefCell::new(used),
+            probing: Cell::new(false),
+        }
     }
 
     /// Syntax errors of macros, reported whether or not a rule uses them (as Falco does).
     pub fn macro_errors(&self) -> Vec<CompileError> {
         let mut out = Vec::new();
         for (m, res) in self.macros.values() {
-            if let Err(e) = res {
-                let site = Site { cond: &m.cond, notes: Vec::new() };
-                out.push(self.error(&site, &e.span, format!("macro '{}': {}", m.name, e.msg), None));
+            let site = Site { cond: &m.cond, notes: Vec::new(), within: Some(("macro", m.name.clone())) };
+            match res {
+                Err(e) => out.push(
+                    self.error(&site, &e.span, format!("macro '{}': {}", m.name, e.msg), None)
+                        .as_falco("LOAD_ERR_COMPILE_CONDITION", e.falco.clone().unwrap_or_else(|| e.msg.clone())),
+                ),
+                // Falco compiles every macro, used or not: an undefined one inside is an error.
+                Ok(ast) => {
+                    self.probing.set(true);
+                    let r = self.expr(ast, &site, &mut vec![m.name.clone()]);
+                    self.probing.set(false);
+                    if let Err(e) = r {
+                        if e.falco.as_ref().is_some_and(|f| f.1.starts_with("Undefined macro")) {
+                            out.push(CompileError { msg: format!("macro '{}': {}", m.name, e.msg), ..e });
+                        }
+                    }
+                }
             }
         }
         out.sort_by_key(|e| (e.file, e.line, e.col));
         out
+    }
+
+    /// Macros and lists no rule, macro or list refers to (after every rule compiled).
+    pub fn unused<'i>(&self, items: &'i Items) -> (Vec<&'i MacroItem>, Vec<&'i ListItem>) {
+        let used = self.used.borrow();
+        (
+            items.macros.iter().filter(|m| !used.contains(&m.name)).collect(),
+            items.lists.iter().filter(|l| !used.contains(&l.name)).collect(),
+        )
     }
 
     fn error(&self, site: &Site<'_>, span: &Span, msg: String, field: Option<String>) -> CompileError {
@@ -76,13 +129,16 @@ impl<'a> Compiler<'a> {
             msg.push_str(n);
             msg.push(')');
         }
-        CompileError { file, line: pos.line, col: pos.col, msg, field }
+        CompileError { file, line: pos.line, col: pos.col, msg, field, falco: None, within: site.within.clone() }
     }
 
     /// Compiles a rule's condition and its exceptions.
     pub fn rule(&self, cond: &CondText, exceptions: &[Exception]) -> R<Expr> {
-        let site = Site { cond, notes: Vec::new() };
-        let ast = parser::parse(&cond.text).map_err(|e| self.error(&site, &e.span, e.msg, None))?;
+        let site = Site { cond, notes: Vec::new(), within: None };
+        let ast = parser::parse(&cond.text).map_err(|e| {
+            let falco = e.falco.unwrap_or_else(|| e.msg.clone());
+            self.error(&site, &e.span, e.msg, None).as_falco("LOAD_ERR_COMPILE_CONDITION", falco)
+        })?;
         let mut stack = Vec::new();
         let main = self.expr(&ast, &site, &mut stack)?;
         let mut excs = Vec::new();
@@ -108,14 +164,18 @@ impl<'a> Compiler<'a> {
             Ast::Not(a, _) => Expr::Not(Box::new(self.expr(a, site, stack)?)),
             Ast::Macro(name, span) => {
                 let Some((m, parsed)) = self.macros.get(name.as_str()) else {
-                    return Err(self.error(site, span, format!("undefined macro '{name}'"), None));
+                    return Err(self
+                        .error(site, span, format!("undefined macro '{name}'"), None)
+                        .as_falco("LOAD_ERR_VALIDATE", format!("Undefined macro '{name}' used in filter.")));
                 };
+                self.used.borrow_mut().insert(name.clone());
                 if stack.iter().any(|s| s == name) {
                     return Err(self.error(site, span, format!("macro '{name}' refers to itself"), None));
                 }
                 let (file, pos) = site.cond.locate(self.files, span.start);
                 let inner_site = Site {
                     cond: &m.cond,
+                    within: Some(("macro", name.clone())),
                     notes: {
                         let mut n = site.notes.clone();
                         n.push(format!(
@@ -127,7 +187,11 @@ impl<'a> Compiler<'a> {
                 };
                 let ast = match parsed {
                     Ok(a) => a,
-                    Err(e) => return Err(self.error(&inner_site, &e.span, e.msg.clone(), None)),
+                    Err(e) => {
+                        let falco = e.falco.clone().unwrap_or_else(|| e.msg.clone());
+                        let err = self.error(&inner_site, &e.span, e.msg.clone(), None);
+                        return Err(err.as_falco("LOAD_ERR_COMPILE_CONDITION", falco));
+                    }
                 };
                 stack.push(name.clone());
                 let r = self.expr(ast, &inner_site, stack);
@@ -143,7 +207,10 @@ impl<'a> Compiler<'a> {
             Ok(x) => x,
             // A typo or a plugin's field: an error, as in Falco.
             Err(FieldError::Unknown) => {
-                return Err(self.error(site, &f.span, format!("unknown field '{}'", f.name), None))
+                return Err(self.error(site, &f.span, format!("unknown field '{}'", f.name), None).as_falco(
+                    "LOAD_ERR_COMPILE_CONDITION",
+                    format!("filter_check called with nonexistent field {}", f.name),
+                ))
             }
             Err(FieldError::BadArg(why)) => {
                 return Err(self.error(site, &f.span, format!("field '{}' {why}", f.name), None))
@@ -171,7 +238,10 @@ impl<'a> Compiler<'a> {
     fn expand_items(&self, items: &[Literal], out: &mut Vec<String>, depth: usize) {
         for it in items {
             match (it.quoted, self.lists.get(it.text.as_str())) {
-                (false, Some(l)) if depth < 32 => self.expand_list(l, out, depth + 1),
+                (false, Some(l)) if depth < 32 => {
+                    self.used.borrow_mut().insert(l.name.clone());
+                    self.expand_list(l, out, depth + 1)
+                }
                 _ => out.push(it.text.clone()),
             }
         }
@@ -233,6 +303,7 @@ impl<'a> Compiler<'a> {
             }
             Rhs::ListName(l) => match self.lists.get(l.text.as_str()) {
                 Some(list) => {
+                    self.used.borrow_mut().insert(list.name.clone());
                     let mut out = Vec::new();
                     self.expand_list(list, &mut out, 0);
                     out.into_iter().map(|t| (t, l.span.clone())).collect()
@@ -274,7 +345,9 @@ impl<'a> Compiler<'a> {
                 match EventType::from_name(v) {
                     Some(e) => set.insert(e),
                     None => {
-                        let w = self.error(site, s, format!("unknown event type '{v}' never matches"), None);
+                        let w = self
+                            .error(site, s, format!("unknown event type '{v}' never matches"), None)
+                            .as_falco("LOAD_ERR_COMPILE_CONDITION", format!("unknown event type {v}"));
                         let mut ws = self.warnings.borrow_mut();
                         if !ws.iter().any(|x| x.msg == w.msg) {
                             ws.push(w);
@@ -339,6 +412,9 @@ impl<'a> Compiler<'a> {
         values: &[(String, Span)],
         site: &Site<'_>,
     ) -> R<Expr> {
+        if self.probing.get() {
+            return Ok(Expr::Const(false));
+        }
         if !matches!(op, Op::Eq | Op::Ne | Op::In) || !lhs.transformers.is_empty() {
             let msg = format!(
                 "'{}' compares addresses with a name's resolved addresses: use =, != or in, without transformers (not '{}')",
@@ -353,11 +429,9 @@ impl<'a> Compiler<'a> {
         Ok(Expr::Check(Box::new(Check { sel, op, rhs: CRhs::Names(set), slot: NO_SLOT })))
     }
 
-    /// One exception → `(f1 c1 v1 and f2 c2 v2) or ...`, or None without values.
+    /// One exception → `(f1 c1 v1 and f2 c2 v2) or ...`, or None without values. Its fields
+    /// and comparisons are checked even without values, as Falco checks them.
     fn exception(&self, e: &Exception) -> R<Option<Expr>> {
-        if e.values.is_empty() {
-            return Ok(None);
-        }
         // Errors point at the exception's entry.
         let text = e.name.clone();
         let cond = CondText {
@@ -372,15 +446,26 @@ impl<'a> Compiler<'a> {
                 },
             )],
         };
-        let site = Site { cond: &cond, notes: vec![format!("in exception '{}'", e.name)] };
+        let site = Site {
+            cond: &cond,
+            notes: vec![format!("in exception '{}'", e.name)],
+            within: Some(("exception", e.name.clone())),
+        };
+        let unsupported = |fname: &str| format!("'{fname}' is not a supported filter field");
         let mut refs = Vec::new();
         for fname in &e.fields {
             let fr = match parser::parse(&format!("{fname} exists")) {
                 Ok(Ast::Check { lhs, .. }) => lhs,
-                _ => return Err(self.error(&site, &(0..0), format!("'{fname}' is not a field"), None)),
+                _ => {
+                    let err = self.error(&site, &(0..0), format!("'{fname}' is not a field"), None);
+                    return Err(err.as_falco("LOAD_ERR_VALIDATE", unsupported(fname)));
+                }
             };
             let fr = FieldRef { span: 0..0, ..fr };
-            self.field(&fr, &site)?;
+            self.field(&fr, &site).map_err(|err| match err.field {
+                Some(_) => err,
+                None => err.as_falco("LOAD_ERR_VALIDATE", unsupported(fname)),
+            })?;
             refs.push(fr);
         }
         let mut ops = Vec::new();
@@ -394,17 +479,25 @@ impl<'a> Compiler<'a> {
                 ">=" => Op::Ge,
                 w => match Op::from_word(w) {
                     Some(op) if op != Op::Exists => op,
-                    _ => return Err(self.error(&site, &(0..0), format!("unknown comparison '{c}'"), None)),
+                    _ => {
+                        let err = self.error(&site, &(0..0), format!("unknown comparison '{c}'"), None);
+                        let falco = format!("'{c}' is not a supported comparison operator");
+                        return Err(err.as_falco("LOAD_ERR_VALIDATE", falco));
+                    }
                 },
             };
             ops.push(op);
+        }
+        if e.values.is_empty() {
+            return Ok(None);
         }
         let mut rows = Vec::new();
         for tuple in &e.values {
             if tuple.len() != refs.len() {
                 let msg =
                     format!("a value has {} items but the exception has {} fields", tuple.len(), refs.len());
-                return Err(self.error(&site, &(0..0), msg, None));
+                let err = self.error(&site, &(0..0), msg, None);
+                return Err(err.as_falco("LOAD_ERR_VALIDATE", "Fields and values lists must have equal length"));
             }
             let mut ands = Vec::new();
             for (i, v) in tuple.iter().enumerate() {

@@ -127,6 +127,10 @@ pub struct RuleItem {
     pub enabled: bool,
     pub source: String,
     pub exceptions: Vec<Exception>,
+    /// skip-if-unknown-filter: an unknown field or event type skips the rule (a warning).
+    pub skip_unknown: bool,
+    /// warn_evttypes (default true): warn when the rule matches too many event types.
+    pub warn_evttypes: bool,
     pub file: usize,
     pub pos: Pos,
 }
@@ -169,6 +173,26 @@ impl<'f> Loader<'f> {
     fn warn(&mut self, file: usize, pos: Pos, msg: impl Into<String>) {
         self.diags.push(Diagnostic::warning(&self.files[file].0, pos.line, pos.col, msg));
     }
+    /// An error Falco reports too: its code, item and message.
+    fn err_as(&mut self, file: usize, pos: Pos, msg: impl Into<String>, code: &'static str, item: (&'static str, &str), falco: impl Into<String>) {
+        let d = Diagnostic::error(&self.files[file].0, pos.line, pos.col, msg).as_falco(code, item, falco);
+        self.diags.push(d);
+    }
+    /// A missing key, as Falco reports it.
+    fn missing(&mut self, file: usize, pos: Pos, msg: impl Into<String>, item: (&'static str, &str), key: &str) {
+        let falco = format!("Item has no mapping for key '{key}'");
+        self.err_as(file, pos, msg, "LOAD_ERR_YAML_VALIDATE", item, falco)
+    }
+    /// The item's name, which Falco needs to be there and not empty.
+    fn name_of(&mut self, f: usize, item: &Node, kind: &'static str) -> Option<String> {
+        let n = item.get(kind).expect("the item's kind is its key");
+        if n.is_null() {
+            let falco = format!("Mapping for key '{kind}' is empty");
+            self.err_as(f, n.pos(), format!("{kind} without a name"), "LOAD_ERR_YAML_VALIDATE", (kind, ""), falco);
+            return None;
+        }
+        self.str_of(f, n, &format!("{kind} name"))
+    }
 
     pub fn load_all(&mut self) {
         for f in 0..self.files.len() {
@@ -179,7 +203,16 @@ impl<'f> Loader<'f> {
     fn load_file(&mut self, f: usize) {
         let docs = match yaml::parse(&self.files[f].1) {
             Ok(d) => d,
-            Err(e) => return self.err(f, e.pos, format!("invalid YAML: {}", e.msg)),
+            Err(e) => {
+                // yaml-cpp's words for the same mistakes, as Falco reports them.
+                let what = match e.msg.as_str() {
+                    "mapping values are not allowed in this context" => "illegal map value",
+                    m => m,
+                };
+                let falco = format!("yaml-cpp: error at line {}, column {}: {what}", e.pos.line, e.pos.col);
+                let msg = format!("invalid YAML: {}", e.msg);
+                return self.err_as(f, e.pos, msg, "LOAD_ERR_YAML_PARSE", ("rules content", ""), falco);
+            }
         };
         for doc in docs {
             match doc {
@@ -190,7 +223,12 @@ impl<'f> Loader<'f> {
                 }
                 n if n.is_null() => {}
                 n => {
-                    self.err(f, n.pos(), format!("a rules file must be a list of items, found {}", n.kind()))
+                    let falco = match n {
+                        Node::Map { .. } => "Rules content is not yaml array of objects",
+                        _ => "Rules content is not yaml",
+                    };
+                    let msg = format!("a rules file must be a list of items, found {}", n.kind());
+                    self.err_as(f, n.pos(), msg, "LOAD_ERR_YAML_VALIDATE", ("rules content", ""), falco)
                 }
             }
         }
@@ -198,7 +236,9 @@ impl<'f> Loader<'f> {
 
     fn load_item(&mut self, f: usize, item: &Node) {
         let Node::Map { entries, pos } = item else {
-            return self.err(f, item.pos(), format!("each item must be a mapping, found {}", item.kind()));
+            let msg = format!("each item must be a mapping, found {}", item.kind());
+            let falco = "Unexpected element type. Each element should be a yaml associative array.";
+            return self.err_as(f, item.pos(), msg, "LOAD_ERR_YAML_VALIDATE", ("rules content item", ""), falco);
         };
         let first = entries.first().and_then(|(k, _)| k.as_str()).unwrap_or("");
         let has = |k: &str| item.get(k).is_some();
@@ -209,12 +249,41 @@ impl<'f> Loader<'f> {
         } else if has("list") {
             self.list(f, item)
         } else if has("required_engine_version") {
-            // Harrier implements the language of Falco's current engine; older or newer
-            // numbers are accepted as they are.
+            self.engine_version(f, item.get("required_engine_version").unwrap())
         } else if has("required_plugin_versions") {
             self.warn(f, *pos, "required_plugin_versions: Harrier has no plugins; ignored")
         } else {
             self.err(f, *pos, format!("unknown item '{first}': expected rule, macro, list, required_engine_version or required_plugin_versions"))
+        }
+    }
+
+    /// required_engine_version: a number N (Falco's older form, "0.N.0") or "x.y.z", at most
+    /// the engine's version ([`crate::ENGINE_VERSION`]) in the same major, as Falco checks it.
+    fn engine_version(&mut self, f: usize, n: &Node) {
+        let item = ("required_engine_version", "");
+        let text = n.as_str().unwrap_or("").trim();
+        let parse = |t: &str| -> Option<(u64, u64, u64)> {
+            let mut p = t.split('.').map(|x| x.parse::<u64>().ok());
+            let v = (p.next()??, p.next()??, p.next()??);
+            p.next().is_none().then_some(v)
+        };
+        let want = match text.parse::<u32>() {
+            Ok(minor) => (0, minor as u64, 0),
+            Err(_) => match parse(text) {
+                Some(v) => v,
+                None => {
+                    let falco = format!("Unable to parse engine version '{text}' as a semver string. Expected \"x.y.z\" semver format.");
+                    let msg = format!("required_engine_version '{text}' is not a version (x.y.z)");
+                    return self.err_as(f, n.pos(), msg, "LOAD_ERR_YAML_VALIDATE", item, falco);
+                }
+            },
+        };
+        let have = parse(crate::ENGINE_VERSION).expect("a valid engine version");
+        if want.0 != have.0 || want > have {
+            let (w, h) = (format!("{}.{}.{}", want.0, want.1, want.2), crate::ENGINE_VERSION);
+            let falco = format!("Rules require engine version {w}, but engine version is {h}");
+            let msg = format!("the rules require engine version {w}; this is {h}");
+            self.err_as(f, n.pos(), msg, "LOAD_ERR_VALIDATE", item, falco);
         }
     }
 
@@ -318,9 +387,9 @@ impl<'f> Loader<'f> {
 
     fn list(&mut self, f: usize, item: &Node) {
         let pos = item.pos();
-        let Some(name) = self.str_of(f, item.get("list").unwrap(), "list name") else { return };
+        let Some(name) = self.name_of(f, item, "list") else { return };
         let Some(items_node) = item.get("items") else {
-            return self.err(f, pos, format!("list '{name}' has no items"));
+            return self.missing(f, pos, format!("list '{name}' has no items"), ("list", &name), "items");
         };
         let Some(items) = self.str_list(f, items_node, "list items") else { return };
         let append = self.append_flag(f, item);
@@ -345,9 +414,9 @@ impl<'f> Loader<'f> {
 
     fn macro_(&mut self, f: usize, item: &Node) {
         let pos = item.pos();
-        let Some(name) = self.str_of(f, item.get("macro").unwrap(), "macro name") else { return };
+        let Some(name) = self.name_of(f, item, "macro") else { return };
         let Some(cn) = item.get("condition") else {
-            return self.err(f, pos, format!("macro '{name}' has no condition"));
+            return self.missing(f, pos, format!("macro '{name}' has no condition"), ("macro", &name), "condition");
         };
         let Some(cond) = self.origin(f, cn, "condition") else { return };
         let append = self.append_flag(f, item);
@@ -383,7 +452,15 @@ impl<'f> Loader<'f> {
         p
     }
 
-    fn exceptions(&mut self, f: usize, n: &Node) -> Vec<Exception> {
+    /// An exception's error, as Falco reports it (the rule, then the exception).
+    fn exc_err(&mut self, f: usize, pos: Pos, msg: String, code: &'static str, rule: &str, exc: &str, falco: &str) {
+        let d = Diagnostic::error(&self.files[f].0, pos.line, pos.col, msg)
+            .as_falco(code, ("rule", rule), falco)
+            .within(("exception", exc));
+        self.diags.push(d);
+    }
+
+    fn exceptions(&mut self, f: usize, n: &Node, rule: &str) -> Vec<Exception> {
         let Node::Seq { items, .. } = n else {
             if !n.is_null() {
                 self.err(f, n.pos(), "exceptions must be a list");
@@ -394,7 +471,8 @@ impl<'f> Loader<'f> {
         for e in items {
             let pos = e.pos();
             let Some(name) = e.get("name").and_then(|n| n.as_str()).map(str::to_string) else {
-                self.err(f, pos, "an exception needs a name");
+                let msg = "an exception needs a name".to_string();
+                self.exc_err(f, pos, msg, "LOAD_ERR_YAML_VALIDATE", rule, "", "Item has no mapping for key 'name'");
                 continue;
             };
             let (fields, single) = match e.get("fields") {
@@ -408,11 +486,9 @@ impl<'f> Loader<'f> {
                 Some(n) => self.str_list(f, n, "exception comps").unwrap_or_default(),
             };
             if !fields.is_empty() && comps.len() != fields.len() {
-                self.err(
-                    f,
-                    pos,
-                    format!("exception '{name}': {} fields but {} comps", fields.len(), comps.len()),
-                );
+                let msg = format!("exception '{name}': {} fields but {} comps", fields.len(), comps.len());
+                let falco = "Fields and comps lists must have equal length";
+                self.exc_err(f, pos, msg, "LOAD_ERR_VALIDATE", rule, &name, falco);
                 continue;
             }
             let mut values = Vec::new();
@@ -459,15 +535,13 @@ impl<'f> Loader<'f> {
                             continue;
                         };
                         if cells.len() != fields.len() {
-                            self.err(
-                                f,
-                                row.pos(),
-                                format!(
-                                    "exception '{name}': value has {} items but there are {} fields",
-                                    cells.len(),
-                                    fields.len()
-                                ),
+                            let msg = format!(
+                                "exception '{name}': value has {} items but there are {} fields",
+                                cells.len(),
+                                fields.len()
                             );
+                            let falco = "Fields and values lists must have equal length";
+                            self.exc_err(f, row.pos(), msg, "LOAD_ERR_VALIDATE", rule, &name, falco);
                             continue;
                         }
                         let mut tuple = Vec::new();
@@ -492,20 +566,16 @@ impl<'f> Loader<'f> {
     }
 
     /// Merges exceptions: same name → values appended; new name → added.
-    fn merge_exceptions(&mut self, into: &mut Vec<Exception>, new: Vec<Exception>) {
+    fn merge_exceptions(&mut self, rule: &str, into: &mut Vec<Exception>, new: Vec<Exception>) {
         for e in new {
             match into.iter_mut().find(|x| x.name == e.name) {
                 Some(x) => x.values.extend(e.values),
                 None => {
                     if e.fields.is_empty() {
-                        self.err(
-                            e.file,
-                            e.pos,
-                            format!(
-                                "exception '{}' has no fields and no earlier exception has that name",
-                                e.name
-                            ),
-                        );
+                        let msg =
+                            format!("exception '{}' has no fields and no earlier exception has that name", e.name);
+                        let falco = "Rule exception must have fields property with a list of fields";
+                        self.exc_err(e.file, e.pos, msg, "LOAD_ERR_VALIDATE", rule, &e.name, falco);
                     } else {
                         into.push(e)
                     }
@@ -516,7 +586,7 @@ impl<'f> Loader<'f> {
 
     fn rule(&mut self, f: usize, item: &Node) {
         let pos = item.pos();
-        let Some(name) = self.str_of(f, item.get("rule").unwrap(), "rule name") else { return };
+        let Some(name) = self.name_of(f, item, "rule") else { return };
         let append = self.append_flag(f, item);
         let ov = self.overrides(f, item, "rule");
         if append && ov.is_some() {
@@ -541,6 +611,11 @@ impl<'f> Loader<'f> {
             let Some(i) = existing else {
                 return self.err(f, pos, format!("rule '{name}' has append but no rule by that name exists"));
             };
+            if item.get("condition").is_none() && item.get("exceptions").is_none() {
+                let msg = format!("rule '{name}' has append but neither a condition nor exceptions to append");
+                let falco = "Appended rule must have exceptions or condition property";
+                return self.err_as(f, pos, msg, "LOAD_ERR_VALIDATE", ("rule", &name), falco);
+            }
             for key in ["condition", "exceptions", "output", "desc", "tags"] {
                 if let Some(n) = item.get(key) {
                     self.apply_rule_key(f, i, key, n, true);
@@ -562,7 +637,8 @@ impl<'f> Loader<'f> {
             }
         }
         if !missing.is_empty() {
-            return self.err(f, pos, format!("rule '{name}' misses {}", missing.join(", ")));
+            let msg = format!("rule '{name}' misses {}", missing.join(", "));
+            return self.missing(f, pos, msg, ("rule", &name), missing[0]);
         }
         let Some(cond) = self.origin(f, item.get("condition").unwrap(), "condition") else { return };
         let Some(output_origin) = self.origin(f, item.get("output").unwrap(), "output") else { return };
@@ -581,14 +657,24 @@ impl<'f> Loader<'f> {
             None => "syscall".into(),
         };
         let exceptions = match item.get("exceptions") {
-            Some(n) => self.exceptions(f, n),
+            Some(n) => self.exceptions(f, n, &name),
             None => Vec::new(),
         };
         for e in &exceptions {
             if e.fields.is_empty() {
-                self.err(f, e.pos, format!("exception '{}' has no fields", e.name));
+                let msg = format!("exception '{}' has no fields", e.name);
+                let d = Diagnostic::error(&self.files[f].0, e.pos.line, e.pos.col, msg)
+                    .as_falco("LOAD_ERR_YAML_VALIDATE", ("rule", &name), "Item has no mapping for key 'fields'")
+                    .within(("exception", &e.name));
+                self.diags.push(d);
             }
         }
+        let flag = |me: &mut Self, key: &str, default: bool| match item.get(key) {
+            Some(n) => me.bool_of(f, n, key).unwrap_or(default),
+            None => default,
+        };
+        let skip_unknown = flag(self, "skip-if-unknown-filter", false);
+        let warn_evttypes = flag(self, "warn_evttypes", true);
         let rule = RuleItem {
             name,
             cond: CondText::new(cond),
@@ -600,6 +686,8 @@ impl<'f> Loader<'f> {
             enabled,
             source,
             exceptions,
+            skip_unknown,
+            warn_evttypes,
             file: f,
             pos,
         };
@@ -662,16 +750,27 @@ impl<'f> Loader<'f> {
                 }
             }
             "exceptions" => {
-                let new = self.exceptions(f, n);
+                let rule = self.items.rules[i].name.clone();
+                let new = self.exceptions(f, n, &rule);
                 let mut cur = std::mem::take(&mut self.items.rules[i].exceptions);
                 if append {
-                    self.merge_exceptions(&mut cur, new);
+                    self.merge_exceptions(&rule, &mut cur, new);
                 } else {
                     cur = new;
                 }
                 self.items.rules[i].exceptions = cur;
             }
-            _ => {} // warn_evttypes, skip-if-unknown-filter: accepted, no effect here.
+            "skip-if-unknown-filter" => {
+                if let Some(b) = self.bool_of(f, n, key) {
+                    self.items.rules[i].skip_unknown = b;
+                }
+            }
+            "warn_evttypes" => {
+                if let Some(b) = self.bool_of(f, n, key) {
+                    self.items.rules[i].warn_evttypes = b;
+                }
+            }
+            _ => {}
         }
     }
 }

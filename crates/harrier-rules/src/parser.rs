@@ -17,6 +17,8 @@ use crate::ast::*;
 pub struct ParseError {
     pub span: Span,
     pub msg: String,
+    /// libsinsp's message for the same mistake, where Falco's `-V` output needs it.
+    pub falco: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +72,7 @@ fn lex(src: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
                         return Err(ParseError {
                             span: i..i + 1,
                             msg: "unexpected '!' (did you mean != or not?)".into(),
+                            falco: None,
                         })
                     }
                 };
@@ -86,6 +89,7 @@ fn lex(src: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
                             return Err(ParseError {
                                 span: start..b.len(),
                                 msg: "unterminated string".into(),
+                                falco: None,
                             })
                         }
                         Some(&ch) if ch == q => {
@@ -121,7 +125,7 @@ fn lex(src: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
                         b'!' if b.get(i + 1) == Some(&b'=') => break,
                         b'[' => match src[i..].find(']') {
                             Some(e) => i += e + 1,
-                            None => return Err(ParseError { span: i..b.len(), msg: "missing ']'".into() }),
+                            None => return Err(ParseError { span: i..b.len(), msg: "missing ']'".into(), falco: None }),
                         },
                         _ => i += 1,
                     }
@@ -145,14 +149,16 @@ struct P {
 pub fn parse(src: &str) -> Result<Ast, ParseError> {
     let toks = lex(src)?;
     if toks.is_empty() {
-        return Err(ParseError { span: 0..src.len(), msg: "empty condition".into() });
+        return Err(ParseError { span: 0..src.len(), msg: "empty condition".into(), falco: None });
     }
     let mut p = P { toks, at: 0, end: src.len(), depth: 0 };
     let ast = p.or()?;
     if let Some((t, s)) = p.toks.get(p.at) {
+        let prev = p.at.checked_sub(1).map(|i| &p.toks[i].1).map_or("", |sp| &src[sp.clone()]);
         return Err(ParseError {
             span: s.clone(),
             msg: format!("unexpected {} after a complete expression", describe(t)),
+            falco: Some(format!("unexpected token after '{prev}', expecting 'or', 'and'")),
         });
     }
     Ok(ast)
@@ -182,7 +188,7 @@ impl P {
     }
     fn err<T>(&self, msg: impl Into<String>) -> Result<T, ParseError> {
         let span = self.peek().map(|(_, s)| s.clone()).unwrap_or_else(|| self.eof_span());
-        Err(ParseError { span, msg: msg.into() })
+        Err(ParseError { span, msg: msg.into(), falco: None })
     }
     fn found(&self) -> String {
         self.peek().map(|(t, _)| describe(t)).unwrap_or_else(|| "the end of the condition".into())
@@ -253,6 +259,7 @@ impl P {
                         return Err(ParseError {
                             span,
                             msg: format!("'{w}' is not a field, a macro or a keyword"),
+                            falco: None,
                         });
                     }
                     return Ok(Ast::Macro(w, span));
@@ -289,14 +296,14 @@ impl P {
         let (name, arg) = match w.find('[') {
             Some(i) => {
                 if !w.ends_with(']') {
-                    return Err(ParseError { span, msg: format!("'{w}': text after ']'") });
+                    return Err(ParseError { span, msg: format!("'{w}': text after ']'"), falco: None });
                 }
                 (w[..i].to_string(), Some(w[i + 1..w.len() - 1].to_string()))
             }
             None => (w.clone(), None),
         };
         if !valid_field_name(&name) {
-            return Err(ParseError { span, msg: format!("'{w}' is not a valid field name") });
+            return Err(ParseError { span, msg: format!("'{w}' is not a valid field name"), falco: None });
         }
         Ok(FieldRef { name, arg, transformers: Vec::new(), span })
     }

@@ -1,6 +1,6 @@
 //! The loaded rule set: what the integration uses.
 
-use crate::compile::{narrow_to, possible_events, Compiler};
+use crate::compile::{narrow_to, possible_events, CompileError, Compiler};
 use crate::diag::Diagnostic;
 use crate::events::{EventSet, EventType, EVENT_TYPE_COUNT};
 use crate::expr::{Ctx, Expr, FieldSel, FlagCache};
@@ -256,6 +256,23 @@ impl RuleSet {
         files: &[(N, T)],
         opts: &LoadOptions,
     ) -> Result<RuleSet, Vec<Diagnostic>> {
+        Self::load_inner(files, opts, false)
+    }
+
+    /// Every diagnostic of loading `files`, errors and warnings, and the macros and lists
+    /// nothing uses (what `falco -V` reports).
+    pub fn diagnose<N: AsRef<str>, T: AsRef<str>>(files: &[(N, T)], opts: &LoadOptions) -> Vec<Diagnostic> {
+        match Self::load_inner(files, opts, true) {
+            Ok(r) => r.warnings,
+            Err(d) => d,
+        }
+    }
+
+    fn load_inner<N: AsRef<str>, T: AsRef<str>>(
+        files: &[(N, T)],
+        opts: &LoadOptions,
+        keep_all: bool,
+    ) -> Result<RuleSet, Vec<Diagnostic>> {
         let files: Vec<(String, String)> =
             files.iter().map(|(n, t)| (n.as_ref().to_string(), t.as_ref().to_string())).collect();
         let mut loader = Loader::new(&files);
@@ -265,9 +282,12 @@ impl RuleSet {
         let supported = opts.supported.clone();
         let sup = move |f: Field| supported(f);
         let compiler = Compiler::new(&files, &items, &sup);
-        for e in compiler.macro_errors() {
-            diags.push(Diagnostic::error(&files[e.file].0, e.line, e.col, e.msg));
+        let macro_errors = compiler.macro_errors();
+        for e in &macro_errors {
+            diags.push(compile_diag(&files, e, None, e.msg.clone()));
         }
+        // Warnings of macros compiled on their own: a rule that uses them reports them.
+        compiler.warnings.borrow_mut().clear();
         let mut rules = Vec::new();
         for (i, r) in items.rules.iter().enumerate() {
             let (line, col) = (r.pos.line, r.pos.col);
@@ -276,24 +296,45 @@ impl RuleSet {
             let mut expr = None;
             if r.source != "syscall" {
                 status = RuleStatus::OtherSource(r.source.clone());
+                let msg = format!("rule '{}': source '{}' has no plugin loaded: not evaluated", r.name, r.source);
+                let falco = format!("Unknown source {}, skipping", r.source);
+                diags.push(Diagnostic::warning(&file, line, col, msg).as_falco("LOAD_UNKNOWN_SOURCE", ("rule", &r.name), falco));
             } else {
                 match compiler.rule(&r.cond, &r.exceptions) {
                     Ok(e) => expr = Some(e),
+                    // Reported once, where the macro is.
+                    Err(e) if macro_errors.iter().any(|m| m.within.is_some() && m.within == e.within) => {
+                        status = RuleStatus::Unsupported { field: String::new(), detail: e.msg };
+                    }
                     Err(e) => {
-                        let d = Diagnostic::error(
-                            &files[e.file].0,
-                            e.line,
-                            e.col,
-                            format!("rule '{}': {}", r.name, e.msg),
-                        );
+                        let d = compile_diag(&files, &e, Some(&r.name), format!("rule '{}': {}", r.name, e.msg));
+                        let unknown = e.falco.as_ref().is_some_and(|f| f.1.starts_with("filter_check called"));
                         match e.field {
                             Some(field) if !opts.strict => {
                                 let w = Diagnostic { severity: crate::diag::Severity::Warning, ..d.clone() };
                                 diags.push(w);
                                 status = RuleStatus::Unsupported { field, detail: d.to_string() };
                             }
+                            // skip-if-unknown-filter: Falco skips the rule with a warning.
+                            _ if unknown && r.skip_unknown => {
+                                let w = Diagnostic { severity: crate::diag::Severity::Warning, ..d.clone() };
+                                diags.push(recode(w, "LOAD_UNKNOWN_FILTER"));
+                                status = RuleStatus::Unsupported { field: String::new(), detail: d.to_string() };
+                            }
                             _ => diags.push(d),
                         }
+                    }
+                }
+                // Event type names this machine does not know: never matching here; Falco
+                // refuses them (or skips the rule with skip-if-unknown-filter).
+                for w in compiler.warnings.borrow_mut().drain(..) {
+                    let d = compile_diag(&files, &w, Some(&r.name), w.msg.clone());
+                    let d = Diagnostic { severity: crate::diag::Severity::Warning, ..d };
+                    if r.skip_unknown {
+                        diags.push(recode(d, "LOAD_UNKNOWN_FILTER"));
+                        status = RuleStatus::Unsupported { field: String::new(), detail: w.msg.clone() };
+                    } else {
+                        diags.push(d);
                     }
                 }
             }
@@ -324,6 +365,8 @@ impl RuleSet {
                         oc,
                         format!("rule '{}': unknown field '{name}' in output", r.name),
                     );
+                    let code = if r.skip_unknown { "LOAD_UNKNOWN_FILTER" } else { "LOAD_ERR_COMPILE_OUTPUT" };
+                    let d = d.as_falco(code, ("rule", &r.name), format!("invalid formatting token {name}"));
                     if status == RuleStatus::Evaluable && !opts.strict {
                         diags.push(Diagnostic { severity: crate::diag::Severity::Warning, ..d.clone() });
                         status = RuleStatus::Unsupported { field: name, detail: d.to_string() };
@@ -362,13 +405,15 @@ impl RuleSet {
                 (RuleStatus::Evaluable, Some(e)) => possible_events(e),
                 _ => EventSet::empty(),
             };
-            if event_types.is_all() {
-                diags.push(Diagnostic::warning(
-                    &file,
-                    line,
-                    col,
-                    format!("rule '{}' does not restrict evt.type: it is evaluated on every event", r.name),
-                ));
+            // Falco's check: over 100 event types (or none) and warn_evttypes on.
+            let possible = expr.as_ref().map(possible_events);
+            if let Some(p) = possible.filter(|p| r.warn_evttypes && (p.len() > 100 || p.len() == 0)) {
+                let msg = match p.is_all() {
+                    true => format!("rule '{}' does not restrict evt.type: it is evaluated on every event", r.name),
+                    false => format!("rule '{}' matches {} event types: it is evaluated on most events", r.name, p.len()),
+                };
+                let falco = "Rule matches too many evt.type values. This has a significant performance penalty.";
+                diags.push(Diagnostic::warning(&file, line, col, msg).as_falco("LOAD_NO_EVTTYPE", ("rule", &r.name), falco));
             }
             let mut used = Vec::new();
             if let Some(e) = &expr {
@@ -401,8 +446,19 @@ impl RuleSet {
                 output,
             });
         }
-        for w in compiler.warnings.borrow().iter() {
-            diags.push(Diagnostic::warning(&files[w.file].0, w.line, w.col, w.msg.clone()));
+        if keep_all {
+            let (macros, lists) = compiler.unused(&items);
+            for m in macros {
+                let msg = format!("macro '{}' is not used", m.name);
+                let d = Diagnostic::warning(&files[m.file].0, m.pos.line, m.pos.col, msg);
+                diags.push(d.as_falco("LOAD_UNUSED_MACRO", ("macro", &m.name), "Macro not referred to by any other rule/macro"));
+            }
+            for l in lists {
+                let msg = format!("list '{}' is not used", l.name);
+                let d = Diagnostic::warning(&files[l.file].0, l.pos.line, l.pos.col, msg);
+                diags.push(d.as_falco("LOAD_UNUSED_LIST", ("list", &l.name), "List not referred to by any other rule/macro"));
+            }
+            return Err(diags);
         }
         if diags.iter().any(|d| d.is_error()) {
             diags.retain(|d| d.is_error());
@@ -587,4 +643,26 @@ mod tests {
         assert!(!Selection::apply(&[off("a?c")], true, "abc", &[]));
         assert!(Selection::apply(&[], true, "abc", &[]));
     }
+}
+
+/// A compile error as a diagnostic, with how Falco files it: the macro whose text it is in,
+/// or the rule (and the exception within it).
+fn compile_diag(files: &[(String, String)], e: &CompileError, rule: Option<&str>, msg: String) -> Diagnostic {
+    let d = Diagnostic::error(&files[e.file].0, e.line, e.col, msg);
+    let Some((code, falco)) = &e.falco else { return d };
+    match (&e.within, rule) {
+        (Some(("macro", m)), _) => d.as_falco(code, ("macro", m), falco.clone()),
+        (Some((kind, x)), Some(r)) => d.as_falco(code, ("rule", r), falco.clone()).within((kind, x)),
+        (Some((kind, x)), None) => d.as_falco(code, (kind, x), falco.clone()),
+        (None, Some(r)) => d.as_falco(code, ("rule", r), falco.clone()),
+        (None, None) => d,
+    }
+}
+
+/// The same diagnostic under another Falco code (a skipped rule's warning).
+fn recode(mut d: Diagnostic, code: &'static str) -> Diagnostic {
+    if let Some(f) = &mut d.falco {
+        f.code = code;
+    }
+    d
 }
