@@ -50,8 +50,11 @@ fn run(a: FalcoArgs) -> Result<()> {
         println!("{}", harrier_falco::lists::schema(a.rule_schema));
         return Ok(());
     }
+    if a.gvisor_generate_config.is_some() {
+        bail!("--gvisor-generate-config: harrier has no gVisor engine (its sensor is eBPF)");
+    }
     if a.ignored_events {
-        // Harrier ignores no syscall by default: it captures what the rules need.
+        print!("{}", harrier_falco::lists::ignored_events());
         return Ok(());
     }
     if a.list_events {
@@ -64,7 +67,7 @@ fn run(a: FalcoArgs) -> Result<()> {
     };
     let doc = ConfigDoc::load(path, &a.options)?;
     let mut c = RunConfig::from_doc(&doc)?;
-    c.falco_strict = true;
+    c.as_falco = true;
     if a.version {
         return version(&c);
     }
@@ -78,10 +81,18 @@ fn run(a: FalcoArgs) -> Result<()> {
         bail!("You must create a config file at {DEFAULT_CONFIG} or by passing -c");
     }
     if let Some(p) = &a.plugin_info {
-        bail!("plugin '{p}' is not loaded (harrier has no plugin host yet)");
+        if !c.container_plugin || !matches!(p.as_str(), "container" | "libcontainer.so") && !p.ends_with("/libcontainer.so") {
+            bail!("plugin '{p}' is not loaded (harrier has no plugin host yet; 'container' is built in)");
+        }
+        print!("{}", harrier_falco::lists::container_plugin(true));
+        return Ok(());
     }
     if a.list_plugins {
-        println!("0 Plugins Loaded:");
+        let n = usize::from(c.container_plugin);
+        println!("{n} Plugins Loaded:\n");
+        if c.container_plugin {
+            print!("{}", harrier_falco::lists::container_plugin(false));
+        }
         return Ok(());
     }
     if let Some(source) = &a.list {

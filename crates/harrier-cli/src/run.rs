@@ -6,6 +6,7 @@ use crate::run_outputs::{self, outputs};
 use anyhow::{bail, Context, Result};
 use harrier_capture::{parse_size, AttachMode, Config, Session};
 use harrier_falco::config::RunConfig;
+use harrier_engine::drops::DropMonitor;
 use harrier_engine::kfilter::KernelDrop;
 use harrier_engine::metrics::{self, Metrics, RuleLabels, Sample};
 use harrier_engine::state::EngineState;
@@ -295,6 +296,8 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     let mut last_cpu = (metrics::self_usage().0, Instant::now());
     let mut kernel_drops = 0;
     let mut file_failed_said = false;
+    let mut drop_monitor = DropMonitor::new(c.drops.clone());
+    let mut drop_exit = false;
     session.run_with(|s| {
         let mut e = engine.borrow_mut();
         e.end_batch();
@@ -316,6 +319,9 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
             let sum = |f: fn(&harrier_schema::wire::CpuStats) -> u64| k.iter().map(f).sum::<u64>();
             (sum(|c| c.events), sum(|c| c.dropped()), sum(|c| c.filtered))
         });
+        if !e.check_drops(&mut drop_monitor, harrier_engine::monotonic_now(), events, drops) {
+            drop_exit = true;
+        }
         if let Some(f) = stats_file.as_mut() {
             if last_stats.elapsed() >= Duration::from_millis(a.stats_interval) {
                 let _ = stats_line.write(f, events, drops, &e.outputs().stats());
@@ -355,7 +361,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
             }
             last_metrics = Instant::now();
         }
-        stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d)
+        drop_exit || stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d)
     })?;
     let stopped = Instant::now();
     // Final figures now; the links are detached (a grace period per
@@ -396,6 +402,12 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     for o in &out_stats {
         say!("{}", run_outputs::summary(o));
     }
+    if c.as_falco {
+        say!("{}", drop_monitor.report());
+    }
+    if drop_exit {
+        bail!("syscall event drops: the exit action stopped the sensor");
+    }
     if let Some((path, o)) = file_outcome {
         say!("{}", file_out::report(&path, &o));
         if let Some(e) = o.error {
@@ -420,7 +432,12 @@ fn replay(
         say!("harrier: warning: names in conditions not resolved after 60 s; their comparisons stay false until they are");
     }
     say!("harrier: {total} rules loaded, {active} evaluated; replaying {path}");
-    let (events, foreign) = crate::replay::replay_any(path, &mut engine)?;
+    let mut drops = DropMonitor::new(c.drops.clone());
+    let replayed = crate::replay::replay_any(path, &mut engine, Some(&mut drops));
+    if c.as_falco {
+        say!("{}", drops.report());
+    }
+    let (events, foreign) = replayed?;
     let counters = engine.counters.clone();
     let out_stats = engine.into_outputs().close(Duration::from_secs(5));
     say!(

@@ -6,6 +6,7 @@
 pub mod collect;
 mod falco_args;
 pub mod interest;
+pub mod drops;
 pub mod kfilter;
 pub mod metrics;
 pub mod source;
@@ -193,6 +194,19 @@ impl Engine {
 
     pub fn outputs(&self) -> &Outputs {
         &self.outputs
+    }
+
+    /// One drop check at event time `ts` (monotonic ns, as the events'): an alert it asks
+    /// for goes to the outputs; false means its exit action fired.
+    pub fn check_drops(&mut self, m: &mut drops::DropMonitor, ts: u64, events: u64, dropped: u64) -> bool {
+        match m.check(ts + self.epoch_offset, events, dropped, &self.host) {
+            drops::DropVerdict::Continue => true,
+            drops::DropVerdict::Alert(a) => {
+                self.outputs.emit(Arc::new(*a));
+                true
+            }
+            drops::DropVerdict::Exit => false,
+        }
     }
 
     /// Hands the outputs over for closing (flush with a deadline).

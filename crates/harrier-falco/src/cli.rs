@@ -7,12 +7,17 @@ use clap::Parser;
 #[command(
     name = "falco",
     about = "Falco - Cloud Native Runtime Security (Harrier's drop-in: Falco's options, Harrier's sensor)",
+    override_usage = "falco [OPTION...]",
     disable_version_flag = true
 )]
 pub struct FalcoArgs {
     /// Configuration file. If not specified uses /etc/falco/falco.yaml.
     #[arg(short = 'c', value_name = "path")]
     pub config: Option<String>,
+    /// Print a gVisor config for Falco's gVisor engine and exit (not supported: Harrier's
+    /// sensor is eBPF).
+    #[arg(long, value_name = "root", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub gvisor_generate_config: Option<String>,
     /// Print the config json schema and exit.
     #[arg(long)]
     pub config_schema: bool,

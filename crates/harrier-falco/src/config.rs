@@ -34,9 +34,14 @@ pub struct RunConfig {
     pub watch_config_files: bool,
     /// The config files read (the main one first), for the watch.
     pub config_files: Vec<String>,
-    /// Loading as Falco loads (the `falco` command): what Falco refuses (an unknown event type,
-    /// an unknown output field) is an error, not a warning about a rule that never matches.
-    pub falco_strict: bool,
+    /// load_plugins names `container`: Harrier's container engine stands in for it.
+    pub container_plugin: bool,
+    /// syscall_event_drops: when drops count, and what is done about them.
+    pub drops: harrier_engine::drops::DropPolicy,
+    /// Running as the `falco` command: rules load as Falco loads them (what Falco refuses, an
+    /// unknown event type or output field, is an error, not a warning about a rule that never
+    /// matches), and Falco's closing lines are printed.
+    pub as_falco: bool,
     /// engine.kind nodriver: no syscall source (Falco runs only its plugins then).
     pub no_driver: bool,
     /// engine.kind replay: the capture file (legacy .scap or Harrier's) instead of live events.
@@ -85,7 +90,9 @@ impl Default for RunConfig {
             watch_config_files: false,
             config_files: Vec::new(),
             no_driver: false,
-            falco_strict: false,
+            as_falco: false,
+            container_plugin: false,
+            drops: Default::default(),
             replay_file: None,
             buffer_size: None,
             rules_selection: Vec::new(),
@@ -387,10 +394,12 @@ impl RunConfig {
                 _ => {}
             },
             "engine" => r.engine(v, c)?,
+            "syscall_event_drops" => c.drops = r.drops(v)?,
             "rules" => c.rules_selection = r.selection(v)?,
             "load_plugins" => {
                 for p in r.strings(v, key)? {
                     // Falco's container plugin: Harrier's own container engine does its work.
+                    c.container_plugin |= p == "container";
                     if p != "container" {
                         bail!(r.err(v, format!("plugin '{p}' cannot be loaded: harrier has no plugin host yet (only 'container', built in)")));
                     }
@@ -461,6 +470,55 @@ impl Reader<'_> {
             other => bail!(self.err(v, format!("unknown engine.kind '{other}' (modern_ebpf, ebpf, kmod, replay)"))),
         }
         Ok(())
+    }
+
+    /// syscall_event_drops: actions (ignore, log, alert, exit), threshold, rate, max_burst,
+    /// simulate_drops, checked with Falco's messages.
+    fn drops(&self, v: &Node) -> Result<harrier_engine::drops::DropPolicy> {
+        use harrier_engine::drops::{DropAction, DropPolicy};
+        let mut p = DropPolicy { actions: Vec::new(), ..DropPolicy::default() };
+        let num = |key: &str, default: f64| -> Result<f64> {
+            match v.get(key) {
+                None => Ok(default),
+                Some(n) => {
+                    let s = self.str(n, key)?;
+                    s.parse().map_err(|_| self.err(n, format!("syscall_event_drops.{key} must be a number, not '{s}'")))
+                }
+            }
+        };
+        let nonsense = |a: &str| format!("syscall event drop action \"{a}\" does not make sense with the \"ignore\" action");
+        if let Some(acts) = v.get("actions") {
+            for a in self.strings(acts, "syscall_event_drops.actions")? {
+                let act = match a.as_str() {
+                    "ignore" => DropAction::Ignore,
+                    "log" => DropAction::Log,
+                    "alert" => DropAction::Alert,
+                    "exit" => DropAction::Exit,
+                    _ => bail!(self.err(acts, "available actions for syscall event drops are \"ignore\", \"log\", \"alert\", and \"exit\"")),
+                };
+                if matches!(act, DropAction::Log | DropAction::Alert) && p.actions.contains(&DropAction::Ignore) {
+                    bail!(self.err(acts, nonsense(&a)));
+                }
+                p.actions.push(act);
+            }
+        }
+        p.actions.sort();
+        p.actions.dedup();
+        if p.actions.is_empty() {
+            p.actions.push(DropAction::Ignore);
+        }
+        p.threshold = num("threshold", 0.1)?;
+        if !(0.0..=1.0).contains(&p.threshold) {
+            let at = v.get("threshold").unwrap_or(v);
+            bail!(self.err(at, "syscall event drops threshold must be a double in the range [0, 1]"));
+        }
+        p.rate = num("rate", 0.03333)?;
+        p.max_burst = num("max_burst", 1.0)?;
+        p.simulate = match v.get("simulate_drops") {
+            Some(n) => self.bool(n, "syscall_event_drops.simulate_drops")?,
+            None => false,
+        };
+        Ok(p)
     }
 
     /// `rules:` entries, each `enable` or `disable` of a `rule` (a name with `*` wildcards)

@@ -59,7 +59,7 @@ pub const KEYS: &[Key] = &[
     k("libs_logger", NoEffect, "there are no Falco libs in Harrier"),
     k("output_timeout", NoEffect, "outputs run on lanes of their own and never block the rules"),
     k("syscall_event_timeouts", NoEffect, "Harrier's rings are polled on a timer; a quiet machine is not an error"),
-    k("syscall_event_drops", NoEffect, "drops are counted in stats and metrics; the alert and exit actions are not yet"),
+    k("syscall_event_drops", Honoured, "once a second: drops over events against threshold; actions log, alert (\"Falco internal: syscall event drop\"), exit, ignore, limited by rate and max_burst; simulate_drops; Falco's closing lines on stderr"),
     k("metrics", Partly, "Harrier serves metrics to Prometheus on webserver's address; the periodic metrics alert is not yet"),
     k("base_syscalls", NoEffect, "Harrier captures the syscalls its rules and state tables need"),
     k("falco_libs", NoEffect, "snaplen and thread table sizes belong to Falco's libs"),

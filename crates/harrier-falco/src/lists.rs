@@ -79,6 +79,35 @@ pub fn events(format: Format) -> String {
     }
 }
 
+/// -i: the high-volume I/O syscalls Falco leaves out by default. Harrier attaches only what
+/// the loaded rules and state tables read, so these too stay out unless a rule reads them.
+pub fn ignored_events() -> String {
+    const IO: &[&str] = &[
+        "pread64", "preadv", "preadv2", "pwrite64", "pwritev", "pwritev2", "read", "readv", "recvfrom",
+        "recvmmsg", "recvmsg", "sendfile", "sendmmsg", "sendmsg", "sendto", "splice", "tee", "vmsplice",
+        "write", "writev",
+    ];
+    let mut s = String::from("Ignored syscall(s) (unless a loaded rule reads them):\n");
+    for n in IO {
+        s += &format!("- {n}\n");
+    }
+    s
+}
+
+/// --list-plugins / --plugin-info for `container`: Harrier's built-in container engine, which
+/// stands in for Falco's container plugin (its fields; no plugin library is loaded).
+pub fn container_plugin(info: bool) -> String {
+    let mut s = String::from(
+        "Name: container\nDescription: Harrier's built-in container engine, standing in for Falco's container plugin (no library loaded)\n\
+         Contact: the Harrier project (the plugin it stands in for: falcosecurity/plugins)\nVersion: 0.7.1 (harrier built-in)\n\
+         Capabilities:\n  - Field Extraction\n  - Event Parsing\n  - Async Events\n",
+    );
+    if info {
+        s += "Init config schema type: JSON\n{}\nNo suggested open params available: the container source is not an event source.\n";
+    }
+    s
+}
+
 /// --config-schema / --rule-schema: the keys Harrier reads, as a JSON schema.
 pub fn schema(rules: bool) -> String {
     if rules {
