@@ -115,8 +115,11 @@ pub fn validate(contents: &[(String, String)], opts: &LoadOptions) -> Vec<FileRe
         for d in diags.iter().filter(|d| !before.contains(d)) {
             let Some(it) = item(d) else { continue };
             if it.code.starts_with("LOAD_ERR") {
+                // Falco's loader stops at a file's first error.
+                if r.successful {
+                    r.errors.push(it);
+                }
                 r.successful = false;
-                r.errors.push(it);
             } else {
                 r.warnings.push(it);
             }

@@ -258,6 +258,14 @@ impl<'a> Compiler<'a> {
     }
 
     fn check(&self, lhs: &FieldRef, op: Op, rhs: &Rhs, site: &Site<'_>) -> R<Expr> {
+        // Falco expands a list's name wherever a bare value stands: `x = some_list` is
+        // `x in (some_list)`.
+        if let (Op::Eq | Op::Ne, Rhs::Value(l)) = (op, rhs) {
+            if !l.quoted && self.lists.contains_key(l.text.as_str()) {
+                let as_in = self.check(lhs, Op::In, &Rhs::List(vec![l.clone()], l.span.clone()), site)?;
+                return Ok(if op == Op::Ne { Expr::Not(Box::new(as_in)) } else { as_in });
+            }
+        }
         let (sel, ty) = self.field(lhs, site)?;
         let span = &lhs.span;
         let bad_op = |what: &str| {
@@ -505,6 +513,14 @@ impl<'a> Compiler<'a> {
                 // The right side as the parser would have built it: a list for list
                 // operators (a single unquoted value there may name a list).
                 let lits: Vec<Literal> = match v {
+                    // "(a, b, some_list)": Falco reads a parenthesised value as a list.
+                    ExcValue::One(s) if op.takes_list() && s.starts_with('(') && s.ends_with(')') => s
+                        [1..s.len() - 1]
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|x| !x.is_empty())
+                        .map(|x| Literal { text: strip_quotes(x).to_string(), quoted: false, span: 0..0 })
+                        .collect(),
                     ExcValue::One(s) => {
                         vec![Literal { text: strip_quotes(s).to_string(), quoted: false, span: 0..0 }]
                     }

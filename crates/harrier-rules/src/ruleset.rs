@@ -405,9 +405,10 @@ impl RuleSet {
                 (RuleStatus::Evaluable, Some(e)) => possible_events(e),
                 _ => EventSet::empty(),
             };
-            // Falco's check: over 100 event types (or none) and warn_evttypes on.
-            let possible = expr.as_ref().map(possible_events);
-            if let Some(p) = possible.filter(|p| r.warn_evttypes && (p.len() > 100 || p.len() == 0)) {
+            // Falco's check: over 100 event types and warn_evttypes on.
+            let compiled = matches!(status, RuleStatus::Evaluable | RuleStatus::Disabled | RuleStatus::BelowPriority);
+            let possible = expr.as_ref().filter(|_| compiled).map(possible_events);
+            if let Some(p) = possible.filter(|p| r.warn_evttypes && p.len() > 100) {
                 let msg = match p.is_all() {
                     true => format!("rule '{}' does not restrict evt.type: it is evaluated on every event", r.name),
                     false => format!("rule '{}' matches {} event types: it is evaluated on most events", r.name, p.len()),

@@ -256,6 +256,13 @@ impl State {
                         q.threads += 1;
                     }
                 }
+                None if !self.read_proc => {
+                    // A replayed capture's thread its tables never introduced: an empty
+                    // entry of its own, as Falco's libs make one, so its descriptors are
+                    // followed from here on.
+                    self.stats.unknown_threads += 1;
+                    self.insert_process(Process::new(tid), &[tid]);
+                }
                 None => {
                     if look {
                         self.not_in_proc.insert(tid, ());
