@@ -3,8 +3,8 @@
 //! (-c, config_files, -o), version and lists, -V, the rules, -L/-l, --dry-run, then events
 //! (live, or replay of a capture file). Errors end as Falco's do: "Error: ..." and exit 1.
 
-use crate::run::{run_with, RunArgs};
 use crate::rules_load;
+use crate::run::{run_with, RunArgs};
 use anyhow::{bail, Result};
 use clap::Parser;
 use harrier_falco::cli::{FalcoArgs, Format};
@@ -81,7 +81,9 @@ fn run(a: FalcoArgs) -> Result<()> {
         bail!("You must create a config file at {DEFAULT_CONFIG} or by passing -c");
     }
     if let Some(p) = &a.plugin_info {
-        if !c.container_plugin || !matches!(p.as_str(), "container" | "libcontainer.so") && !p.ends_with("/libcontainer.so") {
+        if !c.container_plugin
+            || !matches!(p.as_str(), "container" | "libcontainer.so") && !p.ends_with("/libcontainer.so")
+        {
             bail!("plugin '{p}' is not loaded (harrier has no plugin host yet; 'container' is built in)");
         }
         print!("{}", harrier_falco::lists::container_plugin(true));
@@ -119,7 +121,9 @@ fn run(a: FalcoArgs) -> Result<()> {
         c.rules_files.retain(|f| std::path::Path::new(f).exists());
     }
     if c.rules_files.is_empty() {
-        bail!("You must specify at least one rules file/directory via -r or a rules_file entry in falco.yaml");
+        bail!(
+            "You must specify at least one rules file/directory via -r or a rules_file entry in falco.yaml"
+        );
     }
     if a.describe_all || a.describe_rule.is_some() {
         let rules = rules_load::load(&c)?;
@@ -137,9 +141,14 @@ fn run(a: FalcoArgs) -> Result<()> {
         bail!("Must enable at least one event source");
     }
     // Falco's first log line: its version, after the time in the configured format.
-    say!("{}: Falco version: {FALCO_VERSION} (harrier {})", log_time(c.time_format_iso_8601), env!("CARGO_PKG_VERSION"));
+    say!(
+        "{}: Falco version: {FALCO_VERSION} (harrier {})",
+        log_time(c.time_format_iso_8601),
+        env!("CARGO_PKG_VERSION")
+    );
     if let Some(p) = &a.print {
-        c.append_output.push(harrier_rules::ruleset::AppendOutput { extra_output: p.clone(), ..Default::default() });
+        c.append_output
+            .push(harrier_rules::ruleset::AppendOutput { extra_output: p.clone(), ..Default::default() });
     }
     if a.dry_run {
         rules_load::load(&c)?;
@@ -147,7 +156,8 @@ fn run(a: FalcoArgs) -> Result<()> {
         return Ok(());
     }
     if let Some(p) = &a.pidfile {
-        std::fs::write(p, format!("{}\n", std::process::id())).map_err(|e| anyhow::anyhow!("writing {p}: {e}"))?;
+        std::fs::write(p, format!("{}\n", std::process::id()))
+            .map_err(|e| anyhow::anyhow!("writing {p}: {e}"))?;
     }
     let mut r = Defaults::parse_from(["falco"]).run;
     if a.duration > 0 {
@@ -210,7 +220,8 @@ fn support(a: &FalcoArgs, doc: &ConfigDoc, c: &RunConfig) -> Result<serde_json::
 fn rustix_uname() -> serde_json::Value {
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     unsafe { libc::uname(&mut u) };
-    let s = |f: &[libc::c_char]| unsafe { std::ffi::CStr::from_ptr(f.as_ptr()) }.to_string_lossy().into_owned();
+    let s =
+        |f: &[libc::c_char]| unsafe { std::ffi::CStr::from_ptr(f.as_ptr()) }.to_string_lossy().into_owned();
     serde_json::json!({
         "sysname": s(&u.sysname), "nodename": s(&u.nodename), "release": s(&u.release),
         "version": s(&u.version), "machine": s(&u.machine),
@@ -220,7 +231,8 @@ fn rustix_uname() -> serde_json::Value {
 fn validate(files: &[String], c: &RunConfig, verbose: bool) -> Result<()> {
     let mut contents = Vec::new();
     for f in files {
-        let text = std::fs::read_to_string(f).map_err(|e| anyhow::anyhow!("Could not read rules file {f}: {e}"))?;
+        let text =
+            std::fs::read_to_string(f).map_err(|e| anyhow::anyhow!("Could not read rules file {f}: {e}"))?;
         contents.push((f.clone(), text));
     }
     let results = harrier_falco::validate::validate(&contents, &c.load_options());

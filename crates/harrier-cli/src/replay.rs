@@ -17,7 +17,8 @@ pub fn replay(path: &str, engine: &mut Engine, mut drops: Option<&mut DropMonito
     engine.state.tables = State::from_snapshot(&Snapshot::default());
     let start = info.epoch_offset + info.settings.get("start_mono_ns").and_then(|v| v.as_u64()).unwrap_or(0);
     // FALCO_HOSTNAME names the host for Falco's users, as Falco reads it.
-    let host = std::env::var("FALCO_HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| info.host.clone());
+    let host =
+        std::env::var("FALCO_HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| info.host.clone());
     engine.set_clock(&host, info.epoch_offset, start);
     let (mut events, mut foreign) = (0u64, 0u64);
     cap.items(|item| {
@@ -48,8 +49,11 @@ pub fn replay(path: &str, engine: &mut Engine, mut drops: Option<&mut DropMonito
 /// converted first, by `harrier convert`'s code, into a temporary file that goes at the end.
 pub fn replay_any(path: &str, engine: &mut Engine, drops: Option<&mut DropMonitor>) -> Result<(u64, u64)> {
     let mut magic = [0u8; 8];
-    let n = std::io::Read::read(&mut std::fs::File::open(path).with_context(|| format!("opening {path}"))?, &mut magic)
-        .with_context(|| format!("reading {path}"))?;
+    let n = std::io::Read::read(
+        &mut std::fs::File::open(path).with_context(|| format!("opening {path}"))?,
+        &mut magic,
+    )
+    .with_context(|| format!("reading {path}"))?;
     if n == magic.len() && magic == harrier_capfile::format::MAGIC {
         return replay(path, engine, drops);
     }
@@ -61,5 +65,6 @@ pub fn replay_any(path: &str, engine: &mut Engine, drops: Option<&mut DropMonito
     }
     let tmp = Temp(std::env::temp_dir().join(format!("harrier-replay-{}.hrcap", std::process::id())));
     crate::convert_file::write(std::path::Path::new(path), &tmp.0, None, true)?;
-    replay(&tmp.0.display().to_string(), engine, drops).map_err(|e| anyhow::anyhow!("{path} (converted): {e:#}"))
+    replay(&tmp.0.display().to_string(), engine, drops)
+        .map_err(|e| anyhow::anyhow!("{path} (converted): {e:#}"))
 }

@@ -42,7 +42,9 @@ pub fn load(cfg: &RunConfig) -> Result<RuleSet> {
             for w in rules.warnings() {
                 say!("{w}");
             }
-            let refused = |w: &&harrier_rules::Diagnostic| w.falco.as_ref().is_some_and(|f| f.code.starts_with("LOAD_ERR"));
+            let refused = |w: &&harrier_rules::Diagnostic| {
+                w.falco.as_ref().is_some_and(|f| f.code.starts_with("LOAD_ERR"))
+            };
             if let Some(w) = rules.warnings().iter().find(refused).filter(|_| cfg.as_falco) {
                 let f = w.falco.as_ref().expect("found by its code");
                 bail!("{}:{}:{}: {} ({}): {}", w.file, w.line, w.col, f.code, f.message, w.msg);

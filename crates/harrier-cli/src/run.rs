@@ -5,13 +5,13 @@ use crate::rules_load;
 use crate::run_outputs::{self, outputs};
 use anyhow::{bail, Context, Result};
 use harrier_capture::{parse_size, AttachMode, Config, Session};
-use harrier_falco::config::RunConfig;
 use harrier_engine::drops::DropMonitor;
 use harrier_engine::kfilter::KernelDrop;
 use harrier_engine::metrics::{self, Metrics, RuleLabels, Sample};
 use harrier_engine::state::EngineState;
 use harrier_engine::statsfile::StatsFile;
 use harrier_engine::Engine;
+use harrier_falco::config::RunConfig;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -459,7 +459,8 @@ fn no_driver(c: &RunConfig, duration: Option<f64>) -> Result<()> {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
     let hup = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone()).context("installing signal handlers")?;
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing signal handlers")?;
     if c.watch_config_files {
         crate::watch::spawn(watched(c), hup.clone(), stop.clone());
     }

@@ -29,7 +29,13 @@ pub struct DropPolicy {
 
 impl Default for DropPolicy {
     fn default() -> DropPolicy {
-        DropPolicy { actions: vec![DropAction::Ignore], threshold: 0.1, rate: 0.03333, max_burst: 1.0, simulate: false }
+        DropPolicy {
+            actions: vec![DropAction::Ignore],
+            threshold: 0.1,
+            rate: 0.03333,
+            max_burst: 1.0,
+            simulate: false,
+        }
     }
 }
 
@@ -61,7 +67,15 @@ impl DropMonitor {
             policy.threshold = 0.0;
         }
         let tokens = policy.max_burst;
-        DropMonitor { policy, next_check: 0, last: (0, 0), tokens, last_claim: None, occurrences: 0, actions_taken: 0 }
+        DropMonitor {
+            policy,
+            next_check: 0,
+            last: (0, 0),
+            tokens,
+            last_claim: None,
+            occurrences: 0,
+            actions_taken: 0,
+        }
     }
 
     fn claim(&mut self, now: u64) -> bool {
@@ -99,13 +113,16 @@ impl DropMonitor {
             return DropVerdict::Continue;
         }
         self.actions_taken += 1;
-        let msg = format!("Falco internal: syscall event drop. {n_drops} system calls dropped in last second.");
+        let msg =
+            format!("Falco internal: syscall event drop. {n_drops} system calls dropped in last second.");
         let mut verdict = DropVerdict::Continue;
         for a in &self.policy.actions {
             match a {
                 DropAction::Ignore => {}
                 DropAction::Log => eprintln!("{msg}"),
-                DropAction::Alert => verdict = DropVerdict::Alert(Box::new(alert(ts, &msg, n_evts, n_drops, host))),
+                DropAction::Alert => {
+                    verdict = DropVerdict::Alert(Box::new(alert(ts, &msg, n_evts, n_drops, host)))
+                }
                 DropAction::Exit => {
                     eprintln!("{msg}");
                     eprintln!("Exiting.");
@@ -149,7 +166,13 @@ mod tests {
 
     #[test]
     fn simulated_drops_count_once_a_second_and_the_bucket_limits_actions() {
-        let p = DropPolicy { actions: vec![DropAction::Alert], max_burst: 2.0, rate: 0.0, simulate: true, ..Default::default() };
+        let p = DropPolicy {
+            actions: vec![DropAction::Alert],
+            max_burst: 2.0,
+            rate: 0.0,
+            simulate: true,
+            ..Default::default()
+        };
         let mut m = DropMonitor::new(p);
         let mut alerts = 0;
         for s in 0..10u64 {
@@ -160,12 +183,19 @@ mod tests {
             }
         }
         assert_eq!((m.occurrences, m.actions_taken, alerts), (9, 2, 2));
-        let mut m = DropMonitor::new(DropPolicy { actions: vec![DropAction::Exit], simulate: true, ..Default::default() });
+        let mut m = DropMonitor::new(DropPolicy {
+            actions: vec![DropAction::Exit],
+            simulate: true,
+            ..Default::default()
+        });
         assert!(matches!(m.check(1, 1, 0, "h"), DropVerdict::Continue));
         assert!(matches!(m.check(3 * SECOND, 2, 0, "h"), DropVerdict::Exit));
         let mut quiet = DropMonitor::new(DropPolicy::default());
         assert!(matches!(quiet.check(1, 1, 0, "h"), DropVerdict::Continue));
-        assert!(matches!(quiet.check(3 * SECOND, 100, 5, "h"), DropVerdict::Continue), "5% is under the 10% threshold");
+        assert!(
+            matches!(quiet.check(3 * SECOND, 100, 5, "h"), DropVerdict::Continue),
+            "5% is under the 10% threshold"
+        );
         assert_eq!(quiet.occurrences, 0);
     }
 }

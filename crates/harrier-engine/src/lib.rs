@@ -4,9 +4,9 @@
 //! event with only the rules that can match its type.
 
 pub mod collect;
+pub mod drops;
 mod falco_args;
 pub mod interest;
-pub mod drops;
 pub mod kfilter;
 pub mod metrics;
 pub mod source;

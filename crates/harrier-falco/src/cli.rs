@@ -135,7 +135,8 @@ mod tests {
 
     #[test]
     fn falcos_options_parse_as_falco_reads_them() {
-        let a = parse(&["-c", "f.yaml", "-r", "a.yaml", "-r", "d/", "-o", "json_output=true", "--option=x.y=1"]);
+        let a =
+            parse(&["-c", "f.yaml", "-r", "a.yaml", "-r", "d/", "-o", "json_output=true", "--option=x.y=1"]);
         assert_eq!(a.config.as_deref(), Some("f.yaml"));
         assert_eq!(a.rules, ["a.yaml", "d/"]);
         assert_eq!(a.options, ["json_output=true", "x.y=1"]);
@@ -146,7 +147,10 @@ mod tests {
         assert_eq!(parse(&["--list=syscall", "-N"]).list.as_deref(), Some("syscall"));
         assert_eq!(parse(&["-M", "5", "--dry-run"]).duration, 5);
         assert_eq!(parse(&["--format", "JSON"]).output_format(), Ok(Format::Json));
-        assert!(parse(&["--format", "yaml"]).output_format().unwrap_err().starts_with("Invalid format 'yaml'"));
+        assert!(parse(&["--format", "yaml"])
+            .output_format()
+            .unwrap_err()
+            .starts_with("Invalid format 'yaml'"));
         assert!(parse(&["--markdown", "--format", "text"]).output_format().is_err());
         assert!(parse(&["--version"]).version);
     }

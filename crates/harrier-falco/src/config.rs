@@ -345,14 +345,19 @@ impl RunConfig {
                 c.rule_matching = match r.str(v, key)? {
                     "first" => RuleMatching::First,
                     "all" => RuleMatching::All,
-                    m => bail!(r.err(v, format!("Unknown rule matching strategy '{m}': rule_matching must be first or all"))),
+                    m => bail!(r.err(
+                        v,
+                        format!("Unknown rule matching strategy '{m}': rule_matching must be first or all")
+                    )),
                 }
             }
             "json_output" => c.json_output = r.bool(v, key)?,
             "json_include_output_property" => c.json_include_output_property = r.bool(v, key)?,
             "json_include_tags_property" => c.json_include_tags_property = r.bool(v, key)?,
             "json_include_message_property" => c.json_include_message_property = r.bool(v, key)?,
-            "json_include_output_fields_property" => c.json_include_output_fields_property = r.bool(v, key)?,
+            "json_include_output_fields_property" => {
+                c.json_include_output_fields_property = r.bool(v, key)?
+            }
             "time_format_iso_8601" => c.time_format_iso_8601 = r.bool(v, key)?,
             "watch_config_files" => c.watch_config_files = r.bool(v, key)?,
             "stdout_output" => c.stdout_output = r.enabled(v, key)?,
@@ -366,8 +371,10 @@ impl RunConfig {
             "program_output" => {
                 if r.enabled(v, key)? {
                     let p = v.get("program").ok_or_else(|| r.err(v, "program_output needs a program"))?;
-                    let keep = v.get("keep_alive").map(|k| r.bool(k, "program_output.keep_alive")).transpose()?;
-                    c.program_output = Some((r.str(p, "program_output.program")?.to_string(), keep.unwrap_or(false)));
+                    let keep =
+                        v.get("keep_alive").map(|k| r.bool(k, "program_output.keep_alive")).transpose()?;
+                    c.program_output =
+                        Some((r.str(p, "program_output.program")?.to_string(), keep.unwrap_or(false)));
                 }
             }
             "http_output" => {
@@ -378,9 +385,11 @@ impl RunConfig {
             }
             "webserver" => {
                 if r.enabled(v, key)? {
-                    let addr = v.get("listen_address").map(|a| r.str(a, "webserver.listen_address")).transpose()?;
+                    let addr =
+                        v.get("listen_address").map(|a| r.str(a, "webserver.listen_address")).transpose()?;
                     let port = v.get("listen_port").map(|p| r.str(p, "webserver.listen_port")).transpose()?;
-                    c.metrics_addr = Some(format!("{}:{}", addr.unwrap_or("0.0.0.0"), port.unwrap_or("8765")));
+                    c.metrics_addr =
+                        Some(format!("{}:{}", addr.unwrap_or("0.0.0.0"), port.unwrap_or("8765")));
                 }
             }
             "outputs_queue" => c.outputs_queue = r.queue(v, &mut c.warnings)?,
@@ -434,7 +443,8 @@ impl RunConfig {
 }
 
 /// Falco's buf_size_preset table: ring bytes per CPU for presets 1-10 (4 is the default).
-pub const BUF_SIZE_PRESETS: [u64; 10] = [1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20];
+pub const BUF_SIZE_PRESETS: [u64; 10] =
+    [1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20];
 
 impl Reader<'_> {
     /// engine: kind (modern_ebpf, ebpf, kmod: Harrier's live sensor; replay: a capture
@@ -448,7 +458,9 @@ impl Reader<'_> {
             "modern_ebpf" | "ebpf" | "kmod" => {
                 if let Some(p) = v.get(kind).and_then(|k| k.get("buf_size_preset")) {
                     let s = self.str(p, "buf_size_preset")?;
-                    let n: usize = s.parse().map_err(|_| self.err(p, format!("buf_size_preset must be 0-10, not '{s}'")))?;
+                    let n: usize = s
+                        .parse()
+                        .map_err(|_| self.err(p, format!("buf_size_preset must be 0-10, not '{s}'")))?;
                     match n {
                         0 => {}
                         1..=10 => c.buffer_size = Some(BUF_SIZE_PRESETS[n - 1]),
@@ -458,7 +470,8 @@ impl Reader<'_> {
             }
             "replay" => {
                 let f = v.get("replay").and_then(|r| r.get("capture_file"));
-                let f = f.ok_or_else(|| self.err(v, "engine.kind replay needs engine.replay.capture_file"))?;
+                let f =
+                    f.ok_or_else(|| self.err(v, "engine.kind replay needs engine.replay.capture_file"))?;
                 let path = self.str(f, "engine.replay.capture_file")?;
                 if path.is_empty() {
                     bail!(self.err(f, "engine.kind replay needs engine.replay.capture_file"));
@@ -466,8 +479,13 @@ impl Reader<'_> {
                 c.replay_file = Some(path.to_string());
             }
             "nodriver" => c.no_driver = true,
-            "gvisor" => bail!(self.err(v, format!("engine.kind '{kind}' is not supported by harrier (its sensor is eBPF)"))),
-            other => bail!(self.err(v, format!("unknown engine.kind '{other}' (modern_ebpf, ebpf, kmod, replay)"))),
+            "gvisor" => {
+                bail!(self
+                    .err(v, format!("engine.kind '{kind}' is not supported by harrier (its sensor is eBPF)")))
+            }
+            other => {
+                bail!(self.err(v, format!("unknown engine.kind '{other}' (modern_ebpf, ebpf, kmod, replay)")))
+            }
         }
         Ok(())
     }
@@ -482,11 +500,15 @@ impl Reader<'_> {
                 None => Ok(default),
                 Some(n) => {
                     let s = self.str(n, key)?;
-                    s.parse().map_err(|_| self.err(n, format!("syscall_event_drops.{key} must be a number, not '{s}'")))
+                    s.parse().map_err(|_| {
+                        self.err(n, format!("syscall_event_drops.{key} must be a number, not '{s}'"))
+                    })
                 }
             }
         };
-        let nonsense = |a: &str| format!("syscall event drop action \"{a}\" does not make sense with the \"ignore\" action");
+        let nonsense = |a: &str| {
+            format!("syscall event drop action \"{a}\" does not make sense with the \"ignore\" action")
+        };
         if let Some(acts) = v.get("actions") {
             for a in self.strings(acts, "syscall_event_drops.actions")? {
                 let act = match a.as_str() {
@@ -496,7 +518,9 @@ impl Reader<'_> {
                     "exit" => DropAction::Exit,
                     _ => bail!(self.err(acts, "available actions for syscall event drops are \"ignore\", \"log\", \"alert\", and \"exit\"")),
                 };
-                if matches!(act, DropAction::Log | DropAction::Alert) && p.actions.contains(&DropAction::Ignore) {
+                if matches!(act, DropAction::Log | DropAction::Alert)
+                    && p.actions.contains(&DropAction::Ignore)
+                {
                     bail!(self.err(acts, nonsense(&a)));
                 }
                 p.actions.push(act);

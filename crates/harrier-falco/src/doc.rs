@@ -68,9 +68,10 @@ impl ConfigDoc {
     pub fn from_text(main: &str, text: &str, options: &[String]) -> Result<ConfigDoc> {
         let root = parse_root(main, text)?;
         let origin = match &root {
-            Node::Map { entries, .. } => {
-                entries.iter().filter_map(|(k, _)| Some((k.as_str()?.to_string(), main.to_string()))).collect()
-            }
+            Node::Map { entries, .. } => entries
+                .iter()
+                .filter_map(|(k, _)| Some((k.as_str()?.to_string(), main.to_string())))
+                .collect(),
             _ => Vec::new(),
         };
         let files = if main.is_empty() { Vec::new() } else { vec![main.to_string()] };
@@ -174,9 +175,10 @@ fn entry(file: &str, item: &Node) -> Result<(String, Strategy)> {
     if let Some(p) = item.as_str() {
         return Ok((p.to_string(), Strategy::Append));
     }
-    let path = item.get("path").and_then(|p| p.as_str()).ok_or_else(|| {
-        anyhow!("{}: a config_files entry is a path or a mapping with a path", at(item))
-    })?;
+    let path = item
+        .get("path")
+        .and_then(|p| p.as_str())
+        .ok_or_else(|| anyhow!("{}: a config_files entry is a path or a mapping with a path", at(item)))?;
     let strategy = match item.get("strategy").map(|s| (s, s.as_str())) {
         None | Some((_, Some("append"))) => Strategy::Append,
         Some((_, Some("override"))) => Strategy::Override,

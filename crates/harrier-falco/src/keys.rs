@@ -95,7 +95,11 @@ mod tests {
     #[test]
     fn every_key_of_falcos_default_file_is_known_and_documented() {
         let doc = std::fs::read_to_string(repo("docs/falco-config.md")).unwrap();
-        assert!(doc.contains(&markdown()), "docs/falco-config.md's table differs from keys.rs:\n{}", markdown());
+        assert!(
+            doc.contains(&markdown()),
+            "docs/falco-config.md's table differs from keys.rs:\n{}",
+            markdown()
+        );
         let falco = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .ancestors()
             .map(|d| d.join("shared/data/falco-config/falco-0.44.1.yaml"))
@@ -107,7 +111,9 @@ mod tests {
         let top: Vec<&str> = text
             .lines()
             .filter_map(|l| l.split_once(':').map(|(k, _)| k))
-            .filter(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'))
+            .filter(|k| {
+                !k.is_empty() && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            })
             .collect();
         assert_eq!(top.len(), 36, "{top:?}");
         for key in top {

@@ -61,12 +61,17 @@ pub fn fields(names_only: bool, format: Format) -> String {
     use harrier_rules::fields::FIELDS;
     match format {
         Format::Json => {
-            let fs: Vec<_> = FIELDS.iter().map(|f| json!({"name": f.name, "type": f.ty.name(), "desc": f.desc})).collect();
+            let fs: Vec<_> =
+                FIELDS.iter().map(|f| json!({"name": f.name, "type": f.ty.name(), "desc": f.desc})).collect();
             json!([{"source": "syscall", "fields": fs}]).to_string() + "\n"
         }
         _ if names_only => FIELDS.iter().map(|f| format!("{}\n", f.name)).collect(),
-        Format::Markdown => FIELDS.iter().map(|f| format!("`{}` | {} | {}\n", f.name, f.ty.name(), f.desc)).collect(),
-        Format::Text => FIELDS.iter().map(|f| format!("{:<30} {:<12} {}\n", f.name, f.ty.name(), f.desc)).collect(),
+        Format::Markdown => {
+            FIELDS.iter().map(|f| format!("`{}` | {} | {}\n", f.name, f.ty.name(), f.desc)).collect()
+        }
+        Format::Text => {
+            FIELDS.iter().map(|f| format!("{:<30} {:<12} {}\n", f.name, f.ty.name(), f.desc)).collect()
+        }
     }
 }
 
@@ -119,11 +124,13 @@ pub fn schema(rules: bool) -> String {
             "append": {"type": "boolean"}, "source": {"type": "string"},
             "required_engine_version": {"type": "string"}, "required_plugin_versions": {"type": "array"},
         }});
-        return json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": item}).to_string();
+        return json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": item})
+            .to_string();
     }
     let props: serde_json::Map<String, serde_json::Value> =
         crate::keys::KEYS.iter().map(|k| (k.name.to_string(), json!({"description": k.what}))).collect();
-    json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": props}).to_string()
+    json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": props})
+        .to_string()
 }
 
 #[cfg(test)]

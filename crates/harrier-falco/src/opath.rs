@@ -144,7 +144,8 @@ fn child<'a>(n: &'a mut Node, step: &Step) -> Result<&'a mut Node> {
         Step::Key(k) => {
             // yaml-cpp turns a list indexed by a key into a mapping of its indexes.
             if let Node::Seq { items, pos } = n {
-                let entries = std::mem::take(items).into_iter().enumerate().map(|(i, v)| (scalar(&i.to_string()), v));
+                let entries =
+                    std::mem::take(items).into_iter().enumerate().map(|(i, v)| (scalar(&i.to_string()), v));
                 *n = Node::Map { entries: entries.collect(), pos: *pos };
             }
             if !matches!(n, Node::Map { .. }) {
@@ -261,6 +262,9 @@ mod tests {
         assert_eq!(get(&d, "load_plugins.1").as_str(), Some("json"));
         assert_eq!(get(&d, "load_plugins.x").as_str(), Some("y"));
         let e = apply(&mut d, "novalue").unwrap_err().to_string();
-        assert_eq!(e, "Error parsing config option \"novalue\". Must be of the form key=val or key.subkey=val");
+        assert_eq!(
+            e,
+            "Error parsing config option \"novalue\". Must be of the form key=val or key.subkey=val"
+        );
     }
 }

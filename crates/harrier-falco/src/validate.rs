@@ -111,7 +111,12 @@ pub fn validate(contents: &[(String, String)], opts: &LoadOptions) -> Vec<FileRe
     let mut before: Vec<Diagnostic> = Vec::new();
     for i in 0..contents.len() {
         let diags = RuleSet::diagnose(&contents[..=i], opts);
-        let mut r = FileResult { name: contents[i].0.clone(), successful: true, errors: Vec::new(), warnings: Vec::new() };
+        let mut r = FileResult {
+            name: contents[i].0.clone(),
+            successful: true,
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        };
         for d in diags.iter().filter(|d| !before.contains(d)) {
             let Some(it) = item(d) else { continue };
             if it.code.starts_with("LOAD_ERR") {
@@ -192,7 +197,12 @@ pub fn verbose(r: &FileResult, contents: &[(String, String)]) -> String {
         for it in list {
             s += &format!("In rules content: ({}:0:0)\n", r.name);
             for (kind, name) in it.items.iter().filter(|(k, _)| *k != "rules content") {
-                s += &format!("    {kind} '{name}': ({}:{}:{})\n", r.name, it.line.saturating_sub(1), it.col.saturating_sub(1));
+                s += &format!(
+                    "    {kind} '{name}': ({}:{}:{})\n",
+                    r.name,
+                    it.line.saturating_sub(1),
+                    it.col.saturating_sub(1)
+                );
             }
             s += &format!("------\n{}------\n", snippet(t, it));
             let desc = if errors { error_text(it.code) } else { warning_text(it.code) };
@@ -215,7 +225,13 @@ fn status(r: &FileResult) -> &'static str {
 pub fn summary(results: &[FileResult], contents: &[(String, String)]) -> String {
     let lines: Vec<String> = results
         .iter()
-        .map(|r| if !r.successful || r.warnings.is_empty() { verbose(r, contents) } else { format!("{}: Ok, with warnings", r.name) })
+        .map(|r| {
+            if !r.successful || r.warnings.is_empty() {
+                verbose(r, contents)
+            } else {
+                format!("{}: Ok, with warnings", r.name)
+            }
+        })
         .collect();
     lines.join("\n")
 }

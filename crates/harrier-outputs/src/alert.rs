@@ -52,7 +52,12 @@ pub struct JsonShape {
 
 impl Default for JsonShape {
     fn default() -> JsonShape {
-        JsonShape { include_output: true, include_tags: true, include_message: false, include_output_fields: true }
+        JsonShape {
+            include_output: true,
+            include_tags: true,
+            include_message: false,
+            include_output_fields: true,
+        }
     }
 }
 

@@ -72,7 +72,13 @@ impl<'a> Compiler<'a> {
         let macros =
             items.macros.iter().map(|m| (m.name.as_str(), (m, parser::parse(&m.cond.text)))).collect();
         // A list named among another list's items is used.
-        let used = items.lists.iter().flat_map(|l| l.items.iter()).filter(|i| lists.contains_key(i.as_str())).cloned().collect();
+        let used = items
+            .lists
+            .iter()
+            .flat_map(|l| l.items.iter())
+            .filter(|i| lists.contains_key(i.as_str()))
+            .cloned()
+            .collect();
         Compiler {
             files,
             warnings: Default::default(),
@@ -92,8 +98,10 @@ impl<'a> Compiler<'a> {
             let site = Site { cond: &m.cond, notes: Vec::new(), within: Some(("macro", m.name.clone())) };
             match res {
                 Err(e) => out.push(
-                    self.error(&site, &e.span, format!("macro '{}': {}", m.name, e.msg), None)
-                        .as_falco("LOAD_ERR_COMPILE_CONDITION", e.falco.clone().unwrap_or_else(|| e.msg.clone())),
+                    self.error(&site, &e.span, format!("macro '{}': {}", m.name, e.msg), None).as_falco(
+                        "LOAD_ERR_COMPILE_CONDITION",
+                        e.falco.clone().unwrap_or_else(|| e.msg.clone()),
+                    ),
                 ),
                 // Falco compiles every macro, used or not: an undefined one inside is an error.
                 Ok(ast) => {
@@ -129,7 +137,15 @@ impl<'a> Compiler<'a> {
             msg.push_str(n);
             msg.push(')');
         }
-        CompileError { file, line: pos.line, col: pos.col, msg, field, falco: None, within: site.within.clone() }
+        CompileError {
+            file,
+            line: pos.line,
+            col: pos.col,
+            msg,
+            field,
+            falco: None,
+            within: site.within.clone(),
+        }
     }
 
     /// Compiles a rule's condition and its exceptions.
@@ -505,7 +521,9 @@ impl<'a> Compiler<'a> {
                 let msg =
                     format!("a value has {} items but the exception has {} fields", tuple.len(), refs.len());
                 let err = self.error(&site, &(0..0), msg, None);
-                return Err(err.as_falco("LOAD_ERR_VALIDATE", "Fields and values lists must have equal length"));
+                return Err(
+                    err.as_falco("LOAD_ERR_VALIDATE", "Fields and values lists must have equal length")
+                );
             }
             let mut ands = Vec::new();
             for (i, v) in tuple.iter().enumerate() {

@@ -30,13 +30,32 @@ pub struct AsFalco {
 
 impl Diagnostic {
     pub fn error(file: &str, line: u32, col: u32, msg: impl Into<String>) -> Diagnostic {
-        Diagnostic { severity: Severity::Error, file: file.to_string(), line, col, msg: msg.into(), falco: None }
+        Diagnostic {
+            severity: Severity::Error,
+            file: file.to_string(),
+            line,
+            col,
+            msg: msg.into(),
+            falco: None,
+        }
     }
     pub fn warning(file: &str, line: u32, col: u32, msg: impl Into<String>) -> Diagnostic {
-        Diagnostic { severity: Severity::Warning, file: file.to_string(), line, col, msg: msg.into(), falco: None }
+        Diagnostic {
+            severity: Severity::Warning,
+            file: file.to_string(),
+            line,
+            col,
+            msg: msg.into(),
+            falco: None,
+        }
     }
     /// Says how Falco reports it: `code`, the item (type, name), Falco's message.
-    pub fn as_falco(mut self, code: &'static str, item: (&'static str, &str), message: impl Into<String>) -> Self {
+    pub fn as_falco(
+        mut self,
+        code: &'static str,
+        item: (&'static str, &str),
+        message: impl Into<String>,
+    ) -> Self {
         let items = vec![(item.0, item.1.to_string())];
         self.falco = Some(Box::new(AsFalco { code, items, message: message.into() }));
         self

@@ -174,12 +174,27 @@ impl<'f> Loader<'f> {
         self.diags.push(Diagnostic::warning(&self.files[file].0, pos.line, pos.col, msg));
     }
     /// An error Falco reports too: its code, item and message.
-    fn err_as(&mut self, file: usize, pos: Pos, msg: impl Into<String>, code: &'static str, item: (&'static str, &str), falco: impl Into<String>) {
+    fn err_as(
+        &mut self,
+        file: usize,
+        pos: Pos,
+        msg: impl Into<String>,
+        code: &'static str,
+        item: (&'static str, &str),
+        falco: impl Into<String>,
+    ) {
         let d = Diagnostic::error(&self.files[file].0, pos.line, pos.col, msg).as_falco(code, item, falco);
         self.diags.push(d);
     }
     /// A missing key, as Falco reports it.
-    fn missing(&mut self, file: usize, pos: Pos, msg: impl Into<String>, item: (&'static str, &str), key: &str) {
+    fn missing(
+        &mut self,
+        file: usize,
+        pos: Pos,
+        msg: impl Into<String>,
+        item: (&'static str, &str),
+        key: &str,
+    ) {
         let falco = format!("Item has no mapping for key '{key}'");
         self.err_as(file, pos, msg, "LOAD_ERR_YAML_VALIDATE", item, falco)
     }
@@ -188,7 +203,14 @@ impl<'f> Loader<'f> {
         let n = item.get(kind).expect("the item's kind is its key");
         if n.is_null() {
             let falco = format!("Mapping for key '{kind}' is empty");
-            self.err_as(f, n.pos(), format!("{kind} without a name"), "LOAD_ERR_YAML_VALIDATE", (kind, ""), falco);
+            self.err_as(
+                f,
+                n.pos(),
+                format!("{kind} without a name"),
+                "LOAD_ERR_YAML_VALIDATE",
+                (kind, ""),
+                falco,
+            );
             return None;
         }
         self.str_of(f, n, &format!("{kind} name"))
@@ -238,7 +260,14 @@ impl<'f> Loader<'f> {
         let Node::Map { entries, pos } = item else {
             let msg = format!("each item must be a mapping, found {}", item.kind());
             let falco = "Unexpected element type. Each element should be a yaml associative array.";
-            return self.err_as(f, item.pos(), msg, "LOAD_ERR_YAML_VALIDATE", ("rules content item", ""), falco);
+            return self.err_as(
+                f,
+                item.pos(),
+                msg,
+                "LOAD_ERR_YAML_VALIDATE",
+                ("rules content item", ""),
+                falco,
+            );
         };
         let first = entries.first().and_then(|(k, _)| k.as_str()).unwrap_or("");
         let has = |k: &str| item.get(k).is_some();
@@ -416,7 +445,13 @@ impl<'f> Loader<'f> {
         let pos = item.pos();
         let Some(name) = self.name_of(f, item, "macro") else { return };
         let Some(cn) = item.get("condition") else {
-            return self.missing(f, pos, format!("macro '{name}' has no condition"), ("macro", &name), "condition");
+            return self.missing(
+                f,
+                pos,
+                format!("macro '{name}' has no condition"),
+                ("macro", &name),
+                "condition",
+            );
         };
         let Some(cond) = self.origin(f, cn, "condition") else { return };
         let append = self.append_flag(f, item);
@@ -453,7 +488,16 @@ impl<'f> Loader<'f> {
     }
 
     /// An exception's error, as Falco reports it (the rule, then the exception).
-    fn exc_err(&mut self, f: usize, pos: Pos, msg: String, code: &'static str, rule: &str, exc: &str, falco: &str) {
+    fn exc_err(
+        &mut self,
+        f: usize,
+        pos: Pos,
+        msg: String,
+        code: &'static str,
+        rule: &str,
+        exc: &str,
+        falco: &str,
+    ) {
         let d = Diagnostic::error(&self.files[f].0, pos.line, pos.col, msg)
             .as_falco(code, ("rule", rule), falco)
             .within(("exception", exc));
@@ -472,7 +516,15 @@ impl<'f> Loader<'f> {
             let pos = e.pos();
             let Some(name) = e.get("name").and_then(|n| n.as_str()).map(str::to_string) else {
                 let msg = "an exception needs a name".to_string();
-                self.exc_err(f, pos, msg, "LOAD_ERR_YAML_VALIDATE", rule, "", "Item has no mapping for key 'name'");
+                self.exc_err(
+                    f,
+                    pos,
+                    msg,
+                    "LOAD_ERR_YAML_VALIDATE",
+                    rule,
+                    "",
+                    "Item has no mapping for key 'name'",
+                );
                 continue;
             };
             let (fields, single) = match e.get("fields") {
@@ -572,8 +624,10 @@ impl<'f> Loader<'f> {
                 Some(x) => x.values.extend(e.values),
                 None => {
                     if e.fields.is_empty() {
-                        let msg =
-                            format!("exception '{}' has no fields and no earlier exception has that name", e.name);
+                        let msg = format!(
+                            "exception '{}' has no fields and no earlier exception has that name",
+                            e.name
+                        );
                         let falco = "Rule exception must have fields property with a list of fields";
                         self.exc_err(e.file, e.pos, msg, "LOAD_ERR_VALIDATE", rule, &e.name, falco);
                     } else {
@@ -612,7 +666,8 @@ impl<'f> Loader<'f> {
                 return self.err(f, pos, format!("rule '{name}' has append but no rule by that name exists"));
             };
             if item.get("condition").is_none() && item.get("exceptions").is_none() {
-                let msg = format!("rule '{name}' has append but neither a condition nor exceptions to append");
+                let msg =
+                    format!("rule '{name}' has append but neither a condition nor exceptions to append");
                 let falco = "Appended rule must have exceptions or condition property";
                 return self.err_as(f, pos, msg, "LOAD_ERR_VALIDATE", ("rule", &name), falco);
             }
@@ -664,7 +719,11 @@ impl<'f> Loader<'f> {
             if e.fields.is_empty() {
                 let msg = format!("exception '{}' has no fields", e.name);
                 let d = Diagnostic::error(&self.files[f].0, e.pos.line, e.pos.col, msg)
-                    .as_falco("LOAD_ERR_YAML_VALIDATE", ("rule", &name), "Item has no mapping for key 'fields'")
+                    .as_falco(
+                        "LOAD_ERR_YAML_VALIDATE",
+                        ("rule", &name),
+                        "Item has no mapping for key 'fields'",
+                    )
                     .within(("exception", &e.name));
                 self.diags.push(d);
             }

@@ -125,7 +125,13 @@ fn lex(src: &str) -> Result<Vec<(Tok, Span)>, ParseError> {
                         b'!' if b.get(i + 1) == Some(&b'=') => break,
                         b'[' => match src[i..].find(']') {
                             Some(e) => i += e + 1,
-                            None => return Err(ParseError { span: i..b.len(), msg: "missing ']'".into(), falco: None }),
+                            None => {
+                                return Err(ParseError {
+                                    span: i..b.len(),
+                                    msg: "missing ']'".into(),
+                                    falco: None,
+                                })
+                            }
                         },
                         _ => i += 1,
                     }

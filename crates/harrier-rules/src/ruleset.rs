@@ -296,9 +296,14 @@ impl RuleSet {
             let mut expr = None;
             if r.source != "syscall" {
                 status = RuleStatus::OtherSource(r.source.clone());
-                let msg = format!("rule '{}': source '{}' has no plugin loaded: not evaluated", r.name, r.source);
+                let msg =
+                    format!("rule '{}': source '{}' has no plugin loaded: not evaluated", r.name, r.source);
                 let falco = format!("Unknown source {}, skipping", r.source);
-                diags.push(Diagnostic::warning(&file, line, col, msg).as_falco("LOAD_UNKNOWN_SOURCE", ("rule", &r.name), falco));
+                diags.push(Diagnostic::warning(&file, line, col, msg).as_falco(
+                    "LOAD_UNKNOWN_SOURCE",
+                    ("rule", &r.name),
+                    falco,
+                ));
             } else {
                 match compiler.rule(&r.cond, &r.exceptions) {
                     Ok(e) => expr = Some(e),
@@ -307,8 +312,10 @@ impl RuleSet {
                         status = RuleStatus::Unsupported { field: String::new(), detail: e.msg };
                     }
                     Err(e) => {
-                        let d = compile_diag(&files, &e, Some(&r.name), format!("rule '{}': {}", r.name, e.msg));
-                        let unknown = e.falco.as_ref().is_some_and(|f| f.1.starts_with("filter_check called"));
+                        let d =
+                            compile_diag(&files, &e, Some(&r.name), format!("rule '{}': {}", r.name, e.msg));
+                        let unknown =
+                            e.falco.as_ref().is_some_and(|f| f.1.starts_with("filter_check called"));
                         match e.field {
                             Some(field) if !opts.strict => {
                                 let w = Diagnostic { severity: crate::diag::Severity::Warning, ..d.clone() };
@@ -319,7 +326,8 @@ impl RuleSet {
                             _ if unknown && r.skip_unknown => {
                                 let w = Diagnostic { severity: crate::diag::Severity::Warning, ..d.clone() };
                                 diags.push(recode(w, "LOAD_UNKNOWN_FILTER"));
-                                status = RuleStatus::Unsupported { field: String::new(), detail: d.to_string() };
+                                status =
+                                    RuleStatus::Unsupported { field: String::new(), detail: d.to_string() };
                             }
                             _ => diags.push(d),
                         }
@@ -406,15 +414,28 @@ impl RuleSet {
                 _ => EventSet::empty(),
             };
             // Falco's check: over 100 event types and warn_evttypes on.
-            let compiled = matches!(status, RuleStatus::Evaluable | RuleStatus::Disabled | RuleStatus::BelowPriority);
+            let compiled =
+                matches!(status, RuleStatus::Evaluable | RuleStatus::Disabled | RuleStatus::BelowPriority);
             let possible = expr.as_ref().filter(|_| compiled).map(possible_events);
             if let Some(p) = possible.filter(|p| r.warn_evttypes && p.len() > 100) {
                 let msg = match p.is_all() {
-                    true => format!("rule '{}' does not restrict evt.type: it is evaluated on every event", r.name),
-                    false => format!("rule '{}' matches {} event types: it is evaluated on most events", r.name, p.len()),
+                    true => format!(
+                        "rule '{}' does not restrict evt.type: it is evaluated on every event",
+                        r.name
+                    ),
+                    false => format!(
+                        "rule '{}' matches {} event types: it is evaluated on most events",
+                        r.name,
+                        p.len()
+                    ),
                 };
-                let falco = "Rule matches too many evt.type values. This has a significant performance penalty.";
-                diags.push(Diagnostic::warning(&file, line, col, msg).as_falco("LOAD_NO_EVTTYPE", ("rule", &r.name), falco));
+                let falco =
+                    "Rule matches too many evt.type values. This has a significant performance penalty.";
+                diags.push(Diagnostic::warning(&file, line, col, msg).as_falco(
+                    "LOAD_NO_EVTTYPE",
+                    ("rule", &r.name),
+                    falco,
+                ));
             }
             let mut used = Vec::new();
             if let Some(e) = &expr {
@@ -452,12 +473,20 @@ impl RuleSet {
             for m in macros {
                 let msg = format!("macro '{}' is not used", m.name);
                 let d = Diagnostic::warning(&files[m.file].0, m.pos.line, m.pos.col, msg);
-                diags.push(d.as_falco("LOAD_UNUSED_MACRO", ("macro", &m.name), "Macro not referred to by any other rule/macro"));
+                diags.push(d.as_falco(
+                    "LOAD_UNUSED_MACRO",
+                    ("macro", &m.name),
+                    "Macro not referred to by any other rule/macro",
+                ));
             }
             for l in lists {
                 let msg = format!("list '{}' is not used", l.name);
                 let d = Diagnostic::warning(&files[l.file].0, l.pos.line, l.pos.col, msg);
-                diags.push(d.as_falco("LOAD_UNUSED_LIST", ("list", &l.name), "List not referred to by any other rule/macro"));
+                diags.push(d.as_falco(
+                    "LOAD_UNUSED_LIST",
+                    ("list", &l.name),
+                    "List not referred to by any other rule/macro",
+                ));
             }
             return Err(diags);
         }

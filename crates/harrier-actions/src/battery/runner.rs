@@ -33,7 +33,8 @@ impl Runner {
 fn session_name() -> Result<String> {
     let stat = std::fs::read_to_string("/proc/self/stat")?;
     // pid (comm) state ppid pgrp session ...
-    let sid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(3)).context("/proc/self/stat")?;
+    let sid =
+        stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(3)).context("/proc/self/stat")?;
     let comm = std::fs::read_to_string(format!("/proc/{sid}/comm"))
         .with_context(|| format!("the session leader's name (/proc/{sid}/comm)"))?;
     Ok(comm.trim().to_string())

@@ -69,4 +69,3 @@ fn behaviour_at(cap: &Capture, t: u64) -> String {
             .map_or(String::new(), |s| s.name.clone()),
     }
 }
-

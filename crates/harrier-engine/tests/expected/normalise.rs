@@ -255,7 +255,14 @@ fn pids(r: &Run, _: &Lineage, field: &str, v: Value) -> Value {
 
 #[test]
 fn a_pid_is_replaced_in_the_batterys_names_not_inside_an_address() {
-    let run = Run { pid: 254, session: String::new(), cwd: String::new(), usr_overlay: false, cgroup2: false, own: Vec::new() };
+    let run = Run {
+        pid: 254,
+        session: String::new(),
+        cwd: String::new(),
+        usr_overlay: false,
+        cgroup2: false,
+        own: Vec::new(),
+    };
     let l = Lineage { runner_level: None, exepath: String::new(), on_host: true };
     assert_eq!(pids(&run, &l, "fd.sip", "169.254.169.254".into()), Value::from("169.254.169.254"));
     let named = pids(&run, &l, "fd.name", "/tmp/.harrier-battery-x-254/f".into());
