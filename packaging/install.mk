@@ -52,6 +52,10 @@ install: $(INSTALL_NEEDS)
 	install -D -m 0755 $(HARRIER) $(DESTDIR)$(BINDIR)/harrier
 	install -D -m 0644 $(BYPASS_LIB) $(DESTDIR)$(PKGLIBDIR)/libharrier-bypass.so
 	ln -sfn $(patsubst $(LIBDIR)/%,%,$(PKGLIBDIR))/libharrier-bypass.so $(DESTDIR)$(LIBDIR)/libharrier-bypass.so
+	@# `falco` for Falco's users: a folder of its own to put first on PATH, so a real Falco's
+	@# /usr/bin/falco is never shadowed unless asked (README, "Falco's command line").
+	install -d -m 0755 $(DESTDIR)$(PKGLIBDIR)/falco
+	ln -sfn ../../../bin/harrier $(DESTDIR)$(PKGLIBDIR)/falco/falco
 	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/harrier/rules.d
 	@# The config is the admin's once installed: never overwritten.
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/harrier/harrier.yaml ]; then \
@@ -86,6 +90,8 @@ install: $(INSTALL_NEEDS)
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/harrier $(DESTDIR)$(LIBDIR)/libharrier-bypass.so
 	rm -f $(DESTDIR)$(PKGLIBDIR)/libharrier-bypass.so $(DESTDIR)$(RULESDIR)/harrier_rules.yaml
+	rm -f $(DESTDIR)$(PKGLIBDIR)/falco/falco
+	-rmdir $(DESTDIR)$(PKGLIBDIR)/falco 2>/dev/null
 	rm -f $(DESTDIR)$(UNITDIR)/harrier.service $(DESTDIR)$(UNITDIR)/harrier-bypass.service
 	rm -f $(DESTDIR)$(MANDIR)/man1/harrier.1.gz $(DESTDIR)$(MANDIR)/man1/harrier-*.1.gz
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/harrier $(DESTDIR)$(ZSHCOMPDIR)/_harrier $(DESTDIR)$(FISHCOMPDIR)/harrier.fish

@@ -39,6 +39,7 @@ EXPECTED=(
   usr/bin/harrier
   usr/lib/harrier/libharrier-bypass.so
   usr/lib/libharrier-bypass.so
+  usr/lib/harrier/falco/falco
   usr/share/harrier/rules/harrier_rules.yaml
   usr/share/man/man1/harrier.1.gz
   usr/share/man/man1/harrier-capture.1.gz
@@ -70,6 +71,8 @@ check "prerm stops both units on remove" grep -q "stop 'harrier.service' 'harrie
   "$WORK/control/prerm"
 check "the library symlink resolves to the installed file" \
   test "$(readlink -f "$ROOT/usr/lib/libharrier-bypass.so")" = "$(readlink -f "$ROOT/usr/lib/harrier/libharrier-bypass.so")"
+check "usr/lib/harrier/falco/falco is the harrier binary (Falco's command line)" \
+  test "$(readlink -f "$ROOT/usr/lib/harrier/falco/falco")" = "$ROOT/usr/bin/harrier"
 check "the binary is stripped" sh -c "! file -L '$ROOT/usr/bin/harrier' | grep -q 'not stripped'"
 
 out=$("$ROOT/usr/bin/harrier" --version 2>&1)

@@ -27,6 +27,12 @@ pub fn run(args: GenDocsArgs) -> Result<()> {
     // One page per (visible) command: harrier.1, harrier-capture.1, harrier-bypass-start.1, ...
     clap_mangen::generate_to(cmd.clone(), &man)
         .with_context(|| format!("writing man pages to {}", man.display()))?;
+    // `harrier falco` takes Falco's options: its page lists those, not one catch-all argument.
+    let falco = <harrier_falco::cli::FalcoArgs as clap::CommandFactory>::command().name("harrier-falco");
+    let mut page = Vec::new();
+    clap_mangen::Man::new(falco).render(&mut page).context("rendering harrier-falco.1")?;
+    let path = man.join("harrier-falco.1");
+    std::fs::write(&path, page).with_context(|| format!("writing {}", path.display()))?;
     let visible = without_hidden(&cmd);
     for (shell, name) in SHELLS {
         write_completion(visible.clone(), shell, &comp.join(name))?;

@@ -425,6 +425,8 @@ fn replay(
     total: usize,
     active: usize,
 ) -> Result<()> {
+    // A missing file is said at once, before any wait for names.
+    std::fs::File::open(path).with_context(|| format!("opening {path}"))?;
     let mut engine = Engine::new(rules, EngineState::new(), outputs(c)?, c.rule_matching);
     // A file replays faster than names resolve: the first round first.
     let dns = engine.rules().dns().clone();

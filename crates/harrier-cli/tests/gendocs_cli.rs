@@ -25,6 +25,7 @@ fn writes_man_pages_and_completions() {
         "harrier-bypass-start",
         "harrier-run",
         "harrier-fswatch",
+        "harrier-falco",
     ]
     .iter()
     .map(|p| read(&format!("man/{p}.1")))
@@ -42,8 +43,9 @@ fn writes_man_pages_and_completions() {
     assert!(pages[3].contains("\\-\\-slots"), "harrier-bypass-start.1 lacks --slots");
     assert!(pages[4].contains("\\-\\-config"), "harrier-run.1 lacks --config");
     assert!(pages[5].contains("\\-\\-no\\-recursive"), "harrier-fswatch.1 lacks --no-recursive");
-    // harrier, run, rules, rules check, capture, convert, read, inspect, export, fswatch, bypass and its 3.
-    assert_eq!(man_files, 14, "one page per visible command");
+    assert!(pages[6].contains("\\-\\-validate") && pages[6].contains("\\-\\-option"), "harrier-falco.1 lacks Falco's options");
+    // harrier, run, rules, rules check, capture, convert, read, inspect, export, fswatch, falco, bypass and its 3.
+    assert_eq!(man_files, 15, "one page per visible command");
     for (name, text) in &comps {
         let all = ["run", "rules", "capture", "fswatch", "bypass"].iter().all(|c| text.contains(c));
         assert!(all, "{name}: subcommands missing");
