@@ -164,6 +164,22 @@ pub fn run(a: RunArgs) -> Result<()> {
 }
 
 /// `harrier run` with its settings resolved (by `settings`, or by `falco`'s command line).
+/// The stop flag (SIGINT, SIGTERM) and the reload flag (SIGHUP, or a watched file's change).
+type Flag = Arc<AtomicBool>;
+fn signals(c: &RunConfig) -> Result<(Flag, Flag)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing signal handlers")?;
+    if c.watch_config_files {
+        crate::watch::spawn(watched(c), hup.clone(), stop.clone());
+    }
+    Ok((stop, hup))
+}
+
 /// The files watch_config_files watches: the config files and the rules paths.
 fn watched(c: &RunConfig) -> Vec<String> {
     c.config_files.iter().chain(&c.rules_files).cloned().collect()
@@ -233,16 +249,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     if let Some(addr) = &c.metrics_addr {
         metrics::serve(addr, metrics.clone())?;
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
-    }
-    let hup = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
-        .context("installing signal handlers")?;
-    if c.watch_config_files {
-        crate::watch::spawn(watched(&c), hup.clone(), stop.clone());
-    }
+    let (stop, hup) = signals(&c)?;
 
     let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outputs(&c)?, c.rule_matching)));
     let (offset, start) = (engine.borrow().epoch_offset(), engine.borrow().capture_start_ns());
@@ -456,16 +463,7 @@ fn replay(
 /// engine.kind nodriver: no syscall source. The rules stay loaded and reload on SIGHUP or a
 /// watched file's change, the webserver serves, until the duration or a signal.
 fn no_driver(c: &RunConfig, duration: Option<f64>) -> Result<()> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
-    }
-    let hup = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
-        .context("installing signal handlers")?;
-    if c.watch_config_files {
-        crate::watch::spawn(watched(c), hup.clone(), stop.clone());
-    }
+    let (stop, hup) = signals(c)?;
     if let Some(addr) = &c.metrics_addr {
         metrics::serve(addr, Arc::new(Mutex::new(Metrics::new())))?;
     }

@@ -43,7 +43,10 @@ fn writes_man_pages_and_completions() {
     assert!(pages[3].contains("\\-\\-slots"), "harrier-bypass-start.1 lacks --slots");
     assert!(pages[4].contains("\\-\\-config"), "harrier-run.1 lacks --config");
     assert!(pages[5].contains("\\-\\-no\\-recursive"), "harrier-fswatch.1 lacks --no-recursive");
-    assert!(pages[6].contains("\\-\\-validate") && pages[6].contains("\\-\\-option"), "harrier-falco.1 lacks Falco's options");
+    assert!(
+        pages[6].contains("\\-\\-validate") && pages[6].contains("\\-\\-option"),
+        "harrier-falco.1 lacks Falco's options"
+    );
     // harrier, run, rules, rules check, capture, convert, read, inspect, export, fswatch, falco, bypass and its 3.
     assert_eq!(man_files, 15, "one page per visible command");
     for (name, text) in &comps {

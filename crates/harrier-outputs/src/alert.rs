@@ -307,7 +307,8 @@ pub(crate) mod tests {
             j["output"], "00:08:58.123456789: Warning Sensitive file opened (file=/etc/shadow)",
             "Falco's output carries the time and priority"
         );
-        let lean = sample().json(JsonShape { include_output: false, include_tags: false });
+        let lean =
+            sample().json(JsonShape { include_output: false, include_tags: false, ..JsonShape::default() });
         assert!(lean.get("output").is_none() && lean.get("tags").is_none());
         let mut line = Vec::new();
         sample().write_json(JsonShape::default(), &mut line);

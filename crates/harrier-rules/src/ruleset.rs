@@ -470,23 +470,18 @@ impl RuleSet {
         }
         if keep_all {
             let (macros, lists) = compiler.unused(&items);
-            for m in macros {
-                let msg = format!("macro '{}' is not used", m.name);
-                let d = Diagnostic::warning(&files[m.file].0, m.pos.line, m.pos.col, msg);
-                diags.push(d.as_falco(
-                    "LOAD_UNUSED_MACRO",
-                    ("macro", &m.name),
-                    "Macro not referred to by any other rule/macro",
-                ));
-            }
-            for l in lists {
-                let msg = format!("list '{}' is not used", l.name);
-                let d = Diagnostic::warning(&files[l.file].0, l.pos.line, l.pos.col, msg);
-                diags.push(d.as_falco(
-                    "LOAD_UNUSED_LIST",
-                    ("list", &l.name),
-                    "List not referred to by any other rule/macro",
-                ));
+            let unused =
+                macros.iter().map(|m| ("macro", "Macro", &m.name, m.file, m.pos, "LOAD_UNUSED_MACRO"));
+            let lists = lists.iter().map(|l| ("list", "List", &l.name, l.file, l.pos, "LOAD_UNUSED_LIST"));
+            for (kind, title, name, file, pos, code) in unused.chain(lists) {
+                let d = Diagnostic::warning(
+                    &files[file].0,
+                    pos.line,
+                    pos.col,
+                    format!("{kind} '{name}' is not used"),
+                );
+                let falco = format!("{title} not referred to by any other rule/macro");
+                diags.push(d.as_falco(code, (kind, name), falco));
             }
             return Err(diags);
         }
