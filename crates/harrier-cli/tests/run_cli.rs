@@ -1,11 +1,12 @@
 //! `harrier run` live: it reloads its rule files on SIGHUP (the new rules
 //! judge the next events, the state tables and the sensor stay), and with
-//! its entry copies off still reads fd.nameraw. Waits on lines the sensor
-//! prints, never on a clock.
+//! its entry copies off still reads fd.nameraw; as `falco`, with
+//! watch_config_files, an edited rules file swaps the rules the same way.
+//! Waits on lines the sensor prints, never on a clock.
 
 mod common;
 
-use common::{harrier_run, wait_for};
+use common::{harrier_falco, harrier_run, wait_for};
 use harrier_capture::testing::bpf_available;
 
 fn rule(name: &str, marker: &str) -> String {
@@ -78,5 +79,38 @@ fn without_entry_copies_fd_nameraw_is_read_at_exit() {
 
     unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
     assert!(child.0.wait().unwrap().success(), "SIGINT ends it cleanly");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn falco_watches_its_rules_file_and_swaps_the_rules_live() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("harrier-falco-watch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let marker = dir.join("marker");
+    std::fs::write(&marker, "x").unwrap();
+    let marker = marker.to_str().unwrap().to_string();
+    let rules = dir.join("rules.yaml");
+    std::fs::write(&rules, rule("Before edit", &marker)).unwrap();
+    let cfg = dir.join("falco.yaml");
+    std::fs::write(&cfg, "watch_config_files: true\njson_output: true\nstdout_output:\n  enabled: true\n").unwrap();
+    let (mut child, out, err) =
+        harrier_falco(&["-c", cfg.to_str().unwrap(), "-r", rules.to_str().unwrap(), "-o", "engine.kind=modern_ebpf"]);
+    wait_for(&err, "rules loaded");
+    std::fs::read(&marker).unwrap();
+    assert!(wait_for(&out, "\"rule\"").contains("Before edit"));
+
+    std::fs::write(&rules, rule("After edit", &marker)).unwrap();
+    wait_for(&err, "SIGHUP received, restarting");
+    wait_for(&err, "reloaded: 1 rules evaluated");
+    std::fs::read(&marker).unwrap();
+    let alert = wait_for(&out, "\"rule\"");
+    assert!(alert.contains("After edit"), "{alert}");
+
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success(), "SIGINT ends it cleanly");
+    assert!(wait_for(&err, "event drop detected").contains("0 occurrences"), "Falco's closing lines");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -20,8 +20,18 @@ impl Drop for Reaped {
 
 /// `harrier run ARGS`, with its stdout and stderr lines as they come.
 pub fn harrier_run(args: &[&str]) -> (Reaped, Receiver<String>, Receiver<String>) {
+    harrier("run", args)
+}
+
+/// `harrier falco ARGS` (Falco's command line), with its lines as they come.
+#[allow(dead_code)] // not every test binary runs it
+pub fn harrier_falco(args: &[&str]) -> (Reaped, Receiver<String>, Receiver<String>) {
+    harrier("falco", args)
+}
+
+fn harrier(command: &str, args: &[&str]) -> (Reaped, Receiver<String>, Receiver<String>) {
     let mut child = Command::new(HARRIER)
-        .arg("run")
+        .arg(command)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
