@@ -329,6 +329,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
         if !e.check_drops(&mut drop_monitor, harrier_engine::monotonic_now(), events, drops) {
             drop_exit = true;
         }
+        stats_line.reloads = e.counters.reloads;
         if let Some(f) = stats_file.as_mut() {
             if last_stats.elapsed() >= Duration::from_millis(a.stats_interval) {
                 let _ = stats_line.write(f, events, drops, &e.outputs().stats());
@@ -362,6 +363,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
                     filtered,
                     rules,
                     outputs: e.outputs().stats(),
+                    reloads: e.counters.reloads,
                     cpu_ratio: ratio,
                     rss_bytes: rss,
                 });
@@ -396,6 +398,9 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
         counters.alerts,
         counters.events_without_rules
     );
+    if counters.reloads > 0 {
+        say!("harrier: rules reloaded {} time(s) in place", counters.reloads);
+    }
     if !dns.is_empty() {
         let d = dns.stats();
         let last = dns.last_error().map(|e| format!(" (last: {e})")).unwrap_or_default();

@@ -95,9 +95,16 @@ fn falco_watches_its_rules_file_and_swaps_the_rules_live() {
     let rules = dir.join("rules.yaml");
     std::fs::write(&rules, rule("Before edit", &marker)).unwrap();
     let cfg = dir.join("falco.yaml");
-    std::fs::write(&cfg, "watch_config_files: true\njson_output: true\nstdout_output:\n  enabled: true\n").unwrap();
-    let (mut child, out, err) =
-        harrier_falco(&["-c", cfg.to_str().unwrap(), "-r", rules.to_str().unwrap(), "-o", "engine.kind=modern_ebpf"]);
+    std::fs::write(&cfg, "watch_config_files: true\njson_output: true\nstdout_output:\n  enabled: true\n")
+        .unwrap();
+    let (mut child, out, err) = harrier_falco(&[
+        "-c",
+        cfg.to_str().unwrap(),
+        "-r",
+        rules.to_str().unwrap(),
+        "-o",
+        "engine.kind=modern_ebpf",
+    ]);
     wait_for(&err, "rules loaded");
     std::fs::read(&marker).unwrap();
     assert!(wait_for(&out, "\"rule\"").contains("Before edit"));
@@ -111,6 +118,7 @@ fn falco_watches_its_rules_file_and_swaps_the_rules_live() {
 
     unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
     assert!(child.0.wait().unwrap().success(), "SIGINT ends it cleanly");
+    wait_for(&err, "rules reloaded 1 time(s) in place");
     assert!(wait_for(&err, "event drop detected").contains("0 occurrences"), "Falco's closing lines");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -42,6 +42,8 @@ pub struct EngineCounters {
     pub events_without_rules: u64,
     pub alerts: u64,
     pub decode_errors: u64,
+    /// Rule sets swapped in by `replace_rules` (SIGHUP, watch_config_files).
+    pub reloads: u64,
     pub per_rule: Vec<RuleCounter>,
 }
 
@@ -182,6 +184,7 @@ impl Engine {
 
     /// New rules (SIGHUP), same state tables; per-rule counters start over.
     pub fn replace_rules(&mut self, rules: RuleSet) {
+        self.counters.reloads += 1;
         self.counters.per_rule = vec![RuleCounter::default(); rules.rules().len()];
         // Processes seen before keep what they had: an environment starts
         // being kept from their next exec (or /proc read) on.

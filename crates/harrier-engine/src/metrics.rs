@@ -43,6 +43,8 @@ pub struct Sample {
     pub drops: u64,
     /// Events the kernel-side filter did not send (counted in `events`).
     pub filtered: u64,
+    /// Rule reloads done in place (SIGHUP or a watched file's change).
+    pub reloads: u64,
     /// Per rule: (labels, matches, evaluations, cpu seconds).
     pub rules: Vec<(RuleLabels, u64, u64, f64)>,
     /// Per output: alerts sent, shed and failed per priority, queue fill.
@@ -56,6 +58,7 @@ pub struct Metrics {
     events: Counter,
     drops: Counter,
     filtered: Counter,
+    reloads: Counter,
     matches: Family<RuleLabels, Counter>,
     evaluations: Family<RuleName, Counter>,
     rule_cpu: Family<RuleName, Counter<f64, AtomicU64>>,
@@ -81,6 +84,7 @@ impl Metrics {
         let events = Counter::default();
         let drops = Counter::default();
         let filtered = Counter::default();
+        let reloads = Counter::default();
         let matches = Family::<RuleLabels, Counter>::default();
         let evaluations = Family::<RuleName, Counter>::default();
         let rule_cpu = Family::<RuleName, Counter<f64, AtomicU64>>::default();
@@ -102,6 +106,11 @@ impl Metrics {
             "harrier_kernel_filtered",
             "Events the kernel-side filter did not send (included in falcosecurity_scap_n_evts)",
             filtered.clone(),
+        );
+        registry.register(
+            "harrier_rules_reloads",
+            "Rule reloads done in place (SIGHUP, or a watched config or rules file changed)",
+            reloads.clone(),
         );
         registry.register("falcosecurity_falco_rules_matches", "Alerts per rule", matches.clone());
         registry.register("harrier_rule_evaluations", "Condition evaluations per rule", evaluations.clone());
@@ -147,6 +156,7 @@ impl Metrics {
             events,
             drops,
             filtered,
+            reloads,
             matches,
             evaluations,
             rule_cpu,
@@ -166,6 +176,7 @@ impl Metrics {
         grow(&self.events, s.events, self.last.events);
         grow(&self.drops, s.drops, self.last.drops);
         grow(&self.filtered, s.filtered, self.last.filtered);
+        grow(&self.reloads, s.reloads, self.last.reloads);
         for (i, (labels, m, e, cpu)) in s.rules.iter().enumerate() {
             let (m0, e0, c0) = self.last.rules.get(i).map_or((0, 0, 0.0), |r| (r.1, r.2, r.3));
             grow(&self.matches.get_or_create(labels), *m, m0);
@@ -293,6 +304,7 @@ mod tests {
             events: 15,
             drops: 1,
             filtered: 4,
+            reloads: 1,
             rules: vec![(labels, 3, 9, 0.75)],
             outputs: vec![output("http", 7, 4, 1)],
             ..Default::default()
@@ -302,6 +314,7 @@ mod tests {
             "falcosecurity_scap_n_evts_total 15",
             "falcosecurity_scap_n_drops_total 1",
             "harrier_kernel_filtered_total 4",
+            "harrier_rules_reloads_total 1",
             "falcosecurity_falco_rules_matches_total{rule_name=\"Write below binary dir\",priority=\"Error\",source=\"syscall\",tags=\"filesystem\"} 3",
             "harrier_rule_evaluations_total{rule_name=\"Write below binary dir\"} 9",
             "harrier_rule_cpu_seconds_total{rule_name=\"Write below binary dir\"} 0.75",

@@ -11,6 +11,8 @@ use std::io::Write;
 pub struct StatsFile {
     sample: u64,
     last: (u64, u64),
+    /// Rule reloads so far (set by the caller before each line).
+    pub reloads: u64,
 }
 
 /// {"Warning": 12, ...}: the priorities with a count.
@@ -46,6 +48,7 @@ impl StatsFile {
             "cur": {"events": events, "drops": drops, "preemptions": 0},
             "delta": {"events": de, "drops": dd, "preemptions": 0},
             "drop_pct": pct,
+            "reloads": self.reloads,
             "outputs": outputs(outs),
         })
         .to_string()
