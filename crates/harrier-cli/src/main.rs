@@ -9,6 +9,7 @@ macro_rules! say {
     }};
 }
 
+mod alert_capture;
 mod capread;
 mod capture;
 mod convert;

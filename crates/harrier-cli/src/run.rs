@@ -1,5 +1,6 @@
 //! `harrier run`: live capture → state → Falco's rules → alerts.
 
+use crate::alert_capture::AlertCapture;
 use crate::file_out::{self, FileOut};
 use crate::rules_load;
 use crate::run_outputs::{self, outputs};
@@ -223,7 +224,8 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
         cfg.kernel_filter = Some(f);
     }
     // A capture file keeps every parameter; otherwise what the rules read.
-    if a.write.write.is_none() {
+    // A capture file (-w, or capture on alert) keeps every parameter.
+    if a.write.write.is_none() && c.capture.is_none() {
         let env = harrier_engine::needs_env(&rules);
         cfg.collect = harrier_engine::collect::collect(&rules, &interest.syscalls, env);
     }
@@ -263,13 +265,22 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     });
     let file = FileOut::create(&a.write, &file_out::live_info(offset, file_settings))?
         .map(|f| Rc::new(RefCell::new(f)));
-    let (sink, file_sink) = (engine.clone(), file.clone());
+    let captures = c.capture.as_ref().map(|(policy, prefix)| {
+        engine.borrow_mut().set_capture(*policy);
+        Rc::new(RefCell::new(AlertCapture::new(prefix, offset)))
+    });
+    let (sink, file_sink, capture_sink) = (engine.clone(), file.clone(), captures.clone());
     let mut session = Session::start(
         &cfg,
         Box::new(move |ev| {
-            sink.borrow_mut().on_event(ev);
+            let mut e = sink.borrow_mut();
+            e.on_event(ev);
             if let Some(f) = &file_sink {
                 f.borrow_mut().event(ev);
+            }
+            if let Some(cap) = &capture_sink {
+                let asked = e.take_capture_request();
+                cap.borrow_mut().on_event(ev, asked, || e.state.tables.snapshot());
             }
         }),
     )?;
@@ -308,6 +319,9 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     session.run_with(|s| {
         let mut e = engine.borrow_mut();
         e.end_batch();
+        if let Some(cap) = &captures {
+            cap.borrow_mut().drained();
+        }
         if let Some(f) = &file {
             let mut f = f.borrow_mut();
             kernel_drops = crate::capture::pass_drops(s, &mut f, kernel_drops);
@@ -376,6 +390,9 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     // Final figures now; the links are detached (a grace period per
     // tracepoint) once everything is reported, when `_links` goes.
     let (stats, _links) = session.finish()?;
+    if let Some(cap) = &captures {
+        cap.borrow_mut().close();
+    }
     let engine = Rc::try_unwrap(engine).ok().expect("the session released the engine").into_inner();
     let file = file.map(|f| Rc::try_unwrap(f).ok().expect("the session released the sink").into_inner());
     let file_outcome = file.map(|mut f| {

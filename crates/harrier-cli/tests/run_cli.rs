@@ -122,3 +122,49 @@ fn falco_watches_its_rules_file_and_swaps_the_rules_live() {
     assert!(wait_for(&err, "event drop detected").contains("0 occurrences"), "Falco's closing lines");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_alert_of_a_capture_rule_writes_the_events_that_follow_to_a_file() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("harrier-capture-on-alert-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let marker = dir.join("marker");
+    std::fs::write(&marker, "x").unwrap();
+    let marker = marker.to_str().unwrap().to_string();
+    let rules = dir.join("rules.yaml");
+    std::fs::write(&rules, rule("Captured", &marker) + "  capture: true\n  capture_duration: 60000\n")
+        .unwrap();
+    let prefix = dir.join("cap").display().to_string();
+    let cfg = dir.join("falco.yaml");
+    let text =
+        format!("capture:\n  enabled: true\n  mode: rules\n  path_prefix: {prefix}\njson_output: true\n");
+    std::fs::write(&cfg, text).unwrap();
+    let (mut child, out, err) = harrier_falco(&["-c", cfg.to_str().unwrap(), "-r", rules.to_str().unwrap()]);
+    wait_for(&err, "rules loaded");
+    std::fs::read(&marker).unwrap();
+    assert!(wait_for(&out, "\"rule\"").contains("Captured"));
+    let started = wait_for(&err, "capture on alert: writing");
+    let path = started.rsplit(' ').next().unwrap().to_string();
+    assert!(path.starts_with(&prefix) && path.ends_with(".hrcap"), "{started}");
+    std::fs::read(&marker).unwrap(); // a second open, inside the capture's minute
+    assert!(wait_for(&out, "\"rule\"").contains("Captured"));
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success());
+    wait_for(&err, &format!("wrote {path}"));
+    let read = std::process::Command::new(common::HARRIER).args(["read", &path]).output().unwrap();
+    let text = String::from_utf8_lossy(&read.stdout);
+    let opens = text.lines().filter(|l| l.contains("openat") && l.contains(&marker)).count();
+    assert_eq!(opens, 2, "the triggering open and the next: {text}");
+    assert_eq!(
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("cap_"))
+            .count(),
+        1,
+        "one file: the second alert extended it"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -47,6 +47,14 @@ pub struct EngineCounters {
     pub per_rule: Vec<RuleCounter>,
 }
 
+/// Falco's `capture` config: which alerts start a capture file, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CapturePolicy {
+    /// mode all_rules (else only rules with `capture: true`).
+    pub all_rules: bool,
+    pub default_ns: u64,
+}
+
 pub struct Engine {
     rules: RuleSet,
     pub state: EngineState,
@@ -59,6 +67,9 @@ pub struct Engine {
     capture_start_ns: u64,
     scratch: RefCell<String>,
     pub counters: EngineCounters,
+    capture: Option<CapturePolicy>,
+    /// A capture an alert asked for, until the caller takes it: (event time, duration) in ns.
+    capture_request: Option<(u64, u64)>,
     procexit: EventType,
     all_matches: bool,
     /// Results of the checks rules share, for the event being evaluated.
@@ -147,6 +158,8 @@ impl Engine {
             capture_start_ns: offset + monotonic_now(),
             scratch: RefCell::new(String::with_capacity(4096)),
             counters: EngineCounters { per_rule, ..Default::default() },
+            capture: None,
+            capture_request: None,
             procexit: EventType(PSEUDO_BASE + procexit as u16),
             all_matches: matching == RuleMatching::All,
             memo: rules.memo(),
@@ -197,6 +210,16 @@ impl Engine {
 
     pub fn outputs(&self) -> &Outputs {
         &self.outputs
+    }
+
+    /// Turns on Falco's capture on alert.
+    pub fn set_capture(&mut self, policy: CapturePolicy) {
+        self.capture = Some(policy);
+    }
+
+    /// The capture the last alerts asked for, if any: (event time, duration), monotonic ns.
+    pub fn take_capture_request(&mut self) -> Option<(u64, u64)> {
+        self.capture_request.take()
     }
 
     /// One drop check at event time `ts` (monotonic ns, as the events'): an alert it asks
@@ -288,6 +311,11 @@ impl Engine {
             c.matches += 1;
             self.counters.alerts += 1;
             let rule = self.rules.rule(i);
+            if let Some(p) = self.capture.filter(|p| p.all_rules || rule.capture) {
+                let ns = rule.capture_duration.map_or(p.default_ns, |ms| ms * 1_000_000);
+                let want = self.capture_request.map_or(ns, |(_, d)| d.max(ns));
+                self.capture_request = Some((ts, want));
+            }
             let (mut output, fields) = rule.format_output(&src);
             // A queued alert's memory is what bounds an output's queue: no slack.
             output.shrink_to_fit();

@@ -34,6 +34,8 @@ pub struct RunConfig {
     pub watch_config_files: bool,
     /// The config files read (the main one first), for the watch.
     pub config_files: Vec<String>,
+    /// capture (enabled): Falco's capture on alert, and where the files go (path_prefix).
+    pub capture: Option<(harrier_engine::CapturePolicy, String)>,
     /// load_plugins names `container`: Harrier's container engine stands in for it.
     pub container_plugin: bool,
     /// syscall_event_drops: when drops count, and what is done about them.
@@ -92,6 +94,7 @@ impl Default for RunConfig {
             no_driver: false,
             as_falco: false,
             container_plugin: false,
+            capture: None,
             drops: Default::default(),
             replay_file: None,
             buffer_size: None,
@@ -404,6 +407,7 @@ impl RunConfig {
             },
             "engine" => r.engine(v, c)?,
             "syscall_event_drops" => c.drops = r.drops(v)?,
+            "capture" => c.capture = r.capture(v)?,
             "rules" => c.rules_selection = r.selection(v)?,
             "load_plugins" => {
                 for p in r.strings(v, key)? {
@@ -488,6 +492,34 @@ impl Reader<'_> {
             }
         }
         Ok(())
+    }
+
+    /// capture: enabled, mode (rules: rules with `capture: true`; all_rules), path_prefix,
+    /// default_duration (ms, 5000).
+    fn capture(&self, v: &Node) -> Result<Option<(harrier_engine::CapturePolicy, String)>> {
+        if !self.enabled(v, "capture")? {
+            return Ok(None);
+        }
+        let all_rules = match v.get("mode").map(|m| (m, self.str(m, "capture.mode"))) {
+            None => false,
+            Some((_, Ok("rules"))) => false,
+            Some((_, Ok("all_rules"))) => true,
+            Some((m, _)) => bail!(self.err(m, "capture.mode must be rules or all_rules")),
+        };
+        let ms = match v.get("default_duration") {
+            Some(d) => {
+                let s = self.str(d, "capture.default_duration")?;
+                s.parse::<u64>().map_err(|_| {
+                    self.err(d, format!("capture.default_duration must be milliseconds, not '{s}'"))
+                })?
+            }
+            None => 5000,
+        };
+        let prefix = match v.get("path_prefix") {
+            Some(p) => self.str(p, "capture.path_prefix")?.to_string(),
+            None => "/tmp/falco".to_string(),
+        };
+        Ok(Some((harrier_engine::CapturePolicy { all_rules, default_ns: ms * 1_000_000 }, prefix)))
     }
 
     /// syscall_event_drops: actions (ignore, log, alert, exit), threshold, rate, max_burst,

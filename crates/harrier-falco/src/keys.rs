@@ -31,7 +31,7 @@ pub const KEYS: &[Key] = &[
     k("rules_files", Honoured, "files and folders of *.yaml/*.yml in order; with `falco`, missing paths are skipped as Falco skips them"),
     k("rules", Honoured, "enable/disable entries by rule name (wildcards) or tag, applied in order after loading (`-o rules[].disable.rule=*`)"),
     k("engine", Partly, "kind modern_ebpf, ebpf, kmod: Harrier's live eBPF sensor, buf_size_preset as its ring size per CPU; replay: engine.replay.capture_file (legacy .scap or Harrier capture); nodriver: no syscall source (rules loaded, webserver up, until -M or a signal); gvisor is refused; cpus_for_each_buffer and drop_failed_exit are not read"),
-    k("capture", NoEffect, "not yet: use `harrier run -w FILE` for a capture file of the whole run"),
+    k("capture", Honoured, "live runs: from an alert of a rule with `capture: true` (mode rules) or of any rule (all_rules), the events for `capture_duration` (else default_duration) ms go to `<path_prefix>_<ns>_<event>.hrcap`, a Harrier capture file (`harrier read`, replay); every parameter is collected while capture is on; the kernel filter still applies"),
     k("load_plugins", Partly, "`container` is Harrier's own container engine; any other plugin is refused with its name (no plugin host yet)"),
     k("plugins", NoEffect, "the container plugin's entry is served by Harrier's container engine; its init_config is not needed"),
     k("plugins_hostinfo", NoEffect, "only plugins read host info"),

@@ -131,6 +131,10 @@ pub struct RuleItem {
     pub skip_unknown: bool,
     /// warn_evttypes (default true): warn when the rule matches too many event types.
     pub warn_evttypes: bool,
+    /// Falco's `capture: true`: a capture file is written from each of its alerts on, for
+    /// `capture_duration` ms (else the config's default).
+    pub capture: bool,
+    pub capture_duration: Option<u64>,
     pub file: usize,
     pub pos: Pos,
 }
@@ -160,6 +164,8 @@ const RULE_REPLACE_KEYS: &[&str] = &[
     "enabled",
     "warn_evttypes",
     "skip-if-unknown-filter",
+    "capture",
+    "capture_duration",
 ];
 
 impl<'f> Loader<'f> {
@@ -314,6 +320,15 @@ impl<'f> Loader<'f> {
             let msg = format!("the rules require engine version {w}; this is {h}");
             self.err_as(f, n.pos(), msg, "LOAD_ERR_VALIDATE", item, falco);
         }
+    }
+
+    /// A duration in milliseconds (capture_duration).
+    fn millis(&mut self, f: usize, n: &Node) -> Option<u64> {
+        let v = n.as_str().and_then(|s| s.parse().ok());
+        if v.is_none() {
+            self.err(f, n.pos(), "capture_duration must be a number of milliseconds");
+        }
+        v
     }
 
     fn str_of(&mut self, f: usize, n: &Node, what: &str) -> Option<String> {
@@ -734,6 +749,8 @@ impl<'f> Loader<'f> {
         };
         let skip_unknown = flag(self, "skip-if-unknown-filter", false);
         let warn_evttypes = flag(self, "warn_evttypes", true);
+        let capture = flag(self, "capture", false);
+        let capture_duration = item.get("capture_duration").and_then(|n| self.millis(f, n));
         let rule = RuleItem {
             name,
             cond: CondText::new(cond),
@@ -747,6 +764,8 @@ impl<'f> Loader<'f> {
             exceptions,
             skip_unknown,
             warn_evttypes,
+            capture,
+            capture_duration,
             file: f,
             pos,
         };
@@ -827,6 +846,16 @@ impl<'f> Loader<'f> {
             "warn_evttypes" => {
                 if let Some(b) = self.bool_of(f, n, key) {
                     self.items.rules[i].warn_evttypes = b;
+                }
+            }
+            "capture" => {
+                if let Some(b) = self.bool_of(f, n, key) {
+                    self.items.rules[i].capture = b;
+                }
+            }
+            "capture_duration" => {
+                if let Some(ms) = self.millis(f, n) {
+                    self.items.rules[i].capture_duration = Some(ms);
                 }
             }
             _ => {}

@@ -150,6 +150,9 @@ pub struct Rule {
     pub priority: Priority,
     pub tags: Vec<String>,
     pub source: String,
+    /// Falco's `capture` and `capture_duration` (ms): a capture file from each alert on.
+    pub capture: bool,
+    pub capture_duration: Option<u64>,
     pub status: RuleStatus,
     /// Event types on which the rule can match (empty when not evaluated).
     pub event_types: EventSet,
@@ -458,6 +461,8 @@ impl RuleSet {
                 priority: r.priority,
                 tags: r.tags.clone(),
                 source: r.source.clone(),
+                capture: r.capture,
+                capture_duration: r.capture_duration,
                 status,
                 event_types,
                 file,
