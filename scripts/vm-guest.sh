@@ -191,10 +191,12 @@ while IFS=$'\t' read -r exe dir name; do
 	# guest runs them per-syscall, plus the DISPATCHER_IN_GUEST ones below.
 	skip=()
 	case $name in harrier-capture:*) skip=(--skip _dispatcher) ;; esac
-	# Reads capture files with sysdig and harrier only: no BPF, nothing of the
-	# kernel's, and 3-4 minutes under emulation. Said, not skipped silently.
-	case $name in harrier-cli:filter_parity_cli)
-		printf 'guest %s: not run %s (kernel-independent: capture files only)\n' "$KREL" "$name"
+	# Read capture files and ../shared/data (not in the guest's view) with no BPF and
+	# nothing of the kernel's: filter_parity_cli (sysdig and harrier, 3-4 minutes under
+	# emulation), falco_cli (Falco's command line over replays) and harrier-falco's unit
+	# tests (the config model). Said, not skipped silently.
+	case $name in harrier-cli:filter_parity_cli | harrier-cli:falco_cli | harrier-falco:lib)
+		printf 'guest %s: not run %s (kernel-independent: capture files and config only)\n' "$KREL" "$name"
 		continue ;;
 	esac
 	case $name in
