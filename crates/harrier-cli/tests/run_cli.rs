@@ -16,18 +16,26 @@ fn rule(name: &str, marker: &str) -> String {
     )
 }
 
-#[test]
-fn sighup_swaps_the_rules_and_keeps_running() {
-    if !bpf_available() {
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("harrier-reload-{}", std::process::id()));
+/// A fresh scratch folder `harrier-<name>-<pid>` with a marker file (the rules watch its
+/// opens) and `rules.yaml` holding `rule(first, marker)`: (folder, marker, rules file).
+fn scratch(name: &str, first: &str) -> (std::path::PathBuf, String, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("harrier-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let marker = dir.join("marker");
     std::fs::write(&marker, "x").unwrap();
     let marker = marker.to_str().unwrap().to_string();
     let rules = dir.join("rules.yaml");
-    std::fs::write(&rules, rule("Before reload", &marker)).unwrap();
+    std::fs::write(&rules, rule(first, &marker)).unwrap();
+    (dir, marker, rules)
+}
+
+#[test]
+fn sighup_swaps_the_rules_and_keeps_running() {
+    if !bpf_available() {
+        return;
+    }
+    let (dir, marker, rules) = scratch("reload", "Before reload");
     let (mut child, out, err) = harrier_run(&["--json", "-r", rules.to_str().unwrap()]);
     wait_for(&err, "rules loaded");
     std::fs::read(&marker).unwrap();
@@ -87,13 +95,7 @@ fn falco_watches_its_rules_file_and_swaps_the_rules_live() {
     if !bpf_available() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("harrier-falco-watch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let marker = dir.join("marker");
-    std::fs::write(&marker, "x").unwrap();
-    let marker = marker.to_str().unwrap().to_string();
-    let rules = dir.join("rules.yaml");
-    std::fs::write(&rules, rule("Before edit", &marker)).unwrap();
+    let (dir, marker, rules) = scratch("falco-watch", "Before edit");
     let cfg = dir.join("falco.yaml");
     std::fs::write(&cfg, "watch_config_files: true\njson_output: true\nstdout_output:\n  enabled: true\n")
         .unwrap();
@@ -128,15 +130,9 @@ fn an_alert_of_a_capture_rule_writes_the_events_that_follow_to_a_file() {
     if !bpf_available() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("harrier-capture-on-alert-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let marker = dir.join("marker");
-    std::fs::write(&marker, "x").unwrap();
-    let marker = marker.to_str().unwrap().to_string();
-    let rules = dir.join("rules.yaml");
-    std::fs::write(&rules, rule("Captured", &marker) + "  capture: true\n  capture_duration: 60000\n")
-        .unwrap();
+    let (dir, marker, rules) = scratch("capture-on-alert", "Captured");
+    let capturing = rule("Captured", &marker) + "  capture: true\n  capture_duration: 60000\n";
+    std::fs::write(&rules, capturing).unwrap();
     let prefix = dir.join("cap").display().to_string();
     let cfg = dir.join("falco.yaml");
     let text =
