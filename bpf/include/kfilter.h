@@ -16,6 +16,8 @@
 #ifndef HARRIER_KFILTER_H
 #define HARRIER_KFILTER_H
 
+#include "guard.h"
+
 #define HR_KF_CLAUSES	4
 #define HR_KF_PATH	124	/* path bytes a prefix or exact name may have */
 
@@ -162,6 +164,7 @@ static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_of
 	struct hr_kf *kf;
 	bool any_path = false;
 
+	hr_guard(em, nr, path_off);
 	if (!kf_enabled || !(kf = bpf_map_lookup_elem(&kfilter, &nr)))
 		return false;
 	if (!kf->clauses)

@@ -13,6 +13,7 @@ pub mod aring;
 pub mod attach;
 pub mod collect;
 mod empty;
+pub mod guard;
 pub mod kfilter;
 mod merge;
 mod ring;
@@ -95,6 +96,8 @@ pub struct Config {
     pub attach: AttachMode,
     /// Events the handlers do not send (see [`kfilter`]); None: send all.
     pub kernel_filter: Option<kfilter::KernelFilter>,
+    /// Rules enforced in the kernel (see [`guard`]); None: nothing enforced.
+    pub guard: Option<guard::Guard>,
     /// What each event collects (see [`collect`]); everything by default.
     pub collect: Collect,
     /// Bytes at the end of each per-CPU ring kept for priority events (the
@@ -126,6 +129,7 @@ impl Config {
             run_time_stats: false,
             attach: AttachMode::Auto,
             kernel_filter: None,
+            guard: None,
             collect: Collect::all(),
             ring_reserve: 0,
             priority_syscalls: Vec::new(),

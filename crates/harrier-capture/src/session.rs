@@ -96,6 +96,7 @@ pub struct Session {
     skel: CaptureSkel<'static>,
     /// Whether the handlers were loaded with the kernel filter compiled in.
     kernel_filter_on: bool,
+    guard_on: bool,
     consumer: Consumer,
     stats_fd: Option<OwnedFd>,
     attached: Vec<&'static SyscallInfo>,
@@ -175,6 +176,11 @@ impl Session {
         };
         let kernel_filter = cfg.kernel_filter.as_ref().filter(|f| !f.is_empty());
         rodata.kf_enabled = kernel_filter.is_some();
+        if let Some(g) = &cfg.guard {
+            rodata.guard_enabled = true;
+            rodata.guard_self_tgid = std::process::id();
+            rodata.guard_rate = g.rate;
+        }
         cfg.collect.write(&mut rodata.skip_params, &mut rodata.skip_params_ok, &mut rodata.no_entry);
 
         // Only the programs the chosen mode uses are loaded (verified).
@@ -235,6 +241,9 @@ impl Session {
         if let Some(f) = kernel_filter {
             crate::kfilter::install(&skel, f).context("writing the kernel filter")?;
         }
+        if let Some(g) = &cfg.guard {
+            crate::guard::install(&skel, g).context("writing the enforcement programs")?;
+        }
 
         // Stats for this process's lifetime only (not the global sysctl).
         let stats_fd = if cfg.run_time_stats { Some(enable_run_time_stats()?) } else { None };
@@ -252,6 +261,7 @@ impl Session {
             rings,
             skel,
             kernel_filter_on: kernel_filter.is_some(),
+            guard_on: cfg.guard.is_some(),
             consumer: Consumer { counters: UserCounters::default(), sink, merger: Merger::default() },
             stats_fd,
             attached,
@@ -322,6 +332,39 @@ impl Session {
         }
         crate::kfilter::clear(&self.skel)?;
         crate::kfilter::install(&self.skel, f)
+    }
+
+    /// Swaps the enforcement programs (rules reloaded). Enforcement must have
+    /// been on at start; nothing is enforced for the moment of the swap.
+    pub fn replace_guard(&mut self, g: &crate::guard::Guard) -> Result<()> {
+        if !self.guard_on {
+            bail!("enforcement was off when the sensor started");
+        }
+        crate::guard::clear(&self.skel)?;
+        crate::guard::install(&self.skel, g)
+    }
+
+    /// What the kernel last did to thread `tid` by enforcement, if anything.
+    pub fn guard_log(&self, tid: u32) -> Option<crate::guard::LogEntry> {
+        crate::guard::log_of(&self.skel, tid)
+    }
+
+    /// A reader of the kernel's enforcement log that outlives this borrow
+    /// (the engine asks it per alert of an enforced rule).
+    pub fn guard_log_reader(&self) -> Result<impl Fn(u32) -> Option<crate::guard::LogEntry>> {
+        let h = libbpf_rs::MapHandle::try_from(&self.skel.maps.guard_log)?;
+        Ok(move |tid: u32| crate::guard::parse_log(&h.lookup(&tid.to_ne_bytes(), MapFlags::ANY).ok()??))
+    }
+
+    /// Per enforced rule, each outcome's count ([`crate::guard::OUTCOMES`]).
+    pub fn guard_stats(&self, rules: usize) -> Vec<[u64; 5]> {
+        crate::guard::stats(&self.skel, rules)
+    }
+
+    /// Cgroups (ids) known to hold no container: the kernel may decide
+    /// `container.*` terms for their tasks.
+    pub fn add_host_cgroups(&self, ids: &[u64]) -> Result<()> {
+        crate::guard::add_host_cgroups(&self.skel, ids)
     }
 
     /// Marks the syscalls whose events may use the ring reserve (others lose

@@ -14,6 +14,7 @@ mod capread;
 mod capture;
 mod convert;
 mod convert_file;
+mod enforce;
 mod export;
 mod falco;
 mod file_out;

@@ -78,6 +78,11 @@ pub struct RunArgs {
     /// e.g. "proc.name = redis-server and evt.type in (read, write)".
     #[arg(long = "kernel-drop", value_name = "CONDITION")]
     pub(crate) kernel_drop: Vec<String>,
+    /// Act on the process that breaks this rule (repeatable; adds to the
+    /// config's enforce): RULE=kill kills it, RULE or RULE=dry-run reports
+    /// what would be done.
+    #[arg(long = "enforce", value_name = "RULE[=kill|dry-run]")]
+    pub(crate) enforce: Vec<String>,
     /// Evaluate the rules on a capture file instead of live events (no root needed).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["write", "duration", "metrics_addr"])]
     pub(crate) replay: Option<String>,
@@ -117,6 +122,9 @@ fn settings(a: &RunArgs) -> Result<RunConfig> {
     }
     if a.no_entry_copies {
         c.entry_copies = false;
+    }
+    for e in &a.enforce {
+        c.enforce.push(harrier_falco::config::EnforceEntry::parse_arg(e)?);
     }
     Ok(c)
 }
@@ -223,6 +231,13 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
         say!("harrier: kernel filter: {}", harrier_engine::kfilter::summary(&f));
         cfg.kernel_filter = Some(f);
     }
+    let enforce = crate::enforce::setup(&rules, &c, &interest.syscalls)?;
+    if let Some(e) = &enforce {
+        for line in crate::enforce::summary(&e.enforced, &e.enforcer.decisions) {
+            say!("harrier: {line}");
+        }
+        cfg.guard = e.guard.clone();
+    }
     // A capture file keeps every parameter; otherwise what the rules read.
     // A capture file (-w, or capture on alert) keeps every parameter.
     if a.write.write.is_none() && c.capture.is_none() {
@@ -284,6 +299,14 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
             }
         }),
     )?;
+    if let Some(e) = enforce {
+        let mut en = e.enforcer;
+        if cfg.guard.is_some() {
+            en.set_kernel_log(Box::new(session.guard_log_reader()?));
+            session.add_host_cgroups(&crate::enforce::host_cgroups())?;
+        }
+        engine.borrow_mut().set_enforcer(en);
+    }
     engine.borrow_mut().state.scan_proc();
     if let Some(f) = &file {
         let snap = engine.borrow_mut().state.tables.snapshot();

@@ -66,7 +66,7 @@ fn or(a: Clause, b: Clause) -> Clause {
     Clause { need_success: a.need_success && b.need_success, flags_any, paths }
 }
 
-fn lits(rhs: &CRhs) -> Option<Vec<&[u8]>> {
+pub(crate) fn lits(rhs: &CRhs) -> Option<Vec<&[u8]>> {
     match rhs {
         CRhs::One(l) => Some(vec![&l.bytes[..]]),
         CRhs::Many(ls) => Some(ls.iter().map(|l| &l.bytes[..]).collect()),

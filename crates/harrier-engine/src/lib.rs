@@ -5,7 +5,9 @@
 
 pub mod collect;
 pub mod drops;
+pub mod enforce;
 mod falco_args;
+pub mod guard;
 pub mod interest;
 pub mod kfilter;
 pub mod metrics;
@@ -76,6 +78,8 @@ pub struct Engine {
     memo: Memo,
     /// The host's interface addresses at start (Falco's fd.l*/fd.r*).
     ifaddrs: Vec<std::net::IpAddr>,
+    /// Rules whose alerts act on the process (`enforce`).
+    enforcer: Option<enforce::Enforcer>,
 }
 
 /// x86_64 close(2) (checked against the syscall table in a test).
@@ -164,6 +168,7 @@ impl Engine {
             all_matches: matching == RuleMatching::All,
             memo: rules.memo(),
             ifaddrs: interface_addrs(),
+            enforcer: None,
             rules,
         }
     }
@@ -236,6 +241,14 @@ impl Engine {
     }
 
     /// Hands the outputs over for closing (flush with a deadline).
+    pub fn set_enforcer(&mut self, e: enforce::Enforcer) {
+        self.enforcer = Some(e);
+    }
+
+    pub fn enforcer_mut(&mut self) -> Option<&mut enforce::Enforcer> {
+        self.enforcer.as_mut()
+    }
+
     pub fn into_outputs(self) -> Outputs {
         self.outputs
     }
@@ -325,6 +338,19 @@ impl Engine {
             }
             // Falco adds its text prefix's field (the event time, in ns) to every alert's fields.
             output_fields.insert("evt.time".into(), src.wall_ns.into());
+            if let Some(en) = self.enforcer.as_mut() {
+                use crate::view::StateView;
+                let p = self.state.process(tid);
+                let target = enforce::Target {
+                    tid,
+                    pid: p.as_ref().map_or(tid, |p| p.pid),
+                    comm: p.as_ref().map_or(&b""[..], |p| p.comm),
+                    uid: p.as_ref().and_then(|p| p.euid),
+                };
+                if let Some(done) = en.act(i, &target, ts, monotonic_now()) {
+                    enforce::describe(&done, &mut output, &mut output_fields);
+                }
+            }
             self.outputs.emit(Arc::new(Alert {
                 time_ns: src.wall_ns,
                 rule: rule.name.clone(),

@@ -66,12 +66,19 @@ pub struct Selection {
     pub what: Selector,
 }
 
-impl Selection {
-    fn names(&self, rule: &str, tags: &[String]) -> bool {
-        match &self.what {
+impl Selector {
+    /// Whether it names this rule (its name, with wildcards, or a tag).
+    pub fn names(&self, rule: &str, tags: &[String]) -> bool {
+        match self {
             Selector::Rule(pattern) => wildcard(pattern.as_bytes(), rule.as_bytes()),
             Selector::Tag(t) => tags.iter().any(|x| x == t),
         }
+    }
+}
+
+impl Selection {
+    fn names(&self, rule: &str, tags: &[String]) -> bool {
+        self.what.names(rule, tags)
     }
 
     /// Whether a rule is enabled after `entries`, starting from its file's `enabled`.

@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Enforcement at the syscall's exit: the kernel decides what it can of an
+ * enforced rule, and kills the process before it returns to user space.
+ *
+ * User space compiles each enforced rule's condition, per syscall, into a
+ * jump program (crates/harrier-engine/src/guard.rs): every instruction
+ * tests one thing the kernel knows (the call succeeded, open flags, the
+ * kernel-resolved path or its directory, the process name, an ancestor's
+ * name, argv[0] at exec, the uid, a host cgroup) and jumps on. A term the
+ * kernel cannot know ends the rule as deferred: user space decides it after
+ * the full evaluation. Jumps only go forward, so a program ends within its
+ * length. Strings are tested by set membership in one LPM trie: an exact
+ * entry covers its NUL, a prefix entry does not; in a directory set (the
+ * instruction's b) an entry "D/" matches a path when no '/' follows it,
+ * and its value is its length.
+ * Layouts are mirrored in crates/harrier-capture/src/guard.rs.
+ */
+#ifndef HARRIER_GUARD_H
+#define HARRIER_GUARD_H
+
+#define HR_G_INS	128	/* instructions per syscall's program */
+#define HR_G_PROGS	32	/* syscalls with a program */
+#define HR_G_RULES	64	/* enforced rules */
+#define HR_G_STR	128	/* string bytes a set entry may have */
+
+#define HR_G_NOMATCH	0xffff	/* no rule matched */
+#define HR_G_KILL	0x8000	/* | rule: kill */
+
+
+#define HR_PF_KTHREAD	0x00200000
+#define HR_SIGKILL	9
+
+enum hr_g_op {
+	HR_G_SUCCESS = 1,	/* ret >= 0 */
+	HR_G_FLAGS,		/* (flags & b) == c */
+	HR_G_STR_IN,		/* string of src in set a */
+	HR_G_HOSTCG,		/* the task's cgroup is a host (non-container) cgroup */
+	HR_G_DEFER,		/* rule a needs user space: note it, jump to t */
+};
+
+enum hr_g_src {
+	HR_GS_PATH = 1,		/* the event's kernel-resolved path */
+	HR_GS_COMM,		/* the thread's name */
+	HR_GS_ANC,		/* ancestor `depth`'s (1: the parent) process name */
+	HR_GS_EXE,		/* argv[0] (execve/execveat exits only) */
+	HR_GS_UID,		/* the effective uid (user.uid), 4 bytes */
+	HR_GS_ARGS,		/* argv[1..] joined by spaces (execve/execveat exits only) */
+};
+
+struct hr_g_ins {
+	__u8 op;
+	__u8 src;
+	__u8 depth;
+	__u8 pad;
+	__u16 t, f;		/* next pc when true / false, or a verdict */
+	__u32 a, b, c;
+};
+
+struct hr_g_prog {
+	__u16 n;
+	__u16 flags_off;	/* record offset of the u32 flags parameter, 0: none */
+	__u32 pad;
+	struct hr_g_ins ins[HR_G_INS];
+};
+
+struct hr_g_key {
+	__u32 prefixlen;
+	__u32 set;
+	__u8 s[HR_G_STR];
+};
+
+/* What the last action on a thread was, for user space to report. */
+struct hr_g_log {
+	__u64 ts;		/* the event's timestamp */
+	__u64 acted_ns;		/* when the signal was sent */
+	__u16 rule;
+	__u8 outcome;		/* enum hr_g_outcome */
+	__u8 pad;
+	__s32 err;		/* bpf_send_signal's result */
+};
+
+enum hr_g_outcome {
+	HR_GO_KILLED = 1,
+	HR_GO_FAILED,
+	HR_GO_LIMITED,		/* over the rule's rate */
+	HR_GO_PROTECTED,	/* pid 1, a kernel thread, the sensor */
+	HR_GO_DEFERRED,		/* a term only user space knows */
+	HR_GO_MAX,
+};
+
+struct hr_g_stats {
+	__u64 n[HR_GO_MAX];
+};
+
+struct hr_g_rate {
+	__u64 window;		/* second of the current window */
+	__u64 count;
+};
+
+/* Per evaluation, one per CPU: the strings the program reads, built once. */
+struct hr_g_scratch {
+	struct hr_g_key k;
+	__u8 path[HR_G_STR];
+	__u8 exe[HR_G_STR];
+	__u8 args[HR_G_STR];
+	__s32 path_len;		/* -1: no path */
+	__s32 exe_len;		/* -1: none */
+	__s32 args_len;		/* -1: none */
+	__s64 ret;
+	__u32 flags;
+	__u32 pad;
+};
+
+const volatile bool guard_enabled = 0;
+const volatile __u32 guard_self_tgid = 0;
+const volatile __u32 guard_rate = 100;	/* kills per rule per second */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HR_NR_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);		/* program slot + 1, 0: none */
+} guard_index SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HR_G_PROGS);
+	__type(key, __u32);
+	__type(value, struct hr_g_prog);
+} guard_progs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, struct hr_g_key);
+	__type(value, __u8);		/* 1, or a directory entry's length */
+} guard_strs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, __u8);
+} host_cgroups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct hr_g_log);
+} guard_log SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HR_G_RULES);
+	__type(key, __u32);
+	__type(value, struct hr_g_stats);
+} guard_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HR_G_RULES);
+	__type(key, __u32);
+	__type(value, struct hr_g_rate);
+} guard_rates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hr_g_scratch);
+} guard_scratch SEC(".maps");
+
+/* The loop's state, on the caller's stack. */
+struct hr_g_run {
+	__u32 slot;
+	__u32 pc;
+	__u32 verdict;
+	__u32 deferred;		/* rule + 1 */
+};
+
+static __always_inline __u32 hr_g_strlen(const __u8 *s, __u32 max)
+{
+	__u32 n = 0;
+
+	for (__u32 i = 0; i < 16; i++) {
+		if (i >= max || !s[i])
+			break;
+		n++;
+	}
+	return n;
+}
+
+/* The key's bytes for an ancestor's name: parents' thread-group leaders, as
+ * user space's ppid chain. 0 when the chain ends first (no value). */
+static __always_inline __u32 hr_g_ancestor(struct hr_g_key *k, __u32 depth)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+
+	for (__u32 i = 0; i < 8; i++) {
+		if (i >= depth)
+			break;
+		t = BPF_CORE_READ(t, real_parent, group_leader);
+		if (!t || BPF_CORE_READ(t, tgid) == 0)
+			return 0;
+	}
+	bpf_probe_read_kernel_str(k->s, 16, t->comm);
+	return 1 + hr_g_strlen(k->s, 16);
+}
+
+/* Whether the string `ins` names is in its set. No value: false. */
+static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g_ins *ins)
+{
+	struct hr_g_key *k = &s->k;
+	__u32 n = 0;		/* key bytes, NUL included when the string fits */
+	__u8 *v;
+
+	switch (ins->src) {
+	case HR_GS_PATH:
+	case HR_GS_EXE:
+	case HR_GS_ARGS: {
+		__s32 len = ins->src == HR_GS_PATH ? s->path_len : ins->src == HR_GS_EXE ? s->exe_len : s->args_len;
+		const __u8 *from = ins->src == HR_GS_PATH ? s->path : ins->src == HR_GS_EXE ? s->exe : s->args;
+
+		if (len < 0)
+			return 0;
+		__builtin_memcpy(k->s, from, HR_G_STR);
+		n = len < HR_G_STR ? len + 1 : HR_G_STR;
+		break;
+	}
+	case HR_GS_COMM:
+		bpf_get_current_comm(k->s, 16);
+		n = 1 + hr_g_strlen(k->s, 16);
+		break;
+	case HR_GS_ANC:
+		n = hr_g_ancestor(k, ins->depth);
+		if (!n)
+			return 0;
+		break;
+	case HR_GS_UID: {
+		struct task_struct *t = bpf_get_current_task_btf();
+		__u32 uid = BPF_CORE_READ(t, cred, euid.val);
+
+		__builtin_memcpy(k->s, &uid, 4);
+		k->s[4] = 0;
+		n = 5;
+		break;
+	}
+	default:
+		return 0;
+	}
+	k->set = ins->a;
+	k->prefixlen = 8 * (4 + n);
+	v = bpf_map_lookup_elem(&guard_strs, k);
+	if (!v)
+		return 0;
+	if (!ins->b)
+		return 1;
+	/* fd.directory is the path up to its last '/': none after "D/". The
+	 * longest entry is the one to try (a shorter one leaves more). */
+	for (__u32 i = 0; i < HR_G_STR; i++) {
+		if (i >= n || !k->s[i])
+			break;
+		if (i >= *v && k->s[i] == '/')
+			return 0;
+	}
+	return 1;
+}
+
+static long hr_g_step(__u64 i, void *ctx)
+{
+	struct hr_g_run *run = ctx;
+	__u32 zero = 0, pc = run->pc;
+	struct hr_g_scratch *s = bpf_map_lookup_elem(&guard_scratch, &zero);
+	struct hr_g_prog *p = bpf_map_lookup_elem(&guard_progs, &run->slot);
+	const struct hr_g_ins *ins;
+	__u64 cg;
+	int r;
+
+	if (!s || !p || pc >= HR_G_INS || pc >= p->n)
+		return 1;
+	ins = &p->ins[pc];
+	switch (ins->op) {
+	case HR_G_SUCCESS:
+		r = s->ret >= 0;
+		break;
+	case HR_G_FLAGS:
+		r = (s->flags & ins->b) == ins->c;
+		break;
+	case HR_G_STR_IN:
+		r = hr_g_str_in(s, ins);
+		break;
+	case HR_G_HOSTCG:
+		cg = bpf_get_current_cgroup_id();
+		r = bpf_map_lookup_elem(&host_cgroups, &cg) != 0;
+		break;
+	case HR_G_DEFER:
+		if (!run->deferred)
+			run->deferred = ins->a + 1;
+		r = 1;
+		break;
+	default:
+		return 1;
+	}
+	pc = r ? ins->t : ins->f;
+	if (pc >= HR_G_INS) {
+		run->verdict = pc;
+		return 1;
+	}
+	run->pc = pc;
+	return 0;
+}
+
+static __always_inline void hr_g_note(__u32 rule, __u32 outcome, __u64 ts, __s32 err)
+{
+	struct hr_g_stats *st = bpf_map_lookup_elem(&guard_stats, &rule);
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct hr_g_log log = {
+		.ts = ts, .acted_ns = bpf_ktime_get_ns(), .rule = rule, .outcome = outcome, .err = err,
+	};
+
+	if (st && outcome < HR_GO_MAX)
+		__sync_fetch_and_add(&st->n[outcome], 1);
+	bpf_map_update_elem(&guard_log, &tid, &log, BPF_ANY);
+}
+
+/* Within the rule's rate: one window per second, shared by all CPUs. */
+static __always_inline bool hr_g_rate_ok(__u32 rule, __u64 now)
+{
+	struct hr_g_rate *r = bpf_map_lookup_elem(&guard_rates, &rule);
+	__u64 sec = now / 1000000000ULL;
+
+	if (!r)
+		return false;
+	if (r->window != sec) {
+		r->window = sec;
+		r->count = 0;
+	}
+	return __sync_fetch_and_add(&r->count, 1) < guard_rate;
+}
+
+static __always_inline void hr_g_kill(__u32 rule, __u64 ts)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	long err;
+
+	if (tgid <= 1 || tgid == guard_self_tgid || (BPF_CORE_READ(t, flags) & HR_PF_KTHREAD)) {
+		hr_g_note(rule, HR_GO_PROTECTED, ts, 0);
+		return;
+	}
+	if (!hr_g_rate_ok(rule, ts)) {
+		hr_g_note(rule, HR_GO_LIMITED, ts, 0);
+		return;
+	}
+	/* The process gets SIGKILL on its way back to user space: it runs no
+	 * instruction after this syscall. */
+	err = bpf_send_signal(HR_SIGKILL);
+	hr_g_note(rule, err ? HR_GO_FAILED : HR_GO_KILLED, ts, err);
+}
+
+/* argv[0] and the rest (NULs as spaces), from the new image's memory: a
+ * full buffer may have cut them, then they match prefixes only. */
+static __always_inline void hr_g_read_argv(struct hr_g_scratch *s)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	unsigned long at = BPF_CORE_READ(t, mm, arg_start);
+	unsigned long end = BPF_CORE_READ(t, mm, arg_end);
+	long n, m;
+
+	__builtin_memset(s->exe, 0, HR_G_STR);
+	__builtin_memset(s->args, 0, HR_G_STR);
+	n = bpf_probe_read_user_str(s->exe, HR_G_STR, (const void *)at);
+	if (n <= 0)
+		return;
+	s->exe_len = n < HR_G_STR ? n - 1 : HR_G_STR;
+	if (n >= HR_G_STR)
+		return;
+	at += n;
+	m = end > at ? end - at : 0;
+	if (m > HR_G_STR - 1)
+		m = HR_G_STR - 1;
+	if (m && bpf_probe_read_user(s->args, m & (HR_G_STR - 1), (const void *)at))
+		return;
+	/* The last NUL ends the string; those before it separate arguments. */
+	for (__u32 i = 0; i < HR_G_STR - 1; i++) {
+		if (i + 1 >= m)
+			break;
+		if (!s->args[i])
+			s->args[i] = ' ';
+	}
+	/* 127 bytes with no end: cut, prefixes only. */
+	s->args_len = m == HR_G_STR - 1 && s->args[m - 1] ? HR_G_STR : (m ? m - 1 : 0);
+}
+
+/* The rest of a guarded event's evaluation: a function of its own, so the
+ * verifier checks it once, not inlined in every handler. */
+__noinline int hr_guard_eval(__u32 slot, __u32 nr, __u64 ts)
+{
+	struct hr_g_run run = { .slot = slot, .verdict = HR_G_NOMATCH };
+	struct hr_g_scratch *s;
+	__u32 zero = 0;
+
+	s = bpf_map_lookup_elem(&guard_scratch, &zero);
+	if (!s)
+		return 0;
+	s->exe_len = -1;
+	s->args_len = -1;
+	if ((nr == 59 || nr == 322) && s->ret >= 0)
+		hr_g_read_argv(s);
+	bpf_loop(HR_G_INS, hr_g_step, &run, 0);
+	if (run.verdict != HR_G_NOMATCH && (run.verdict & HR_G_KILL))
+		hr_g_kill(run.verdict & ~HR_G_KILL & (HR_G_RULES - 1), ts);
+	else if (run.deferred)
+		hr_g_note(run.deferred - 1, HR_GO_DEFERRED, ts, 0);
+	return 0;
+}
+
+/* Runs the program of syscall nr over the written event (path_off: its
+ * kernel-resolved path, 0: none). An unguarded syscall costs a lookup. */
+static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off)
+{
+	struct hr_g_scratch *s;
+	struct hr_g_prog *p;
+	__u32 zero = 0, *slot, sl;
+	__u16 len = HR_VAR_ABSENT;
+
+	if (!guard_enabled || nr >= HR_NR_SLOTS)
+		return;
+	slot = bpf_map_lookup_elem(&guard_index, &nr);
+	if (!slot || !*slot)
+		return;
+	sl = *slot - 1;
+	p = bpf_map_lookup_elem(&guard_progs, &sl);
+	s = bpf_map_lookup_elem(&guard_scratch, &zero);
+	if (!p || !s)
+		return;
+	s->ret = em->ret;
+	s->flags = 0;
+	if (p->flags_off)
+		bpf_probe_read_kernel(&s->flags, 4, em->ev + (p->flags_off & 255));
+	s->path_len = -1;
+	if (path_off && em->ret >= 0) {
+		bpf_probe_read_kernel(&len, 2, em->ev + (path_off & 0x3fff));
+		if (len != HR_VAR_ABSENT) {
+			__u32 n = len;
+
+			if (n > HR_G_STR)
+				n = HR_G_STR;
+			__builtin_memset(s->path, 0, HR_G_STR);
+			bpf_probe_read_kernel(s->path, n, em->ev + (path_off & 0x3fff) + 2);
+			s->path_len = len;
+		}
+	}
+	hr_guard_eval(sl, nr, *(__u64 *)em->ev);
+}
+
+#endif

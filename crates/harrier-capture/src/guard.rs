@@ -1,0 +1,292 @@
+//! Enforcement in the kernel (bpf/include/guard.h): per syscall, a jump
+//! program over what the kernel knows at the syscall's exit, that kills the
+//! process when an enforced rule matches. Built by `harrier-engine::guard`
+//! from the rules; written into the maps before attach.
+
+use anyhow::{bail, Result};
+use libbpf_rs::{MapCore, MapFlags};
+
+/// Instructions per syscall's program (`HR_G_INS`).
+pub const MAX_INS: usize = 128;
+/// Syscalls with a program (`HR_G_PROGS`).
+pub const MAX_PROGS: usize = 32;
+/// Enforced rules (`HR_G_RULES`).
+pub const MAX_RULES: usize = 64;
+/// String bytes a set entry may have (`HR_G_STR`).
+pub const MAX_STR: usize = 128;
+
+/// Jump targets beyond the program: a verdict.
+pub const NO_MATCH: u16 = 0xffff;
+pub const KILL: u16 = 0x8000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Src {
+    /// The event's kernel-resolved path (fd.name of an open).
+    Path,
+    /// The thread's name (proc.name).
+    Comm,
+    /// An ancestor's process name: 1 is the parent (proc.pname, proc.aname[n]).
+    Ancestor(u8),
+    /// argv[0] at an execve/execveat exit (proc.exe).
+    Exe,
+    /// The effective uid (user.uid).
+    Uid,
+    /// argv[1..] joined by spaces at an execve/execveat exit (proc.args).
+    Args,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Success,
+    /// `(flags & mask) == value`.
+    Flags {
+        mask: u32,
+        value: u32,
+    },
+    /// The source's string is in set `set` (`dirs`: a directory set).
+    StrIn {
+        src: Src,
+        set: u32,
+        dirs: bool,
+    },
+    /// The task's cgroup is one user space knows as a host cgroup.
+    HostCgroup,
+    /// Rule `rule` reached a term only user space knows: always "true".
+    Defer {
+        rule: u16,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ins {
+    pub op: Op,
+    pub t: u16,
+    pub f: u16,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Program {
+    pub nr: u32,
+    pub ins: Vec<Ins>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Entry {
+    Exact(Vec<u8>),
+    Prefix(Vec<u8>),
+    /// A directory: "D/" in a directory set.
+    Dir(Vec<u8>),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Guard {
+    pub programs: Vec<Program>,
+    /// (set, entry).
+    pub strings: Vec<(u32, Entry)>,
+    /// Kills per rule per second.
+    pub rate: u32,
+}
+
+/// What the kernel last did to a thread (`struct hr_g_log`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogEntry {
+    pub ts: u64,
+    pub acted_ns: u64,
+    pub rule: u16,
+    pub outcome: Outcome,
+    pub err: i32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Killed,
+    Failed,
+    RateLimited,
+    Protected,
+    Deferred,
+}
+
+pub const OUTCOMES: [Outcome; 5] =
+    [Outcome::Killed, Outcome::Failed, Outcome::RateLimited, Outcome::Protected, Outcome::Deferred];
+
+impl Outcome {
+    fn from_code(c: u8) -> Option<Outcome> {
+        OUTCOMES.get((c as usize).checked_sub(1)?).copied()
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Killed => "killed",
+            Outcome::Failed => "failed",
+            Outcome::RateLimited => "rate_limited",
+            Outcome::Protected => "protected",
+            Outcome::Deferred => "deferred",
+        }
+    }
+}
+
+// Layouts of guard.h.
+const INS_SIZE: usize = 20;
+const PROG_SIZE: usize = 8 + MAX_INS * INS_SIZE;
+const KEY_SIZE: usize = 8 + MAX_STR;
+const LOG_SIZE: usize = 24;
+
+fn ins_bytes(i: &Ins) -> [u8; INS_SIZE] {
+    let mut b = [0u8; INS_SIZE];
+    let (op, src, depth, a, bb, c) = match &i.op {
+        Op::Success => (1, 0, 0, 0, 0, 0),
+        Op::Flags { mask, value } => (2, 0, 0, 0, *mask, *value),
+        Op::StrIn { src, set, dirs } => {
+            let (s, d) = match src {
+                Src::Path => (1, 0),
+                Src::Comm => (2, 0),
+                Src::Ancestor(n) => (3, *n),
+                Src::Exe => (4, 0),
+                Src::Uid => (5, 0),
+                Src::Args => (6, 0),
+            };
+            (3, s, d, *set, *dirs as u32, 0)
+        }
+        Op::HostCgroup => (4, 0, 0, 0, 0, 0),
+        Op::Defer { rule } => (5, 0, 0, *rule as u32, 0, 0),
+    };
+    b[0] = op;
+    b[1] = src;
+    b[2] = depth;
+    b[4..6].copy_from_slice(&i.t.to_ne_bytes());
+    b[6..8].copy_from_slice(&i.f.to_ne_bytes());
+    b[8..12].copy_from_slice(&a.to_ne_bytes());
+    b[12..16].copy_from_slice(&bb.to_ne_bytes());
+    b[16..20].copy_from_slice(&c.to_ne_bytes());
+    b
+}
+
+fn prog_bytes(p: &Program) -> Result<Vec<u8>> {
+    if p.ins.len() > MAX_INS {
+        bail!("syscall {}: an enforcement program of {} instructions, at most {MAX_INS}", p.nr, p.ins.len());
+    }
+    let mut v = vec![0u8; PROG_SIZE];
+    v[0..2].copy_from_slice(&(p.ins.len() as u16).to_ne_bytes());
+    let flags_off = crate::kfilter::flags_offset(p.nr).unwrap_or(0) as u16;
+    v[2..4].copy_from_slice(&flags_off.to_ne_bytes());
+    for (k, i) in p.ins.iter().enumerate() {
+        v[8 + k * INS_SIZE..8 + (k + 1) * INS_SIZE].copy_from_slice(&ins_bytes(i));
+    }
+    Ok(v)
+}
+
+/// The LPM key and value of one set entry.
+pub fn key_bytes(set: u32, e: &Entry) -> Result<([u8; KEY_SIZE], u8)> {
+    let (b, nul, value) = match e {
+        Entry::Exact(b) => (b, true, 1),
+        Entry::Prefix(b) => (b, false, 1),
+        Entry::Dir(b) => (b, false, b.len().clamp(1, MAX_STR) as u8),
+    };
+    let n = b.len() + nul as usize;
+    if n > MAX_STR || b.is_empty() && !nul {
+        bail!("an enforcement string of {} bytes (1 to {} allowed)", b.len(), MAX_STR - 1);
+    }
+    let mut k = [0u8; KEY_SIZE];
+    k[0..4].copy_from_slice(&(8 * (4 + n) as u32).to_ne_bytes());
+    k[4..8].copy_from_slice(&set.to_ne_bytes());
+    k[8..8 + b.len()].copy_from_slice(b);
+    Ok((k, value))
+}
+
+pub(crate) fn install(skel: &crate::session::CaptureSkel, g: &Guard) -> Result<()> {
+    if g.programs.len() > MAX_PROGS {
+        bail!("{} syscalls with enforcement programs, at most {MAX_PROGS}", g.programs.len());
+    }
+    for (set, e) in &g.strings {
+        let (k, v) = key_bytes(*set, e)?;
+        skel.maps.guard_strs.update(&k, &[v], MapFlags::ANY)?;
+    }
+    for (slot, p) in g.programs.iter().enumerate() {
+        skel.maps.guard_progs.update(&(slot as u32).to_ne_bytes(), &prog_bytes(p)?, MapFlags::ANY)?;
+        skel.maps.guard_index.update(&p.nr.to_ne_bytes(), &(slot as u32 + 1).to_ne_bytes(), MapFlags::ANY)?;
+    }
+    Ok(())
+}
+
+/// Removes every program (nothing is enforced meanwhile), then the strings.
+pub(crate) fn clear(skel: &crate::session::CaptureSkel) -> Result<()> {
+    for nr in 0..skel.maps.guard_index.info()?.info.max_entries {
+        skel.maps.guard_index.update(&nr.to_ne_bytes(), &0u32.to_ne_bytes(), MapFlags::ANY)?;
+    }
+    let keys: Vec<Vec<u8>> = skel.maps.guard_strs.keys().collect();
+    for k in keys {
+        skel.maps.guard_strs.delete(&k)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn log_of(skel: &crate::session::CaptureSkel, tid: u32) -> Option<LogEntry> {
+    parse_log(&skel.maps.guard_log.lookup(&tid.to_ne_bytes(), MapFlags::ANY).ok()??)
+}
+
+pub(crate) fn parse_log(v: &[u8]) -> Option<LogEntry> {
+    if v.len() < LOG_SIZE {
+        return None;
+    }
+    Some(LogEntry {
+        ts: u64::from_ne_bytes(v[0..8].try_into().unwrap()),
+        acted_ns: u64::from_ne_bytes(v[8..16].try_into().unwrap()),
+        rule: u16::from_ne_bytes(v[16..18].try_into().unwrap()),
+        outcome: Outcome::from_code(v[18])?,
+        err: i32::from_ne_bytes(v[20..24].try_into().unwrap()),
+    })
+}
+
+/// Per rule, the count of each outcome (in [`OUTCOMES`] order).
+pub(crate) fn stats(skel: &crate::session::CaptureSkel, rules: usize) -> Vec<[u64; 5]> {
+    (0..rules.min(MAX_RULES) as u32)
+        .map(|r| {
+            let v = skel.maps.guard_stats.lookup(&r.to_ne_bytes(), MapFlags::ANY).ok().flatten();
+            let mut out = [0u64; 5];
+            if let Some(v) = v {
+                for (i, o) in out.iter_mut().enumerate() {
+                    let at = 8 * (i + 1);
+                    *o = u64::from_ne_bytes(v[at..at + 8].try_into().unwrap());
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+pub(crate) fn add_host_cgroups(skel: &crate::session::CaptureSkel, ids: &[u64]) -> Result<()> {
+    for id in ids {
+        skel.maps.host_cgroups.update(&id.to_ne_bytes(), &[1], MapFlags::ANY)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_follow_the_lpm_rules() {
+        let (k, v) = key_bytes(3, &Entry::Exact(b"/etc/shadow".to_vec())).unwrap();
+        assert_eq!(u32::from_ne_bytes(k[0..4].try_into().unwrap()), 8 * (4 + 12));
+        assert_eq!(u32::from_ne_bytes(k[4..8].try_into().unwrap()), 3);
+        assert_eq!((&k[8..19], k[19], v), (&b"/etc/shadow"[..], 0, 1));
+        let (k, v) = key_bytes(1, &Entry::Dir(b"/etc/pam.d/".to_vec())).unwrap();
+        assert_eq!((u32::from_ne_bytes(k[0..4].try_into().unwrap()), v), (8 * (4 + 11), 11));
+        assert!(key_bytes(1, &Entry::Exact(vec![b'a'; MAX_STR])).is_err());
+        assert!(key_bytes(1, &Entry::Prefix(vec![b'a'; MAX_STR])).is_ok());
+    }
+
+    #[test]
+    fn instructions_have_the_c_layout() {
+        let b = ins_bytes(&Ins {
+            op: Op::StrIn { src: Src::Ancestor(2), set: 7, dirs: true },
+            t: 5,
+            f: KILL | 3,
+        });
+        assert_eq!(&b[0..3], &[3, 3, 2]);
+        assert_eq!(u16::from_ne_bytes(b[4..6].try_into().unwrap()), 5);
+        assert_eq!(u16::from_ne_bytes(b[6..8].try_into().unwrap()), KILL | 3);
+        assert_eq!(u32::from_ne_bytes(b[8..12].try_into().unwrap()), 7);
+        assert_eq!(u32::from_ne_bytes(b[12..16].try_into().unwrap()), 1);
+    }
+}

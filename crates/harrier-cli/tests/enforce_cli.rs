@@ -1,0 +1,125 @@
+//! `harrier run --enforce`: the kernel kills at the syscall's exit, so the
+//! process never sees the data it opened, nor runs the program it exec'd;
+//! dry-run and exempt processes are reported, not killed. Waits on lines
+//! the sensor prints, never on a clock.
+
+mod common;
+
+use common::{harrier_run, wait_for};
+use harrier_capture::testing::bpf_available;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A scratch folder with a secret and copies of cat named `names`.
+fn scratch(name: &str, names: &[&str]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("harrier-enforce-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("secret"), "TOPSECRET\n").unwrap();
+    for n in names {
+        std::fs::copy("/bin/cat", dir.join(n)).unwrap();
+    }
+    std::fs::write(
+        dir.join("rules.yaml"),
+        format!(
+            "- rule: Read the secret\n  desc: t\n  condition: evt.type = openat and evt.is_open_read = true \
+             and fd.name = {}/secret and not proc.name in (cat)\n  output: read %fd.name by %proc.name\n  \
+             priority: WARNING\n\
+             - rule: Exec from shm\n  desc: t\n  condition: evt.type = execve and proc.exe startswith /dev/shm/hr\n  \
+             output: ran %proc.exe\n  priority: WARNING\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn cat(dir: &Path, name: &str) -> Output {
+    Command::new(dir.join(name)).arg(dir.join("secret")).output().unwrap()
+}
+
+fn killed(o: &Output) -> bool {
+    o.status.signal() == Some(libc::SIGKILL)
+}
+
+#[test]
+fn an_open_for_reading_is_killed_before_the_read_and_exempt_names_are_not() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = scratch("kill", &["hrsteal", "hrok", "cat"]);
+    let config = dir.join("harrier.yaml");
+    std::fs::write(&config, "enforce_exempt:\n  proc_names: [hrok]\n").unwrap();
+    let rules = dir.join("rules.yaml");
+    let (mut child, out, err) = harrier_run(&[
+        "--json",
+        "-c",
+        config.to_str().unwrap(),
+        "-r",
+        rules.to_str().unwrap(),
+        "--enforce",
+        "Read the secret=kill",
+    ]);
+    let plan = wait_for(&err, "enforce (kill) 'Read the secret'");
+    assert!(plan.contains(": kernel (openat)"), "{plan}");
+    wait_for(&err, "rules loaded");
+
+    let o = cat(&dir, "hrsteal");
+    assert!(killed(&o), "hrsteal was not killed: {:?}", o.status);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"), "it read the secret");
+    let alert = wait_for(&out, "\"rule\"");
+    assert!(
+        alert.contains("\"enforce.action\":\"killed\"") && alert.contains("\"enforce.by\":\"kernel\""),
+        "{alert}"
+    );
+
+    let o = cat(&dir, "hrok");
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"));
+    let alert = wait_for(&out, "\"rule\"");
+    assert!(alert.contains("\"enforce.action\":\"not killed\"") && alert.contains("exempt"), "{alert}");
+    // The rule's exception holds: nothing to do.
+    assert!(cat(&dir, "cat").status.success());
+
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_exec_from_dev_shm_is_killed_before_the_program_runs_and_dry_run_kills_nothing() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = scratch("shm", &["hrsteal"]);
+    let drop = PathBuf::from(format!("/dev/shm/hrdrop-{}", std::process::id()));
+    std::fs::copy("/bin/echo", &drop).unwrap();
+    let rules = dir.join("rules.yaml");
+    let (mut child, out, err) = harrier_run(&[
+        "--json",
+        "-r",
+        rules.to_str().unwrap(),
+        "--enforce",
+        "Exec from shm=kill",
+        "--enforce",
+        "Read the secret",
+    ]);
+    wait_for(&err, "rules loaded");
+
+    let o = Command::new(&drop).arg("RAN").output().unwrap();
+    assert!(killed(&o), "the dropped program was not killed: {:?}", o.status);
+    assert!(o.stdout.is_empty(), "it ran: {:?}", String::from_utf8_lossy(&o.stdout));
+    let alert = wait_for(&out, "\"rule\"");
+    assert!(alert.contains("Exec from shm") && alert.contains("\"enforce.action\":\"killed\""), "{alert}");
+
+    // Dry-run (the default): reported, not done.
+    let o = cat(&dir, "hrsteal");
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"));
+    let alert = wait_for(&out, "\"rule\"");
+    assert!(alert.contains("\"enforce.action\":\"would kill\""), "{alert}");
+
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success());
+    std::fs::remove_file(&drop).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

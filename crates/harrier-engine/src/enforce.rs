@@ -1,0 +1,196 @@
+//! What an enforced rule's alert did: read from the kernel's log when the
+//! kernel decided (guard.rs), else a kill from user space after the full
+//! evaluation, or, in dry-run, what would have been done.
+
+use crate::guard::{Decision, Exempt};
+use harrier_capture::guard::{LogEntry, Outcome};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Kill,
+    DryRun,
+}
+
+/// The kernel's log of actions, by thread (the session's guard_log map).
+pub type KernelLog = Box<dyn Fn(u32) -> Option<LogEntry>>;
+
+/// What happened, for the alert's output fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Done {
+    /// "killed", "would kill", "not killed", "failed".
+    pub action: &'static str,
+    /// "kernel" or "user space".
+    pub by: &'static str,
+    /// From the syscall's exit to the signal.
+    pub latency_ns: u64,
+    /// Why not, or how it failed.
+    pub detail: String,
+}
+
+/// Per enforced rule: how many of each result.
+#[derive(Debug, Clone, Default)]
+pub struct Counts {
+    pub killed: u64,
+    pub would_kill: u64,
+    pub not_killed: u64,
+    pub failed: u64,
+}
+
+pub struct Enforcer {
+    /// By rule index: the rule's guard id and action.
+    by_rule: Vec<Option<(u16, Action)>>,
+    pub decisions: Vec<Decision>,
+    pub counts: Vec<Counts>,
+    exempt: Exempt,
+    kernel_log: Option<KernelLog>,
+    self_pid: u32,
+    /// User-space kills per rule per second, as the kernel's guard_rate.
+    rate: u32,
+    windows: Vec<(u64, u32)>,
+}
+
+/// The process an alert is about, as the state knows it.
+pub struct Target<'a> {
+    pub tid: u32,
+    pub pid: u32,
+    pub comm: &'a [u8],
+    pub uid: Option<u32>,
+}
+
+impl Enforcer {
+    /// `enforced`: (rule index, action), in guard id order.
+    pub fn new(
+        rules: usize,
+        enforced: &[(u32, Action)],
+        decisions: Vec<Decision>,
+        exempt: Exempt,
+        rate: u32,
+    ) -> Enforcer {
+        let mut by_rule = vec![None; rules];
+        for (id, &(r, a)) in enforced.iter().enumerate() {
+            by_rule[r as usize] = Some((id as u16, a));
+        }
+        Enforcer {
+            by_rule,
+            counts: vec![Counts::default(); enforced.len()],
+            decisions,
+            exempt,
+            kernel_log: None,
+            self_pid: std::process::id(),
+            rate,
+            windows: vec![(0, 0); enforced.len()],
+        }
+    }
+
+    pub fn set_kernel_log(&mut self, log: KernelLog) {
+        self.kernel_log = Some(log);
+    }
+
+    /// For an alert of rule `rule` on an event at `ts` (monotonic ns); None:
+    /// the rule is not enforced.
+    pub fn act(&mut self, rule: u32, t: &Target, ts: u64, now: u64) -> Option<Done> {
+        let (id, action) = (*self.by_rule.get(rule as usize)?)?;
+        let done = self.decide(id, action, t, ts, now);
+        let c = &mut self.counts[id as usize];
+        match done.action {
+            "killed" => c.killed += 1,
+            "would kill" => c.would_kill += 1,
+            "failed" => c.failed += 1,
+            _ => c.not_killed += 1,
+        }
+        Some(done)
+    }
+
+    fn decide(&mut self, id: u16, action: Action, t: &Target, ts: u64, now: u64) -> Done {
+        let done =
+            |action, by, latency_ns, detail: &str| Done { action, by, latency_ns, detail: detail.into() };
+        if let Some(why) = self.protected(t) {
+            return done("not killed", "user space", 0, why);
+        }
+        if action == Action::DryRun {
+            return done("would kill", "user space", 0, "");
+        }
+        let logged = self.kernel_log.as_ref().and_then(|l| l(t.tid)).filter(|l| l.ts == ts && l.rule == id);
+        match logged.map(|l| (l.outcome, l)) {
+            Some((Outcome::Killed, l)) => return done("killed", "kernel", l.acted_ns.saturating_sub(ts), ""),
+            Some((Outcome::Failed, l)) => return done("failed", "kernel", 0, &format!("error {}", l.err)),
+            Some((Outcome::RateLimited, _)) => {
+                return done("not killed", "kernel", 0, "over the rule's rate")
+            }
+            Some((Outcome::Protected, _)) => return done("not killed", "kernel", 0, "protected process"),
+            Some((Outcome::Deferred, _)) | None => {}
+        }
+        let w = &mut self.windows[id as usize];
+        if w.0 != now / 1_000_000_000 {
+            *w = (now / 1_000_000_000, 0);
+        }
+        w.1 += 1;
+        if w.1 > self.rate {
+            return done("not killed", "user space", 0, "over the rule's rate");
+        }
+        match kill(t) {
+            Ok(()) => done("killed", "user space", crate::monotonic_now().saturating_sub(ts), ""),
+            Err(e) => done("failed", "user space", 0, &e),
+        }
+    }
+
+    fn protected(&self, t: &Target) -> Option<&'static str> {
+        if t.pid <= 1 || t.pid == self.self_pid || t.pid == 2 {
+            return Some("protected process");
+        }
+        if self.exempt.comms.iter().any(|c| &c[..] == t.comm)
+            || t.uid.is_some_and(|u| self.exempt.uids.contains(&u))
+        {
+            return Some("exempt");
+        }
+        None
+    }
+}
+
+/// The alert says what was done: `enforce.*` output fields, and a note at
+/// the end of its text.
+pub fn describe(d: &Done, output: &mut String, fields: &mut serde_json::Map<String, serde_json::Value>) {
+    fields.insert("enforce.action".into(), d.action.into());
+    fields.insert("enforce.by".into(), d.by.into());
+    fields.insert("enforce.latency_ns".into(), d.latency_ns.into());
+    if !d.detail.is_empty() {
+        fields.insert("enforce.detail".into(), d.detail.clone().into());
+    }
+    output.push_str(" | enforce=");
+    output.push_str(&d.action.replace(' ', "_"));
+    output.push_str(" by=");
+    output.push_str(&d.by.replace(' ', "_"));
+    if d.action == "killed" {
+        use std::fmt::Write;
+        let _ = write!(output, " latency_us={}", d.latency_ns / 1000);
+    }
+    if !d.detail.is_empty() {
+        output.push_str(" (");
+        output.push_str(&d.detail);
+        output.push(')');
+    }
+}
+
+/// SIGKILL through a pidfd of the thread group, opened only if the thread
+/// still has the name the event had (a reused pid is left alone).
+fn kill(t: &Target) -> Result<(), String> {
+    let comm = std::fs::read(format!("/proc/{}/task/{}/comm", t.pid, t.tid))
+        .map_err(|_| "already gone".to_string())?;
+    if comm.strip_suffix(b"\n").unwrap_or(&comm) != t.comm {
+        return Err("already gone".into());
+    }
+    // SAFETY: plain syscalls on integers; the fd is closed below.
+    unsafe {
+        let fd = libc::syscall(libc::SYS_pidfd_open, t.pid, 0);
+        if fd < 0 {
+            return Err("already gone".into());
+        }
+        let r = libc::syscall(libc::SYS_pidfd_send_signal, fd, libc::SIGKILL, std::ptr::null::<u8>(), 0);
+        let err = std::io::Error::last_os_error();
+        libc::close(fd as i32);
+        if r < 0 {
+            return Err(err.to_string());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,223 @@
+use super::*;
+use harrier_capture::guard::Ins;
+use harrier_rules::ruleset::LoadOptions;
+use harrier_schema::syscall_by_name;
+
+/// What the kernel sees of one event.
+#[derive(Clone)]
+pub(crate) struct Ev {
+    pub ret: i64,
+    pub flags: u32,
+    pub path: Option<&'static str>,
+    pub comm: &'static str,
+    pub ancestors: Vec<&'static str>,
+    pub exe: Option<&'static str>,
+    pub args: Option<&'static str>,
+    pub uid: u32,
+    pub host: bool,
+}
+
+pub(crate) fn ev(comm: &'static str, path: &'static str) -> Ev {
+    Ev {
+        ret: 3,
+        flags: 0,
+        path: Some(path),
+        comm,
+        ancestors: vec!["bash", "sshd", "systemd"],
+        exe: None,
+        args: None,
+        uid: 1000,
+        host: true,
+    }
+}
+
+#[derive(Debug, PartialEq)]
+pub(crate) enum Verdict {
+    Kill(u16),
+    Deferred(u16),
+    Pass,
+}
+
+fn in_set(g: &Guard, set: u32, dirs: bool, s: &[u8]) -> bool {
+    // The trie's longest match, as guard.h's hr_g_str_in uses it.
+    let best = g
+        .strings
+        .iter()
+        .filter(|(id, _)| *id == set)
+        .filter_map(|(_, e)| match e {
+            Entry::Exact(b) => (b == s).then_some(b.len() + 1),
+            Entry::Prefix(b) | Entry::Dir(b) => s.starts_with(b).then_some(b.len()),
+        })
+        .max();
+    match best {
+        None => false,
+        Some(n) if dirs => !s[n..].contains(&b'/'),
+        Some(_) => true,
+    }
+}
+
+/// guard.h's loop, in Rust.
+pub(crate) fn run(g: &Guard, nr: u32, e: &Ev) -> Verdict {
+    let Some(p) = g.programs.iter().find(|p| p.nr == nr) else { return Verdict::Pass };
+    let (mut pc, mut deferred) = (0usize, None);
+    loop {
+        let Ins { op, t, f } = &p.ins[pc];
+        let r = match op {
+            GOp::Success => e.ret >= 0,
+            GOp::Flags { mask, value } => e.flags & mask == *value,
+            GOp::HostCgroup => e.host,
+            GOp::Defer { rule } => {
+                deferred.get_or_insert(*rule);
+                true
+            }
+            GOp::StrIn { src, set, dirs } => {
+                let uid = e.uid.to_le_bytes();
+                let s: Option<&[u8]> = match src {
+                    Src::Path => e.path.filter(|_| e.ret >= 0).map(str::as_bytes),
+                    Src::Comm => Some(e.comm.as_bytes()),
+                    Src::Ancestor(n) => e.ancestors.get(*n as usize - 1).map(|a| a.as_bytes()),
+                    Src::Exe => e.exe.map(str::as_bytes),
+                    Src::Args => e.args.map(str::as_bytes),
+                    Src::Uid => Some(&uid),
+                };
+                s.is_some_and(|s| in_set(g, *set, *dirs, s))
+            }
+        };
+        let next = if r { *t } else { *f };
+        if next == NO_MATCH {
+            return deferred.map_or(Verdict::Pass, Verdict::Deferred);
+        }
+        if next & KILL != 0 {
+            return Verdict::Kill(next & !KILL);
+        }
+        assert!(next as usize > pc, "jumps go forward");
+        pc = next as usize;
+    }
+}
+
+const MACROS: &str = r#"
+- list: shell_binaries
+  items: [bash, sh, zsh]
+- list: sensitive_file_names
+  items: [/etc/shadow, /etc/sudoers]
+- macro: open_read
+  condition: (evt.type in (open,openat,openat2) and evt.is_open_read=true and fd.typechar='f' and fd.num>=0)
+- macro: sensitive_files
+  condition: (fd.name in (sensitive_file_names) or fd.directory in (/etc/sudoers.d, /etc/pam.d))
+- macro: ansible_running_python
+  condition: (proc.name in (python, pypy, python3) and proc.cmdline contains ansible)
+- macro: perl_running_updmap
+  condition: (proc.cmdline startswith "perl /usr/bin/updmap")
+- macro: container
+  condition: (container.id != host)
+- rule: Read sensitive
+  desc: t
+  condition: >
+    open_read and sensitive_files and not proc.name in (shell_binaries, cat)
+    and not ansible_running_python and not perl_running_updmap
+    and not proc.pname in (sudo) and not proc.aname[2] startswith google_
+    and not (container and container.image.repository in (trusted))
+  output: o
+  priority: WARNING
+- rule: Exec from shm
+  desc: t
+  condition: >
+    evt.type = execve and (proc.exe startswith "/dev/shm/" or (proc.cwd startswith "/dev/shm/" and proc.exe startswith "./")
+    or (proc.cwd startswith "/dev/shm/" and proc.args startswith "./"))
+  output: o
+  priority: WARNING
+"#;
+
+fn plan(exempt: &Exempt) -> Plan {
+    let rs = RuleSet::load(&[("t.yaml", MACROS.to_string())], &LoadOptions::default()).unwrap();
+    let idx = |n: &str| rs.rules().iter().position(|r| r.name == n).unwrap() as u32;
+    let sys: Vec<_> = ["openat", "execve", "read"].iter().map(|n| syscall_by_name(n).unwrap()).collect();
+    compile(&rs, &[idx("Read sensitive"), idx("Exec from shm")], exempt, &sys, 100).unwrap()
+}
+
+const OPENAT: u32 = 257;
+const EXECVE: u32 = 59;
+
+#[test]
+fn a_sensitive_read_by_an_untrusted_name_is_killed_in_the_kernel() {
+    let p = plan(&Exempt::default());
+    assert_eq!(run(&p.guard, OPENAT, &ev("hrsteal", "/etc/shadow")), Verdict::Kill(0));
+    assert_eq!(run(&p.guard, OPENAT, &ev("hrsteal", "/etc/pam.d/sshd")), Verdict::Kill(0));
+    // Not sensitive, a trusted name, not for reading, a failed open, a directory.
+    assert_eq!(run(&p.guard, OPENAT, &ev("hrsteal", "/etc/pam.d/x/y")), Verdict::Pass);
+    assert_eq!(run(&p.guard, OPENAT, &ev("hrsteal", "/etc/hosts")), Verdict::Pass);
+    assert_eq!(run(&p.guard, OPENAT, &ev("cat", "/etc/shadow")), Verdict::Pass);
+    assert_eq!(run(&p.guard, OPENAT, &Ev { flags: 1, ..ev("hrsteal", "/etc/shadow") }), Verdict::Pass);
+    assert_eq!(run(&p.guard, OPENAT, &Ev { ret: -13, ..ev("hrsteal", "/etc/shadow") }), Verdict::Pass);
+    assert_eq!(run(&p.guard, OPENAT, &Ev { flags: 0o200000, ..ev("x", "/etc/shadow") }), Verdict::Pass);
+    // O_RDWR reads too.
+    assert_eq!(run(&p.guard, OPENAT, &Ev { flags: 2, ..ev("hrsteal", "/etc/shadow") }), Verdict::Kill(0));
+    // Parents and ancestors.
+    let parent = Ev { ancestors: vec!["sudo"], ..ev("hrsteal", "/etc/shadow") };
+    assert_eq!(run(&p.guard, OPENAT, &parent), Verdict::Pass);
+    let grand = Ev { ancestors: vec!["a", "google_x"], ..ev("hrsteal", "/etc/shadow") };
+    assert_eq!(run(&p.guard, OPENAT, &grand), Verdict::Pass);
+    let orphan = Ev { ancestors: vec![], ..ev("hrsteal", "/etc/shadow") };
+    assert_eq!(run(&p.guard, OPENAT, &orphan), Verdict::Kill(0));
+}
+
+#[test]
+fn terms_only_user_space_knows_defer_when_reached() {
+    let p = plan(&Exempt::default());
+    // python: the command line decides.
+    assert_eq!(run(&p.guard, OPENAT, &ev("python3", "/etc/shadow")), Verdict::Deferred(0));
+    // perl: updmap's command line might.
+    assert_eq!(run(&p.guard, OPENAT, &ev("perl", "/etc/shadow")), Verdict::Deferred(0));
+    assert_eq!(run(&p.guard, OPENAT, &ev("perl x", "/etc/shadow")), Verdict::Deferred(0));
+    // A cgroup not known as the host's: the container's image decides.
+    assert_eq!(
+        run(&p.guard, OPENAT, &Ev { host: false, ..ev("hrsteal", "/etc/shadow") }),
+        Verdict::Deferred(0)
+    );
+    // Not reached: not deferred.
+    assert_eq!(run(&p.guard, OPENAT, &ev("python3", "/etc/hosts")), Verdict::Pass);
+    let d = &p.decisions[0];
+    assert_eq!(d.syscalls, ["openat"]);
+    assert!(d.user_space.is_none());
+    for t in ["proc.cmdline", "container.image.repository"] {
+        assert!(d.deferred.iter().any(|x| x == t), "{t} in {:?}", d.deferred);
+    }
+}
+
+#[test]
+fn execs_are_decided_on_argv() {
+    let p = plan(&Exempt::default());
+    let exec = |exe: &'static str, args: &'static str| Ev {
+        exe: Some(exe),
+        args: Some(args),
+        path: None,
+        ..ev("x", "")
+    };
+    assert_eq!(run(&p.guard, EXECVE, &exec("/dev/shm/drop", "")), Verdict::Kill(1));
+    assert_eq!(run(&p.guard, EXECVE, &exec("/usr/bin/ls", "-l /dev/shm")), Verdict::Pass);
+    // The working directory decides these.
+    assert_eq!(run(&p.guard, EXECVE, &exec("./drop", "")), Verdict::Deferred(1));
+    assert_eq!(run(&p.guard, EXECVE, &exec("sh", "./drop")), Verdict::Deferred(1));
+    // A failed exec keeps the old program's fields: user space decides.
+    assert_eq!(run(&p.guard, EXECVE, &Ev { ret: -2, ..exec("/dev/shm/drop", "") }), Verdict::Deferred(1));
+    assert_eq!(p.decisions[1].syscalls, ["execve"]);
+}
+
+#[test]
+fn exempt_names_and_users_are_never_acted_on() {
+    let p = plan(&Exempt { comms: vec![b"hrsteal".to_vec()], uids: vec![4242] });
+    assert_eq!(run(&p.guard, OPENAT, &ev("hrsteal", "/etc/shadow")), Verdict::Pass);
+    assert_eq!(run(&p.guard, OPENAT, &Ev { uid: 4242, ..ev("other", "/etc/shadow") }), Verdict::Pass);
+    assert_eq!(run(&p.guard, OPENAT, &ev("other", "/etc/shadow")), Verdict::Kill(0));
+}
+
+#[test]
+fn rules_of_other_syscalls_or_unknown_terms_stay_in_user_space() {
+    let y = "- rule: R\n  desc: t\n  condition: evt.type = openat and fd.name contains x\n  output: o\n  priority: WARNING\n\
+             - rule: S\n  desc: t\n  condition: evt.type = connect\n  output: o\n  priority: WARNING\n";
+    let rs = RuleSet::load(&[("t.yaml", y.to_string())], &LoadOptions::default()).unwrap();
+    let p = compile(&rs, &[0, 1], &Exempt::default(), &[syscall_by_name("openat").unwrap()], 1).unwrap();
+    assert_eq!(p.decisions[0].summary(), "user space (needs fd.name)");
+    assert_eq!(p.decisions[1].summary(), "user space (none of its syscalls is captured)");
+    assert!(p.guard.programs.is_empty());
+}
