@@ -9,6 +9,7 @@ mod falco_args;
 pub mod interest;
 pub mod kfilter;
 pub mod metrics;
+pub mod snapshot;
 pub mod source;
 pub mod state;
 pub mod statsfile;

@@ -142,7 +142,8 @@ impl Http {
         }
         let r = if self.opts.compress_uploads {
             self.gz.clear();
-            let mut enc = flate2::write::GzEncoder::new(std::mem::take(&mut self.gz), flate2::Compression::fast());
+            let mut enc =
+                flate2::write::GzEncoder::new(std::mem::take(&mut self.gz), flate2::Compression::fast());
             let _ = enc.write_all(body);
             self.gz = enc.finish().unwrap_or_default();
             req.set("Content-Encoding", "gzip").send_bytes(&self.gz)

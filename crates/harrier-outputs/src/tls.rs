@@ -2,6 +2,8 @@
 //! and its ring provider. Files are PEM. Every error is one line naming the
 //! configuration key and the file, for `harrier run` to print before it exits.
 
+pub use rustls;
+
 use anyhow::{anyhow, bail, Result};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
@@ -67,9 +69,9 @@ impl ClientTls {
             Some((cert, key)) => {
                 let chain = certs_in(cert, "http_output.client_cert")?;
                 let k = key_in(key, "http_output.client_key")?;
-                builder.with_client_auth_cert(chain, k).map_err(|e| {
-                    anyhow!("http_output.client_key: {key} does not go with {cert}: {e}")
-                })?
+                builder
+                    .with_client_auth_cert(chain, k)
+                    .map_err(|e| anyhow!("http_output.client_key: {key} does not go with {cert}: {e}"))?
             }
             None => builder.with_no_client_auth(),
         };

@@ -62,7 +62,8 @@ impl Pki {
             p.extended_key_usages = vec![usage];
             (p.signed_by(&key, &ca_cert, &ca_key).unwrap(), key)
         };
-        let (srv, srv_key) = leaf(vec!["127.0.0.1".into(), "localhost".into()], ExtendedKeyUsagePurpose::ServerAuth);
+        let (srv, srv_key) =
+            leaf(vec!["127.0.0.1".into(), "localhost".into()], ExtendedKeyUsagePurpose::ServerAuth);
         let (cli, cli_key) = leaf(vec!["client".into()], ExtendedKeyUsagePurpose::ClientAuth);
         let w = |f: &str, t: String| std::fs::write(dir.join(f), t).unwrap();
         w("ca.pem", ca_cert.pem());
@@ -252,7 +253,8 @@ fn a_receiver_the_ca_did_not_sign_gets_nothing_unless_insecure() {
     let st = deliver(&url, wrong, 1, Duration::from_millis(400));
     assert_eq!((st.sent.total(), st.failed.total()), (0, 1), "{st:?}");
     assert!(rx.try_recv().is_err());
-    let insecure = with_tls(ClientTls { insecure: true, ca_cert: Some(pki.path("other-ca.pem")), ..Default::default() });
+    let insecure =
+        with_tls(ClientTls { insecure: true, ca_cert: Some(pki.path("other-ca.pem")), ..Default::default() });
     let st = deliver(&url, insecure, 1, Duration::from_secs(5));
     assert_eq!((st.sent.total(), st.lost()), (1, 0));
     recv(&rx);
@@ -280,7 +282,12 @@ fn compressed_uploads_are_gzip_bodies_equal_to_the_plain_ones() {
     assert_eq!(plain.sent.total(), 1);
     let plain = recv(&rx);
     assert!(!plain.headers.contains_key("content-encoding"));
-    let gz = deliver(&url, HttpOptions { compress_uploads: true, ..HttpOptions::default() }, 1, Duration::from_secs(5));
+    let gz = deliver(
+        &url,
+        HttpOptions { compress_uploads: true, ..HttpOptions::default() },
+        1,
+        Duration::from_secs(5),
+    );
     assert_eq!(gz.sent.total(), 1);
     let gz = recv(&rx);
     assert_eq!(gz.headers["content-encoding"], "gzip");
@@ -290,7 +297,10 @@ fn compressed_uploads_are_gzip_bodies_equal_to_the_plain_ones() {
     let (a, b): (Value, Value) =
         (serde_json::from_slice(&decoded).unwrap(), serde_json::from_slice(&plain.body).unwrap());
     // The same alert but for its uuid.
-    assert_eq!((&a["output"], &a["output_fields"], &a["time"]), (&b["output"], &b["output_fields"], &b["time"]));
+    assert_eq!(
+        (&a["output"], &a["output_fields"], &a["time"]),
+        (&b["output"], &b["output_fields"], &b["time"])
+    );
     assert_eq!(a.as_object().unwrap().len(), b.as_object().unwrap().len());
 }
 
@@ -298,7 +308,8 @@ fn compressed_uploads_are_gzip_bodies_equal_to_the_plain_ones() {
 fn keep_alive_reuses_one_connection_and_its_absence_opens_one_per_alert() {
     let ports = |keep_alive: bool| {
         let (url, rx) = receiver(None, "");
-        let st = deliver(&url, HttpOptions { keep_alive, ..HttpOptions::default() }, 5, Duration::from_secs(5));
+        let st =
+            deliver(&url, HttpOptions { keep_alive, ..HttpOptions::default() }, 5, Duration::from_secs(5));
         assert_eq!(st.sent.total(), 5);
         let mut p: Vec<u16> = (0..5).map(|_| recv(&rx).peer_port).collect();
         p.sort();
@@ -341,7 +352,8 @@ fn an_alert_fails_after_max_consecutive_timeouts() {
 fn echo_prints_the_receivers_answers_on_stdout() {
     if std::env::var_os("HARRIER_ECHO_CHILD").is_some() {
         let (url, rx) = receiver(None, "{\"answer\":\"noted\"}");
-        let st = deliver(&url, HttpOptions { echo: true, ..HttpOptions::default() }, 2, Duration::from_secs(5));
+        let st =
+            deliver(&url, HttpOptions { echo: true, ..HttpOptions::default() }, 2, Duration::from_secs(5));
         assert_eq!(st.sent.total(), 2);
         recv(&rx);
         let (url, _rx) = receiver(None, "{\"answer\":\"quiet\"}");
@@ -364,10 +376,16 @@ fn echo_prints_the_receivers_answers_on_stdout() {
 fn missing_or_bad_tls_files_are_one_line_errors_naming_key_and_file() {
     let pki = Pki::new("bad");
     let err = |tls: ClientTls| {
-        Http::with_options("https://127.0.0.1:1/", JsonShape::default(), with_tls(tls)).err().unwrap().to_string()
+        Http::with_options("https://127.0.0.1:1/", JsonShape::default(), with_tls(tls))
+            .err()
+            .unwrap()
+            .to_string()
     };
     let e = err(ClientTls { ca_cert: Some("/nonexistent/ca.pem".into()), ..Default::default() });
-    assert_eq!(e, "http_output.ca_cert: cannot read /nonexistent/ca.pem: No such file or directory (os error 2)");
+    assert_eq!(
+        e,
+        "http_output.ca_cert: cannot read /nonexistent/ca.pem: No such file or directory (os error 2)"
+    );
     let e = err(ClientTls { ca_bundle: Some(pki.path("server.key")), ..Default::default() });
     assert_eq!(e, format!("http_output.ca_bundle: no certificate in {}", pki.path("server.key")));
     let e = err(ClientTls { ca_path: Some("/nonexistent/certs".into()), ..Default::default() });
