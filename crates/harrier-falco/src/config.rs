@@ -54,8 +54,18 @@ pub struct RunConfig {
     pub rules_selection: Vec<harrier_rules::ruleset::Selection>,
     pub file_output: Option<String>,
     pub http_output: Option<String>,
+    /// http_output's options: TLS, user_agent, compress_uploads, keep_alive, echo,
+    /// max_consecutive_timeouts (falco.yaml's defaults once the key is read).
+    pub http_options: harrier_outputs::sinks::HttpOptions,
     /// Prometheus endpoint address (webserver.listen_address:listen_port).
     pub metrics_addr: Option<String>,
+    /// webserver.ssl_enabled: the PEM file (webserver.ssl_certificate) holding the key and
+    /// certificate the webserver serves https with.
+    pub webserver_ssl: Option<String>,
+    /// webserver.k8s_healthz_endpoint.
+    pub healthz: String,
+    /// metrics.enabled with output_rule or output_file: the periodic snapshots.
+    pub metrics: Option<harrier_engine::snapshot::MetricsPolicy>,
     /// Each output's queue: outputs_queue.capacity (Falco's, alerts; 0: no
     /// count limit), .max_bytes and .keep_priority (Harrier's).
     pub outputs_queue: Limits,
@@ -101,7 +111,11 @@ impl Default for RunConfig {
             rules_selection: Vec::new(),
             file_output: None,
             http_output: None,
+            http_options: Default::default(),
             metrics_addr: None,
+            webserver_ssl: None,
+            healthz: "/healthz".into(),
+            metrics: None,
             outputs_queue: Limits::default(),
             append_fields: Vec::new(),
             append_output: Vec::new(),
@@ -384,6 +398,7 @@ impl RunConfig {
                 if r.enabled(v, key)? {
                     let u = v.get("url").ok_or_else(|| r.err(v, "http_output needs a url"))?;
                     c.http_output = Some(r.str(u, "http_output.url")?.to_string());
+                    c.http_options = r.http_options(v)?;
                 }
             }
             "webserver" => {
@@ -393,6 +408,13 @@ impl RunConfig {
                     let port = v.get("listen_port").map(|p| r.str(p, "webserver.listen_port")).transpose()?;
                     c.metrics_addr =
                         Some(format!("{}:{}", addr.unwrap_or("0.0.0.0"), port.unwrap_or("8765")));
+                    if let Some(h) = v.get("k8s_healthz_endpoint") {
+                        c.healthz = r.str(h, "webserver.k8s_healthz_endpoint")?.to_string();
+                    }
+                    if r.flag(v, "webserver", "ssl_enabled", false)? {
+                        let pem = r.text(v, "webserver", "ssl_certificate")?;
+                        c.webserver_ssl = Some(pem.unwrap_or_else(|| "/etc/falco/falco.pem".into()));
+                    }
                 }
             }
             "outputs_queue" => c.outputs_queue = r.queue(v, &mut c.warnings)?,
@@ -434,6 +456,8 @@ impl RunConfig {
                     if let Some(a) = v.get("listen_address") {
                         c.metrics_addr = Some(r.str(a, "metrics.listen_address")?.to_string());
                     }
+                    let m = r.metrics(v)?;
+                    c.metrics = (m.output_rule || m.output_file.is_some()).then_some(m);
                 }
             }
             _ if crate::keys::accepted(key) => {}
@@ -443,6 +467,75 @@ impl RunConfig {
             }
         }
         Ok(())
+    }
+}
+
+impl Reader<'_> {
+    /// `parent.key` as a boolean, `default` when absent.
+    fn flag(&self, parent: &Node, name: &str, key: &str, default: bool) -> Result<bool> {
+        match parent.get(key) {
+            Some(n) => self.bool(n, &format!("{name}.{key}")),
+            None => Ok(default),
+        }
+    }
+
+    /// `parent.key` as text; None when absent or empty (Falco's "" is "not set").
+    fn text(&self, parent: &Node, name: &str, key: &str) -> Result<Option<String>> {
+        match parent.get(key) {
+            Some(n) if n.is_null() => Ok(None),
+            Some(n) => Ok(Some(self.str(n, &format!("{name}.{key}"))?.to_string()).filter(|t| !t.is_empty())),
+            None => Ok(None),
+        }
+    }
+
+    /// http_output's options with falco.yaml's defaults. Files are read when the output
+    /// starts (an https url only), where a missing one is an error naming key and file.
+    fn http_options(&self, v: &Node) -> Result<harrier_outputs::sinks::HttpOptions> {
+        use harrier_outputs::sinks::HttpOptions;
+        let h = "http_output";
+        let mut o = HttpOptions { keep_alive: false, ..HttpOptions::default() };
+        if let Some(ua) = v.get("user_agent") {
+            o.user_agent = self.str(ua, "http_output.user_agent")?.to_string();
+        }
+        o.tls.insecure = self.flag(v, h, "insecure", false)?;
+        o.tls.ca_cert = self.text(v, h, "ca_cert")?;
+        o.tls.ca_bundle = self.text(v, h, "ca_bundle")?;
+        o.tls.ca_path = self.text(v, h, "ca_path")?;
+        if self.flag(v, h, "mtls", false)? {
+            let cert = self.text(v, h, "client_cert")?.unwrap_or_else(|| "/etc/ssl/certs/client.crt".into());
+            let key = self.text(v, h, "client_key")?.unwrap_or_else(|| "/etc/ssl/certs/client.key".into());
+            o.tls.client_cert = Some((cert, key));
+        }
+        o.echo = self.flag(v, h, "echo", false)?;
+        o.compress_uploads = self.flag(v, h, "compress_uploads", false)?;
+        o.keep_alive = self.flag(v, h, "keep_alive", false)?;
+        if let Some(n) = v.get("max_consecutive_timeouts") {
+            let t = self.str(n, "http_output.max_consecutive_timeouts")?;
+            o.max_consecutive_timeouts = t.parse::<u8>().map_err(|_| {
+                self.err(n, format!("http_output.max_consecutive_timeouts must be 0-255, not '{t}'"))
+            })? as u32;
+        }
+        Ok(o)
+    }
+
+    /// metrics: interval, output_rule, output_file and the switches Harrier has figures for.
+    fn metrics(&self, v: &Node) -> Result<harrier_engine::snapshot::MetricsPolicy> {
+        use harrier_engine::snapshot::{parse_interval, MetricsPolicy};
+        let m = "metrics";
+        let mut p = MetricsPolicy::default();
+        if let Some(i) = v.get("interval") {
+            let t = self.str(i, "metrics.interval")?;
+            p.interval = parse_interval(t).map_err(|e| self.err(i, format!("metrics.interval: {e}")))?;
+        }
+        p.output_rule = self.flag(v, m, "output_rule", false)?;
+        p.output_file = self.text(v, m, "output_file")?;
+        p.rules_counters = self.flag(v, m, "rules_counters_enabled", true)?;
+        p.resource_utilization = self.flag(v, m, "resource_utilization_enabled", true)?;
+        p.kernel_event_counters = self.flag(v, m, "kernel_event_counters_enabled", true)?
+            || self.flag(v, m, "kernel_event_counters_per_cpu_enabled", false)?;
+        p.convert_memory_to_mb = self.flag(v, m, "convert_memory_to_mb", true)?;
+        p.include_empty_values = self.flag(v, m, "include_empty_values", false)?;
+        Ok(p)
     }
 }
 
