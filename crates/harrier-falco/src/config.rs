@@ -778,4 +778,55 @@ mod tests {
         let c = RunConfig::parse("f.yaml", "outputs_queue:\n  capacity: 5000\n").unwrap();
         assert_eq!((c.outputs_queue.capacity, c.outputs_queue.max_bytes), (5000, d.max_bytes));
     }
+
+    #[test]
+    fn http_output_webserver_and_metrics_options_are_read_with_falcos_defaults() {
+        let c = RunConfig::parse(
+            "f.yaml",
+            "http_output:\n  enabled: true\n  url: https://sidekick:2801/\n  user_agent: ua/1\n  insecure: true\n  \
+             ca_cert: \"\"\n  ca_bundle: /b.pem\n  ca_path: /etc/ssl/certs\n  mtls: true\n  client_cert: /c.crt\n  \
+             client_key: /c.key\n  echo: true\n  compress_uploads: true\n  keep_alive: true\n  max_consecutive_timeouts: 7\n\
+             webserver:\n  enabled: true\n  k8s_healthz_endpoint: /health\n  ssl_enabled: true\n  ssl_certificate: /f.pem\n\
+             metrics:\n  enabled: true\n  interval: 15m\n  output_rule: true\n  output_file: /tmp/m.jsonl\n  \
+             rules_counters_enabled: false\n  convert_memory_to_mb: false\n",
+        )
+        .unwrap();
+        let h = &c.http_options;
+        assert_eq!(h.user_agent, "ua/1");
+        assert!(h.tls.insecure && h.echo && h.compress_uploads && h.keep_alive);
+        assert_eq!((h.tls.ca_cert.as_deref(), h.tls.ca_bundle.as_deref()), (None, Some("/b.pem")));
+        assert_eq!(h.tls.ca_path.as_deref(), Some("/etc/ssl/certs"));
+        assert_eq!(h.tls.client_cert, Some(("/c.crt".to_string(), "/c.key".to_string())));
+        assert_eq!(h.max_consecutive_timeouts, 7);
+        assert_eq!((c.healthz.as_str(), c.webserver_ssl.as_deref()), ("/health", Some("/f.pem")));
+        let m = c.metrics.unwrap();
+        assert_eq!(m.interval, std::time::Duration::from_secs(900));
+        assert!(m.output_rule && !m.rules_counters && !m.convert_memory_to_mb && m.resource_utilization);
+        assert_eq!(m.output_file.as_deref(), Some("/tmp/m.jsonl"));
+
+        // Falco's defaults: falcosecurity/falco, a connection per alert, 5 timeouts, no TLS
+        // options; ssl off; metrics without output_rule or output_file take no snapshots.
+        let c = RunConfig::parse(
+            "f.yaml",
+            "http_output:\n  enabled: true\n  url: http://x/\nwebserver:\n  enabled: true\n\
+             metrics:\n  enabled: true\n  output_file: \"\"\n",
+        )
+        .unwrap();
+        let h = &c.http_options;
+        assert_eq!((h.user_agent.as_str(), h.keep_alive, h.max_consecutive_timeouts), ("falcosecurity/falco", false, 5));
+        assert_eq!(h.tls, Default::default());
+        assert!(c.webserver_ssl.is_none() && c.metrics.is_none());
+        assert!(RunConfig::default().http_options.keep_alive, "--http-output keeps connections alive");
+        let c = RunConfig::parse("f.yaml", "webserver:\n  enabled: true\n  ssl_enabled: true\n").unwrap();
+        assert_eq!(c.webserver_ssl.as_deref(), Some("/etc/falco/falco.pem"));
+
+        let e = RunConfig::parse("c.yaml", "metrics:\n  enabled: true\n  interval: soon\n").unwrap_err().to_string();
+        assert_eq!(e, "c.yaml:3:13: metrics.interval: 'soon' is not a duration such as 15m, 1h, 500ms or 5000 (ms)");
+        let e = RunConfig::parse("c.yaml", "http_output:\n  enabled: true\n  url: http://x/\n  max_consecutive_timeouts: 300\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "c.yaml:4:29: http_output.max_consecutive_timeouts must be 0-255, not '300'");
+        let e = RunConfig::parse("c.yaml", "webserver:\n  enabled: true\n  ssl_enabled: sometimes\n").unwrap_err().to_string();
+        assert_eq!(e, "c.yaml:3:16: webserver.ssl_enabled must be true or false, not 'sometimes'");
+    }
 }
