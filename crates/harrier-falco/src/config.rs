@@ -813,20 +813,33 @@ mod tests {
         )
         .unwrap();
         let h = &c.http_options;
-        assert_eq!((h.user_agent.as_str(), h.keep_alive, h.max_consecutive_timeouts), ("falcosecurity/falco", false, 5));
+        assert_eq!(
+            (h.user_agent.as_str(), h.keep_alive, h.max_consecutive_timeouts),
+            ("falcosecurity/falco", false, 5)
+        );
         assert_eq!(h.tls, Default::default());
         assert!(c.webserver_ssl.is_none() && c.metrics.is_none());
         assert!(RunConfig::default().http_options.keep_alive, "--http-output keeps connections alive");
         let c = RunConfig::parse("f.yaml", "webserver:\n  enabled: true\n  ssl_enabled: true\n").unwrap();
         assert_eq!(c.webserver_ssl.as_deref(), Some("/etc/falco/falco.pem"));
 
-        let e = RunConfig::parse("c.yaml", "metrics:\n  enabled: true\n  interval: soon\n").unwrap_err().to_string();
-        assert_eq!(e, "c.yaml:3:13: metrics.interval: 'soon' is not a duration such as 15m, 1h, 500ms or 5000 (ms)");
-        let e = RunConfig::parse("c.yaml", "http_output:\n  enabled: true\n  url: http://x/\n  max_consecutive_timeouts: 300\n")
+        let e = RunConfig::parse("c.yaml", "metrics:\n  enabled: true\n  interval: soon\n")
             .unwrap_err()
             .to_string();
+        assert_eq!(
+            e,
+            "c.yaml:3:13: metrics.interval: 'soon' is not a duration such as 15m, 1h, 500ms or 5000 (ms)"
+        );
+        let e = RunConfig::parse(
+            "c.yaml",
+            "http_output:\n  enabled: true\n  url: http://x/\n  max_consecutive_timeouts: 300\n",
+        )
+        .unwrap_err()
+        .to_string();
         assert_eq!(e, "c.yaml:4:29: http_output.max_consecutive_timeouts must be 0-255, not '300'");
-        let e = RunConfig::parse("c.yaml", "webserver:\n  enabled: true\n  ssl_enabled: sometimes\n").unwrap_err().to_string();
+        let e = RunConfig::parse("c.yaml", "webserver:\n  enabled: true\n  ssl_enabled: sometimes\n")
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "c.yaml:3:16: webserver.ssl_enabled must be true or false, not 'sometimes'");
     }
 }
