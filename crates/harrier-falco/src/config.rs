@@ -449,8 +449,8 @@ impl RunConfig {
                 }
             }
             "entry_copies" => c.entry_copies = r.bool(v, key)?,
-            // Harrier serves its metrics to Prometheus (Falco's metrics key drives a
-            // periodic metrics rule instead).
+            // Falco's periodic snapshots (output_rule, output_file); Harrier serves Prometheus
+            // on the webserver whatever this says, and reads its own listen_address here.
             "metrics" => {
                 if r.enabled(v, key)? {
                     if let Some(a) = v.get("listen_address") {
