@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 /// so an alert can be traced to the generator's process or its descendants.
 pub const LINEAGE_FIELDS: [&str; 4] = ["proc.pid", "proc.ppid", "proc.apid[2]", "proc.apid[3]"];
 
-/// A `harrier run --config` file: alerts as JSON by HTTP to `url`, nothing on
-/// stdout, and the alert's process lineage appended so that alerts can be
-/// attributed to the generator.
+/// A `harrier run --config` file: alerts as JSON by HTTP to `url` over kept-alive
+/// connections, nothing on stdout, and the alert's process lineage appended so that
+/// alerts can be attributed to the generator.
 pub fn harrier_config(url: &str) -> String {
     let mut s = format!(
-        "stdout_output:\n  enabled: false\njson_output: true\nhttp_output:\n  enabled: true\n  url: {url}\n\
+        "stdout_output:\n  enabled: false\njson_output: true\nhttp_output:\n  enabled: true\n  url: {url}\n  keep_alive: true\n\
          append_output:\n  - extra_fields:\n"
     );
     for f in LINEAGE_FIELDS {

@@ -197,7 +197,7 @@ fn watched(c: &RunConfig) -> Vec<String> {
 pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     let rules = rules_load::load(&c)?;
     if c.no_driver {
-        return no_driver(&c, a.duration);
+        return no_driver(&c, rules, a.duration);
     }
     let (total, active) = (rules.check_report().total(), rules.check_report().active());
     if let Some(path) = a.replay.as_ref().or(c.replay_file.as_ref()) {
@@ -264,8 +264,9 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     };
     let metrics = Arc::new(Mutex::new(Metrics::new()));
     if let Some(addr) = &c.metrics_addr {
-        metrics::serve(addr, metrics.clone())?;
+        metrics::serve_with(&run_outputs::webserver(&c, addr)?, metrics.clone())?;
     }
+    let mut snapshots = run_outputs::snapshots(&c)?;
     let (stop, hup) = signals(&c)?;
 
     let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outputs(&c)?, c.rule_matching)));
@@ -407,6 +408,12 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
             }
             last_metrics = Instant::now();
         }
+        if let Some(snap) = snapshots.as_mut().filter(|s| s.due(Instant::now())) {
+            let figures = snapshot_figures(&e, events, drops);
+            if let Some(alert) = snap.take(&figures) {
+                e.outputs().emit(Arc::new(alert));
+            }
+        }
         drop_exit || stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d)
     })?;
     let stopped = Instant::now();
@@ -469,6 +476,25 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     Ok(())
 }
 
+/// What a metrics snapshot reads of the engine and the kernel's counters.
+fn snapshot_figures(e: &Engine, events: u64, drops: u64) -> harrier_engine::snapshot::Figures {
+    let rules = e
+        .rules()
+        .rules()
+        .iter()
+        .zip(&e.counters.per_rule)
+        .filter(|(r, _)| r.is_active())
+        .map(|(r, k)| (r.name.clone(), k.matches))
+        .collect();
+    harrier_engine::snapshot::Figures {
+        num_evts: e.counters.events,
+        scap_n_evts: events,
+        scap_n_drops: drops,
+        outputs_drops: e.outputs().stats().iter().map(|o| o.lost()).sum(),
+        rules,
+    }
+}
+
 /// `--replay FILE`: the same engine over a capture file's events.
 fn replay(
     path: &str,
@@ -507,15 +533,24 @@ fn replay(
 
 /// engine.kind nodriver: no syscall source. The rules stay loaded and reload on SIGHUP or a
 /// watched file's change, the webserver serves, until the duration or a signal.
-fn no_driver(c: &RunConfig, duration: Option<f64>) -> Result<()> {
+fn no_driver(c: &RunConfig, rules: harrier_rules::RuleSet, duration: Option<f64>) -> Result<()> {
     let (stop, hup) = signals(c)?;
     if let Some(addr) = &c.metrics_addr {
-        metrics::serve(addr, Arc::new(Mutex::new(Metrics::new())))?;
+        metrics::serve_with(&run_outputs::webserver(c, addr)?, Arc::new(Mutex::new(Metrics::new())))?;
     }
+    // The outputs start as in a live run (a bad one is an error here too), and the metrics
+    // snapshots go out through them (no events: the rules' counters stay at zero).
+    let mut snapshots = run_outputs::snapshots(c)?;
+    let engine = Engine::new(rules, EngineState::new(), outputs(c)?, c.rule_matching);
     say!("harrier: engine.kind nodriver: no syscall source; rules loaded, waiting");
     let deadline = duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
     while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
         std::thread::sleep(Duration::from_millis(50));
+        if let Some(snap) = snapshots.as_mut().filter(|s| s.due(Instant::now())) {
+            if let Some(alert) = snap.take(&snapshot_figures(&engine, 0, 0)) {
+                engine.outputs().emit(Arc::new(alert));
+            }
+        }
         if hup.swap(false, Ordering::Relaxed) {
             say!("harrier: SIGHUP received, restarting... (the rules reload in place)");
             match rules_load::load(c) {
@@ -523,6 +558,9 @@ fn no_driver(c: &RunConfig, duration: Option<f64>) -> Result<()> {
                 Err(e) => say!("harrier: reload failed, the old rules stay: {e:#}"),
             }
         }
+    }
+    for o in engine.into_outputs().close(run_outputs::STOP_BUDGET).iter().filter(|o| o.lost() > 0) {
+        say!("{}", run_outputs::summary(o));
     }
     Ok(())
 }

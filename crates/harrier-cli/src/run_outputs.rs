@@ -35,9 +35,36 @@ pub fn outputs(c: &RunConfig) -> Result<Outputs> {
         o.add("program", Box::new(Program::new(program, *keep_alive, json)?));
     }
     if let Some(u) = &c.http_output {
-        o.add_lanes("http", Http::new(u, shape)?.lanes(IN_FLIGHT));
+        o.add_lanes("http", Http::with_options(u, shape, c.http_options.clone())?.lanes(IN_FLIGHT));
     }
     Ok(o)
+}
+
+/// The webserver's settings: its address, health endpoint and TLS (ssl_certificate read
+/// here: a missing or keyless file is an error naming the key and the file).
+pub fn webserver(c: &RunConfig, addr: &str) -> Result<harrier_engine::metrics::WebServer> {
+    let tls = match &c.webserver_ssl {
+        Some(pem) => Some(harrier_outputs::tls::server_config(pem, "webserver.ssl_certificate")?),
+        None => None,
+    };
+    Ok(harrier_engine::metrics::WebServer { addr: addr.to_string(), healthz: c.healthz.clone(), tls })
+}
+
+/// metrics' snapshots, if the config asks for them (output_rule or output_file). The
+/// alert goes out only where the rules' priority lets Informational through, as in Falco.
+pub fn snapshots(c: &RunConfig) -> Result<Option<harrier_engine::snapshot::Snapshotter>> {
+    let Some(mut policy) = c.metrics.clone() else { return Ok(None) };
+    if policy.output_rule
+        && harrier_outputs::rank(c.priority.as_str()) < harrier_outputs::rank("Informational")
+    {
+        say!(
+            "harrier: warning: metrics.output_rule needs priority informational or debug (it is {}): no metrics snapshot alerts",
+            c.priority.as_str().to_ascii_lowercase()
+        );
+        policy.output_rule = false;
+    }
+    let version = format!("{}+harrier.{}", crate::falco::FALCO_VERSION, env!("CARGO_PKG_VERSION"));
+    Ok(Some(harrier_engine::snapshot::Snapshotter::new(policy, &version)?))
 }
 
 /// The close deadline for a stop asked for at `stopped`: the rest of the

@@ -164,3 +164,44 @@ fn an_alert_of_a_capture_rule_writes_the_events_that_follow_to_a_file() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn metrics_snapshots_under_a_live_sensor_count_events_and_matches() {
+    if !bpf_available() {
+        return;
+    }
+    let (dir, marker, rules) = scratch("metrics-live", "Snapshot rule");
+    let file = dir.join("stats.jsonl");
+    let cfg = dir.join("m.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "json_output: true\nmetrics:\n  enabled: true\n  interval: 500ms\n  output_rule: true\n  \
+             output_file: {}\n",
+            file.display()
+        ),
+    )
+    .unwrap();
+    let (mut child, out, err) = harrier_run(&["-c", cfg.to_str().unwrap(), "-r", rules.to_str().unwrap()]);
+    wait_for(&err, "rules loaded");
+    std::fs::read(&marker).unwrap();
+    wait_for(&out, "Snapshot rule");
+    // The first snapshot taken after the match counts it, with the events seen.
+    let snap = loop {
+        let l = wait_for(&out, "Falco internal: metrics snapshot");
+        let j: serde_json::Value = serde_json::from_str(&l).unwrap();
+        if j["output_fields"]["falco.rules.matches_total"].as_u64() > Some(0) {
+            break j;
+        }
+    };
+    let f = &snap["output_fields"];
+    assert_eq!((&snap["priority"], &snap["source"]), (&"Informational".into(), &"internal".into()));
+    assert_eq!(f["falco.rules.Snapshot_rule"].as_u64(), Some(1), "{f}");
+    assert!(f["scap.n_evts"].as_u64().unwrap() > 0 && f["falco.num_evts"].as_u64().unwrap() > 0, "{f}");
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success());
+    let lines = std::fs::read_to_string(&file).unwrap();
+    let last: serde_json::Value = serde_json::from_str(lines.lines().last().unwrap()).unwrap();
+    assert_eq!(last["output_fields"]["falco.rules.Snapshot_rule"].as_u64(), Some(1), "{lines}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -11,6 +11,7 @@ pub mod guard;
 pub mod interest;
 pub mod kfilter;
 pub mod metrics;
+pub mod snapshot;
 pub mod source;
 pub mod state;
 pub mod statsfile;

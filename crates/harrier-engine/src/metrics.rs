@@ -229,23 +229,107 @@ impl Default for Metrics {
     }
 }
 
-/// Serves the metrics on `addr` (any path) from a thread of its own.
-pub fn serve(addr: &str, metrics: Arc<std::sync::Mutex<Metrics>>) -> Result<()> {
+/// The webserver: where it listens, its health endpoint, and TLS (Falco's ssl_enabled and
+/// ssl_certificate, read by [`harrier_outputs::tls::server_config`]).
+#[derive(Clone)]
+pub struct WebServer {
+    pub addr: String,
+    /// Falco's k8s_healthz_endpoint: answers `{"status": "ok"}`; any other path the metrics.
+    pub healthz: String,
+    pub tls: Option<Arc<harrier_outputs::tls::rustls::ServerConfig>>,
+}
+
+impl WebServer {
+    pub fn plain(addr: &str) -> WebServer {
+        WebServer { addr: addr.to_string(), healthz: "/healthz".into(), tls: None }
+    }
+}
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The answer to a GET of `path`: (content type, body).
+fn answer(path: &str, healthz: &str, metrics: &std::sync::Mutex<Metrics>) -> (&'static str, String) {
+    let path = path.split('?').next().unwrap_or(path);
+    if path == healthz {
+        return ("application/json", "{\"status\": \"ok\"}".to_string());
+    }
+    (OPENMETRICS, metrics.lock().map(|m| m.text()).unwrap_or_default())
+}
+
+/// Serves the metrics on `addr` (any path; /healthz its health) from a thread of its own.
+pub fn serve(addr: &str, metrics: Arc<std::sync::Mutex<Metrics>>) -> Result<std::net::SocketAddr> {
+    serve_with(&WebServer::plain(addr), metrics)
+}
+
+/// Serves as `web` says (http, or https with its TLS); the address it listens on.
+pub fn serve_with(web: &WebServer, metrics: Arc<std::sync::Mutex<Metrics>>) -> Result<std::net::SocketAddr> {
+    let addr = web.addr.as_str();
+    let healthz = web.healthz.clone();
+    if let Some(tls) = web.tls.clone() {
+        let l = std::net::TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
+        let local = l.local_addr()?;
+        std::thread::Builder::new().name("metrics".into()).spawn(move || {
+            for c in l.incoming().flatten() {
+                https_exchange(c, tls.clone(), &healthz, &metrics);
+            }
+        })?;
+        return Ok(local);
+    }
     let server = tiny_http::Server::http(addr)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .with_context(|| format!("listening on {addr}"))?;
+    let local = server.server_addr().to_ip().ok_or_else(|| anyhow::anyhow!("{addr} is not an IP address"))?;
     std::thread::Builder::new().name("metrics".into()).spawn(move || {
         for req in server.incoming_requests() {
-            let body = metrics.lock().map(|m| m.text()).unwrap_or_default();
-            let header = tiny_http::Header::from_bytes(
-                "Content-Type",
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )
-            .unwrap();
+            let (ctype, body) = answer(req.url(), &healthz, &metrics);
+            let header = tiny_http::Header::from_bytes("Content-Type", ctype).unwrap();
             let _ = req.respond(tiny_http::Response::from_string(body).with_header(header));
         }
     })?;
-    Ok(())
+    Ok(local)
+}
+
+/// One request over TLS, answered and closed (a client that stalls is cut after 5 s; a
+/// failed handshake ends the connection only).
+fn https_exchange(
+    c: std::net::TcpStream,
+    tls: Arc<harrier_outputs::tls::rustls::ServerConfig>,
+    healthz: &str,
+    metrics: &std::sync::Mutex<Metrics>,
+) {
+    use std::io::{Read, Write};
+    let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let _ = c.set_write_timeout(Some(std::time::Duration::from_secs(5)));
+    let Ok(conn) = harrier_outputs::tls::rustls::ServerConnection::new(tls) else { return };
+    let mut s = harrier_outputs::tls::rustls::StreamOwned::new(conn, c);
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+        if head.len() > 16 << 10 {
+            return;
+        }
+    }
+    let text = String::from_utf8_lossy(&head);
+    let mut first = text.lines().next().unwrap_or("").split_whitespace();
+    let (method, path) = (first.next().unwrap_or(""), first.next().unwrap_or("/"));
+    let (status, ctype, body) = match method {
+        "GET" | "HEAD" => {
+            let (ctype, body) = answer(path, healthz, metrics);
+            ("200 OK", ctype, if method == "HEAD" { String::new() } else { body })
+        }
+        _ => ("405 Method Not Allowed", "text/plain", String::new()),
+    };
+    let resp = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = s.write_all(resp.as_bytes());
+    s.conn.send_close_notify();
+    let _ = s.flush();
 }
 
 /// This process's CPU time (user + system) and RSS, from /proc/self.
@@ -326,5 +410,61 @@ mod tests {
         ] {
             assert!(t.contains(want), "{want} missing from:\n{t}");
         }
+    }
+
+    /// A certificate for 127.0.0.1 signed by a CA made here; the server's PEM (key and
+    /// certificate in one file, as Falco's ssl_certificate) and the CA's, in `dir`.
+    fn pki(dir: &std::path::Path) -> (String, String) {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        std::fs::create_dir_all(dir).unwrap();
+        let ca_key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = p.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert =
+            CertificateParams::new(vec!["127.0.0.1".into()]).unwrap().signed_by(&key, &ca, &ca_key).unwrap();
+        let (pem, ca_pem) = (dir.join("falco.pem"), dir.join("ca.pem"));
+        std::fs::write(&pem, format!("{}{}", key.serialize_pem(), cert.pem())).unwrap();
+        std::fs::write(&ca_pem, ca.pem()).unwrap();
+        (pem.display().to_string(), ca_pem.display().to_string())
+    }
+
+    #[test]
+    fn the_webserver_answers_healthz_and_metrics_over_https() {
+        let dir = std::env::temp_dir().join(format!("harrier-webserver-{}", std::process::id()));
+        let (pem, ca) = pki(&dir);
+        let tls = harrier_outputs::tls::server_config(&pem, "webserver.ssl_certificate").unwrap();
+        let mut m = Metrics::new();
+        m.update(Sample { events: 42, ..Default::default() });
+        let web = WebServer { addr: "127.0.0.1:0".into(), healthz: "/healthz".into(), tls: Some(tls) };
+        let at = serve_with(&web, Arc::new(std::sync::Mutex::new(m))).unwrap();
+        let client = harrier_outputs::tls::ClientTls { ca_cert: Some(ca.clone()), ..Default::default() };
+        let agent = ureq::AgentBuilder::new().tls_config(client.config().unwrap()).build();
+        let health = agent.get(&format!("https://{at}/healthz")).call().unwrap();
+        assert_eq!(health.content_type(), "application/json");
+        assert_eq!(health.into_string().unwrap(), "{\"status\": \"ok\"}");
+        let metrics = agent.get(&format!("https://{at}/metrics")).call().unwrap().into_string().unwrap();
+        assert!(metrics.contains("falcosecurity_scap_n_evts_total 42"), "{metrics}");
+        // Plain http to the TLS port gets no answer.
+        let plain = ureq::AgentBuilder::new().timeout(std::time::Duration::from_secs(2)).build();
+        assert!(plain.get(&format!("http://{at}/healthz")).call().is_err());
+        // A missing or keyless file: one line naming the key and the file.
+        let e = harrier_outputs::tls::server_config("/nonexistent/falco.pem", "webserver.ssl_certificate")
+            .err()
+            .unwrap();
+        assert_eq!(e.to_string(), "webserver.ssl_certificate: cannot read /nonexistent/falco.pem: No such file or directory (os error 2)");
+        let e = harrier_outputs::tls::server_config(&ca, "webserver.ssl_certificate").err().unwrap();
+        assert_eq!(e.to_string(), format!("webserver.ssl_certificate: no private key in {ca}"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn plain_http_answers_healthz_with_its_status() {
+        let at = serve("127.0.0.1:0", Arc::new(std::sync::Mutex::new(Metrics::new()))).unwrap();
+        let body = ureq::get(&format!("http://{at}/healthz")).call().unwrap().into_string().unwrap();
+        assert_eq!(body, "{\"status\": \"ok\"}");
+        let body = ureq::get(&format!("http://{at}/metrics")).call().unwrap().into_string().unwrap();
+        assert!(body.contains("falcosecurity_scap_n_evts_total"), "{body}");
     }
 }

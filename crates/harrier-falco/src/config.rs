@@ -54,8 +54,18 @@ pub struct RunConfig {
     pub rules_selection: Vec<harrier_rules::ruleset::Selection>,
     pub file_output: Option<String>,
     pub http_output: Option<String>,
+    /// http_output's options: TLS, user_agent, compress_uploads, keep_alive, echo,
+    /// max_consecutive_timeouts (falco.yaml's defaults once the key is read).
+    pub http_options: harrier_outputs::sinks::HttpOptions,
     /// Prometheus endpoint address (webserver.listen_address:listen_port).
     pub metrics_addr: Option<String>,
+    /// webserver.ssl_enabled: the PEM file (webserver.ssl_certificate) holding the key and
+    /// certificate the webserver serves https with.
+    pub webserver_ssl: Option<String>,
+    /// webserver.k8s_healthz_endpoint.
+    pub healthz: String,
+    /// metrics.enabled with output_rule or output_file: the periodic snapshots.
+    pub metrics: Option<harrier_engine::snapshot::MetricsPolicy>,
     /// Each output's queue: outputs_queue.capacity (Falco's, alerts; 0: no
     /// count limit), .max_bytes and .keep_priority (Harrier's).
     pub outputs_queue: Limits,
@@ -138,7 +148,11 @@ impl Default for RunConfig {
             rules_selection: Vec::new(),
             file_output: None,
             http_output: None,
+            http_options: Default::default(),
             metrics_addr: None,
+            webserver_ssl: None,
+            healthz: "/healthz".into(),
+            metrics: None,
             outputs_queue: Limits::default(),
             append_fields: Vec::new(),
             append_output: Vec::new(),
@@ -424,6 +438,7 @@ impl RunConfig {
                 if r.enabled(v, key)? {
                     let u = v.get("url").ok_or_else(|| r.err(v, "http_output needs a url"))?;
                     c.http_output = Some(r.str(u, "http_output.url")?.to_string());
+                    c.http_options = r.http_options(v)?;
                 }
             }
             "webserver" => {
@@ -433,6 +448,13 @@ impl RunConfig {
                     let port = v.get("listen_port").map(|p| r.str(p, "webserver.listen_port")).transpose()?;
                     c.metrics_addr =
                         Some(format!("{}:{}", addr.unwrap_or("0.0.0.0"), port.unwrap_or("8765")));
+                    if let Some(h) = v.get("k8s_healthz_endpoint") {
+                        c.healthz = r.str(h, "webserver.k8s_healthz_endpoint")?.to_string();
+                    }
+                    if r.flag(v, "webserver", "ssl_enabled", false)? {
+                        let pem = r.text(v, "webserver", "ssl_certificate")?;
+                        c.webserver_ssl = Some(pem.unwrap_or_else(|| "/etc/falco/falco.pem".into()));
+                    }
                 }
             }
             "outputs_queue" => c.outputs_queue = r.queue(v, &mut c.warnings)?,
@@ -475,13 +497,15 @@ impl RunConfig {
                         r.err(v, "enforce_rate must be a positive number of kills per second")
                     })?
             }
-            // Harrier serves its metrics to Prometheus (Falco's metrics key drives a
-            // periodic metrics rule instead).
+            // Falco's periodic snapshots (output_rule, output_file); Harrier serves Prometheus
+            // on the webserver whatever this says, and reads its own listen_address here.
             "metrics" => {
                 if r.enabled(v, key)? {
                     if let Some(a) = v.get("listen_address") {
                         c.metrics_addr = Some(r.str(a, "metrics.listen_address")?.to_string());
                     }
+                    let m = r.metrics(v)?;
+                    c.metrics = (m.output_rule || m.output_file.is_some()).then_some(m);
                 }
             }
             _ if crate::keys::accepted(key) => {}
@@ -491,6 +515,75 @@ impl RunConfig {
             }
         }
         Ok(())
+    }
+}
+
+impl Reader<'_> {
+    /// `parent.key` as a boolean, `default` when absent.
+    fn flag(&self, parent: &Node, name: &str, key: &str, default: bool) -> Result<bool> {
+        match parent.get(key) {
+            Some(n) => self.bool(n, &format!("{name}.{key}")),
+            None => Ok(default),
+        }
+    }
+
+    /// `parent.key` as text; None when absent or empty (Falco's "" is "not set").
+    fn text(&self, parent: &Node, name: &str, key: &str) -> Result<Option<String>> {
+        match parent.get(key) {
+            Some(n) if n.is_null() => Ok(None),
+            Some(n) => Ok(Some(self.str(n, &format!("{name}.{key}"))?.to_string()).filter(|t| !t.is_empty())),
+            None => Ok(None),
+        }
+    }
+
+    /// http_output's options with falco.yaml's defaults. Files are read when the output
+    /// starts (an https url only), where a missing one is an error naming key and file.
+    fn http_options(&self, v: &Node) -> Result<harrier_outputs::sinks::HttpOptions> {
+        use harrier_outputs::sinks::HttpOptions;
+        let h = "http_output";
+        let mut o = HttpOptions { keep_alive: false, ..HttpOptions::default() };
+        if let Some(ua) = v.get("user_agent") {
+            o.user_agent = self.str(ua, "http_output.user_agent")?.to_string();
+        }
+        o.tls.insecure = self.flag(v, h, "insecure", false)?;
+        o.tls.ca_cert = self.text(v, h, "ca_cert")?;
+        o.tls.ca_bundle = self.text(v, h, "ca_bundle")?;
+        o.tls.ca_path = self.text(v, h, "ca_path")?;
+        if self.flag(v, h, "mtls", false)? {
+            let cert = self.text(v, h, "client_cert")?.unwrap_or_else(|| "/etc/ssl/certs/client.crt".into());
+            let key = self.text(v, h, "client_key")?.unwrap_or_else(|| "/etc/ssl/certs/client.key".into());
+            o.tls.client_cert = Some((cert, key));
+        }
+        o.echo = self.flag(v, h, "echo", false)?;
+        o.compress_uploads = self.flag(v, h, "compress_uploads", false)?;
+        o.keep_alive = self.flag(v, h, "keep_alive", false)?;
+        if let Some(n) = v.get("max_consecutive_timeouts") {
+            let t = self.str(n, "http_output.max_consecutive_timeouts")?;
+            o.max_consecutive_timeouts = t.parse::<u8>().map_err(|_| {
+                self.err(n, format!("http_output.max_consecutive_timeouts must be 0-255, not '{t}'"))
+            })? as u32;
+        }
+        Ok(o)
+    }
+
+    /// metrics: interval, output_rule, output_file and the switches Harrier has figures for.
+    fn metrics(&self, v: &Node) -> Result<harrier_engine::snapshot::MetricsPolicy> {
+        use harrier_engine::snapshot::{parse_interval, MetricsPolicy};
+        let m = "metrics";
+        let mut p = MetricsPolicy::default();
+        if let Some(i) = v.get("interval") {
+            let t = self.str(i, "metrics.interval")?;
+            p.interval = parse_interval(t).map_err(|e| self.err(i, format!("metrics.interval: {e}")))?;
+        }
+        p.output_rule = self.flag(v, m, "output_rule", false)?;
+        p.output_file = self.text(v, m, "output_file")?;
+        p.rules_counters = self.flag(v, m, "rules_counters_enabled", true)?;
+        p.resource_utilization = self.flag(v, m, "resource_utilization_enabled", true)?;
+        p.kernel_event_counters = self.flag(v, m, "kernel_event_counters_enabled", true)?
+            || self.flag(v, m, "kernel_event_counters_per_cpu_enabled", false)?;
+        p.convert_memory_to_mb = self.flag(v, m, "convert_memory_to_mb", true)?;
+        p.include_empty_values = self.flag(v, m, "include_empty_values", false)?;
+        Ok(p)
     }
 }
 
@@ -781,5 +874,69 @@ mod tests {
         assert_eq!(c.warnings, ["f.yaml:5:3: 'outputs_queue.recovery' is not used by harrier"]);
         let c = RunConfig::parse("f.yaml", "outputs_queue:\n  capacity: 5000\n").unwrap();
         assert_eq!((c.outputs_queue.capacity, c.outputs_queue.max_bytes), (5000, d.max_bytes));
+    }
+
+    #[test]
+    fn http_output_webserver_and_metrics_options_are_read_with_falcos_defaults() {
+        let c = RunConfig::parse(
+            "f.yaml",
+            "http_output:\n  enabled: true\n  url: https://sidekick:2801/\n  user_agent: ua/1\n  insecure: true\n  \
+             ca_cert: \"\"\n  ca_bundle: /b.pem\n  ca_path: /etc/ssl/certs\n  mtls: true\n  client_cert: /c.crt\n  \
+             client_key: /c.key\n  echo: true\n  compress_uploads: true\n  keep_alive: true\n  max_consecutive_timeouts: 7\n\
+             webserver:\n  enabled: true\n  k8s_healthz_endpoint: /health\n  ssl_enabled: true\n  ssl_certificate: /f.pem\n\
+             metrics:\n  enabled: true\n  interval: 15m\n  output_rule: true\n  output_file: /tmp/m.jsonl\n  \
+             rules_counters_enabled: false\n  convert_memory_to_mb: false\n",
+        )
+        .unwrap();
+        let h = &c.http_options;
+        assert_eq!(h.user_agent, "ua/1");
+        assert!(h.tls.insecure && h.echo && h.compress_uploads && h.keep_alive);
+        assert_eq!((h.tls.ca_cert.as_deref(), h.tls.ca_bundle.as_deref()), (None, Some("/b.pem")));
+        assert_eq!(h.tls.ca_path.as_deref(), Some("/etc/ssl/certs"));
+        assert_eq!(h.tls.client_cert, Some(("/c.crt".to_string(), "/c.key".to_string())));
+        assert_eq!(h.max_consecutive_timeouts, 7);
+        assert_eq!((c.healthz.as_str(), c.webserver_ssl.as_deref()), ("/health", Some("/f.pem")));
+        let m = c.metrics.unwrap();
+        assert_eq!(m.interval, std::time::Duration::from_secs(900));
+        assert!(m.output_rule && !m.rules_counters && !m.convert_memory_to_mb && m.resource_utilization);
+        assert_eq!(m.output_file.as_deref(), Some("/tmp/m.jsonl"));
+
+        // Falco's defaults: falcosecurity/falco, a connection per alert, 5 timeouts, no TLS
+        // options; ssl off; metrics without output_rule or output_file take no snapshots.
+        let c = RunConfig::parse(
+            "f.yaml",
+            "http_output:\n  enabled: true\n  url: http://x/\nwebserver:\n  enabled: true\n\
+             metrics:\n  enabled: true\n  output_file: \"\"\n",
+        )
+        .unwrap();
+        let h = &c.http_options;
+        assert_eq!(
+            (h.user_agent.as_str(), h.keep_alive, h.max_consecutive_timeouts),
+            ("falcosecurity/falco", false, 5)
+        );
+        assert_eq!(h.tls, Default::default());
+        assert!(c.webserver_ssl.is_none() && c.metrics.is_none());
+        assert!(RunConfig::default().http_options.keep_alive, "--http-output keeps connections alive");
+        let c = RunConfig::parse("f.yaml", "webserver:\n  enabled: true\n  ssl_enabled: true\n").unwrap();
+        assert_eq!(c.webserver_ssl.as_deref(), Some("/etc/falco/falco.pem"));
+
+        let e = RunConfig::parse("c.yaml", "metrics:\n  enabled: true\n  interval: soon\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "c.yaml:3:13: metrics.interval: 'soon' is not a duration such as 15m, 1h, 500ms or 5000 (ms)"
+        );
+        let e = RunConfig::parse(
+            "c.yaml",
+            "http_output:\n  enabled: true\n  url: http://x/\n  max_consecutive_timeouts: 300\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(e, "c.yaml:4:29: http_output.max_consecutive_timeouts must be 0-255, not '300'");
+        let e = RunConfig::parse("c.yaml", "webserver:\n  enabled: true\n  ssl_enabled: sometimes\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "c.yaml:3:16: webserver.ssl_enabled must be true or false, not 'sometimes'");
     }
 }

@@ -21,6 +21,7 @@ pub mod notice;
 pub mod queue;
 pub mod sinks;
 pub mod testing;
+pub mod tls;
 
 pub use alert::{hostname, new_uuid, rank, set_time_format_iso_8601, Alert, JsonShape, PRIORITIES};
 pub use lane::Lane;

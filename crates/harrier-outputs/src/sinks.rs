@@ -11,7 +11,7 @@ use std::io::Write;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-pub use crate::http::{Http, IN_FLIGHT};
+pub use crate::http::{Http, HttpOptions, IN_FLIGHT};
 
 /// One destination. Its methods may block: they run on the output's lanes.
 pub trait Sink: Send {

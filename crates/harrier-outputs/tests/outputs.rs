@@ -118,5 +118,6 @@ fn files_get_one_line_per_alert_and_bad_paths_fail_at_open() {
     std::fs::remove_dir_all(&dir).unwrap();
     let err = FileSink::open("/nonexistent-dir/alerts.json", None).err().unwrap();
     assert!(format!("{err:#}").contains("opening /nonexistent-dir/alerts.json"), "{err:#}");
-    assert!(Http::new("https://x", JsonShape::default()).is_err());
+    assert!(Http::new("ftp://x", JsonShape::default()).is_err());
+    assert!(Http::new("https://x", JsonShape::default()).is_ok(), "https is built in");
 }
