@@ -30,6 +30,7 @@
 
 #define HR_PF_KTHREAD	0x00200000
 #define HR_SIGKILL	9
+#define HR_SIGSTOP	19
 
 enum hr_g_op {
 	HR_G_SUCCESS = 1,	/* ret >= 0 */
@@ -86,6 +87,7 @@ enum hr_g_outcome {
 	HR_GO_LIMITED,		/* over the rule's rate */
 	HR_GO_PROTECTED,	/* pid 1, a kernel thread, the sensor */
 	HR_GO_DEFERRED,		/* a term only user space knows */
+	HR_GO_HELD,		/* deferred, and stopped until user space decides */
 	HR_GO_MAX,
 };
 
@@ -115,6 +117,18 @@ struct hr_g_scratch {
 const volatile bool guard_enabled = 0;
 const volatile __u32 guard_self_tgid = 0;
 const volatile __u32 guard_rate = 100;	/* kills per rule per second */
+/* A deferred kill rule stops the task (SIGSTOP) until user space decides:
+ * it kills or resumes it; a guardian process resumes what a dead sensor
+ * left held (fail open). */
+const volatile bool guard_hold = 0;
+
+/* A held task: user space resolves it once it has judged the event. */
+struct hr_g_held {
+	__u64 ts;		/* the event's timestamp */
+	__u32 tgid;
+	__u16 rule;
+	__u16 pad;
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -158,6 +172,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct hr_g_stats);
 } guard_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);		/* tid */
+	__type(value, struct hr_g_held);
+} guard_held SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -341,13 +362,38 @@ static __always_inline bool hr_g_rate_ok(__u32 rule, __u64 now)
 	return __sync_fetch_and_add(&r->count, 1) < guard_rate;
 }
 
-static __always_inline void hr_g_kill(__u32 rule, __u64 ts)
+static __always_inline bool hr_g_protected(void)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	return tgid <= 1 || tgid == guard_self_tgid || (BPF_CORE_READ(t, flags) & HR_PF_KTHREAD);
+}
+
+/* Stops the task for user space's verdict; no room to note it: not held. */
+static __always_inline void hr_g_hold(__u32 rule, __u64 ts)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct hr_g_held h = { .ts = ts, .tgid = id >> 32, .rule = rule };
+
+	if (hr_g_protected() || bpf_map_update_elem(&guard_held, &tid, &h, BPF_ANY)) {
+		hr_g_note(rule, HR_GO_DEFERRED, ts, 0);
+		return;
+	}
+	if (bpf_send_signal(HR_SIGSTOP)) {
+		bpf_map_delete_elem(&guard_held, &tid);
+		hr_g_note(rule, HR_GO_DEFERRED, ts, 0);
+		return;
+	}
+	hr_g_note(rule, HR_GO_HELD, ts, 0);
+}
+
+static __always_inline void hr_g_kill(__u32 rule, __u64 ts)
+{
 	long err;
 
-	if (tgid <= 1 || tgid == guard_self_tgid || (BPF_CORE_READ(t, flags) & HR_PF_KTHREAD)) {
+	if (hr_g_protected()) {
 		hr_g_note(rule, HR_GO_PROTECTED, ts, 0);
 		return;
 	}
@@ -413,6 +459,9 @@ __noinline int hr_guard_eval(__u32 slot, __u32 nr, __u64 ts)
 	bpf_loop(HR_G_INS, hr_g_step, &run, 0);
 	if (run.verdict != HR_G_NOMATCH && (run.verdict & HR_G_KILL))
 		hr_g_kill(run.verdict & ~HR_G_KILL & (HR_G_RULES - 1), ts);
+	/* A failed call gave the task nothing to use: no need to stop it. */
+	else if (run.deferred && guard_hold && s->ret >= 0)
+		hr_g_hold(run.deferred - 1, ts);
 	else if (run.deferred)
 		hr_g_note(run.deferred - 1, HR_GO_DEFERRED, ts, 0);
 	return 0;

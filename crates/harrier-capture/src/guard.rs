@@ -85,6 +85,17 @@ pub struct Guard {
     pub strings: Vec<(u32, Entry)>,
     /// Kills per rule per second.
     pub rate: u32,
+    /// A deferred rule stops the task until user space decides.
+    pub hold: bool,
+}
+
+/// A task the kernel stopped for user space's verdict (`struct hr_g_held`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub tid: u32,
+    pub ts: u64,
+    pub tgid: u32,
+    pub rule: u16,
 }
 
 /// What the kernel last did to a thread (`struct hr_g_log`).
@@ -104,10 +115,18 @@ pub enum Outcome {
     RateLimited,
     Protected,
     Deferred,
+    /// Deferred, and stopped until user space decides (`Guard::hold`).
+    Held,
 }
 
-pub const OUTCOMES: [Outcome; 5] =
-    [Outcome::Killed, Outcome::Failed, Outcome::RateLimited, Outcome::Protected, Outcome::Deferred];
+pub const OUTCOMES: [Outcome; 6] = [
+    Outcome::Killed,
+    Outcome::Failed,
+    Outcome::RateLimited,
+    Outcome::Protected,
+    Outcome::Deferred,
+    Outcome::Held,
+];
 
 impl Outcome {
     fn from_code(c: u8) -> Option<Outcome> {
@@ -120,6 +139,7 @@ impl Outcome {
             Outcome::RateLimited => "rate_limited",
             Outcome::Protected => "protected",
             Outcome::Deferred => "deferred",
+            Outcome::Held => "held",
         }
     }
 }
@@ -237,11 +257,11 @@ pub(crate) fn parse_log(v: &[u8]) -> Option<LogEntry> {
 }
 
 /// Per rule, the count of each outcome (in [`OUTCOMES`] order).
-pub(crate) fn stats(skel: &crate::session::CaptureSkel, rules: usize) -> Vec<[u64; 5]> {
+pub(crate) fn stats(skel: &crate::session::CaptureSkel, rules: usize) -> Vec<[u64; 6]> {
     (0..rules.min(MAX_RULES) as u32)
         .map(|r| {
             let v = skel.maps.guard_stats.lookup(&r.to_ne_bytes(), MapFlags::ANY).ok().flatten();
-            let mut out = [0u64; 5];
+            let mut out = [0u64; 6];
             if let Some(v) = v {
                 for (i, o) in out.iter_mut().enumerate() {
                     let at = 8 * (i + 1);
@@ -251,6 +271,31 @@ pub(crate) fn stats(skel: &crate::session::CaptureSkel, rules: usize) -> Vec<[u6
             out
         })
         .collect()
+}
+
+fn parse_held(k: &[u8], v: &[u8]) -> Option<Held> {
+    Some(Held {
+        tid: u32::from_ne_bytes(k.get(0..4)?.try_into().ok()?),
+        ts: u64::from_ne_bytes(v.get(0..8)?.try_into().ok()?),
+        tgid: u32::from_ne_bytes(v.get(8..12)?.try_into().ok()?),
+        rule: u16::from_ne_bytes(v.get(12..14)?.try_into().ok()?),
+    })
+}
+
+/// The tasks held now.
+pub(crate) fn held(map: &dyn MapCore) -> Vec<Held> {
+    let keys: Vec<Vec<u8>> = map.keys().collect();
+    keys.iter().filter_map(|k| parse_held(k, &map.lookup(k, MapFlags::ANY).ok()??)).collect()
+}
+
+/// Lets a held task go on (SIGCONT to its process), or forgets one that was
+/// killed: its entry goes either way.
+pub(crate) fn release(map: &dyn MapCore, h: &Held, resume: bool) {
+    if resume {
+        // SAFETY: kill(2) with plain integers.
+        unsafe { libc::kill(h.tgid as i32, libc::SIGCONT) };
+    }
+    let _ = map.delete(&h.tid.to_ne_bytes());
 }
 
 pub(crate) fn add_host_cgroups(skel: &crate::session::CaptureSkel, ids: &[u64]) -> Result<()> {

@@ -14,6 +14,7 @@ pub mod attach;
 pub mod collect;
 mod empty;
 pub mod guard;
+pub mod guardian;
 pub mod kfilter;
 mod merge;
 mod ring;

@@ -107,6 +107,8 @@ pub struct Session {
     ncpus: usize,
     /// openat's exit on its fexit program (Config::fexit_openat).
     fexit_openat: bool,
+    /// With enforcement's hold: resumes held tasks if this process dies.
+    guardian: Option<crate::guardian::Guardian>,
 }
 
 /// openat's exit handler on an fexit (Config::fexit_openat).
@@ -180,6 +182,7 @@ impl Session {
             rodata.guard_enabled = true;
             rodata.guard_self_tgid = std::process::id();
             rodata.guard_rate = g.rate;
+            rodata.guard_hold = g.hold;
         }
         cfg.collect.write(&mut rodata.skip_params, &mut rodata.skip_params_ok, &mut rodata.no_entry);
 
@@ -262,6 +265,7 @@ impl Session {
             skel,
             kernel_filter_on: kernel_filter.is_some(),
             guard_on: cfg.guard.is_some(),
+            guardian: None,
             consumer: Consumer { counters: UserCounters::default(), sink, merger: Merger::default() },
             stats_fd,
             attached,
@@ -356,8 +360,27 @@ impl Session {
         Ok(move |tid: u32| crate::guard::parse_log(&h.lookup(&tid.to_ne_bytes(), MapFlags::ANY).ok()??))
     }
 
+    /// Starts the fail-open guardian (enforcement with hold): call once the
+    /// programs are attached, before events flow to a held rule.
+    pub fn start_guardian(&mut self) -> Result<()> {
+        if self.guardian.is_none() {
+            self.guardian = Some(crate::guardian::Guardian::spawn(self.skel.maps.guard_held.as_fd())?);
+        }
+        Ok(())
+    }
+
+    /// The tasks the kernel holds for a verdict.
+    pub fn held(&self) -> Vec<crate::guard::Held> {
+        crate::guard::held(&self.skel.maps.guard_held)
+    }
+
+    /// Resumes a held task (or, `resume` false, forgets one user space killed).
+    pub fn release(&self, h: &crate::guard::Held, resume: bool) {
+        crate::guard::release(&self.skel.maps.guard_held, h, resume)
+    }
+
     /// Per enforced rule, each outcome's count ([`crate::guard::OUTCOMES`]).
-    pub fn guard_stats(&self, rules: usize) -> Vec<[u64; 5]> {
+    pub fn guard_stats(&self, rules: usize) -> Vec<[u64; 6]> {
         crate::guard::stats(&self.skel, rules)
     }
 
@@ -495,6 +518,11 @@ impl Session {
         }
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         self.settle()?;
+        // No handler runs now: nothing new is held. Resume what is.
+        if let Some(g) = self.guardian.take() {
+            unsafe { crate::guardian::resume_all(self.skel.maps.guard_held.as_fd().as_raw_fd()) };
+            drop(g);
+        }
         let stats = self.stats()?;
         drop(self.stats_fd.take());
         Ok((stats, Detach(std::mem::take(&mut self.links))))

@@ -54,11 +54,14 @@ pub(crate) fn setup(
     }
     let kills: Vec<u32> = enforced.iter().filter(|(_, a)| *a == Action::Kill).map(|(r, _)| *r).collect();
     let all: Vec<u32> = enforced.iter().map(|(r, _)| *r).collect();
-    let decisions = guard::compile(rules, &all, &c.enforce_exempt, syscalls, c.enforce_rate)?.decisions;
+    let decisions =
+        guard::compile(rules, &all, &c.enforce_exempt, syscalls, c.enforce_rate, c.enforce_hold)?.decisions;
     let guard = if kills.is_empty() {
         None
     } else {
-        Some(guard::compile(rules, &kills, &c.enforce_exempt, syscalls, c.enforce_rate)?.guard)
+        Some(
+            guard::compile(rules, &kills, &c.enforce_exempt, syscalls, c.enforce_rate, c.enforce_hold)?.guard,
+        )
     };
     let enforcer =
         Enforcer::new(rules.rules().len(), &enforced, decisions, c.enforce_exempt.clone(), c.enforce_rate);
@@ -102,4 +105,23 @@ pub(crate) fn host_cgroups() -> Vec<u64> {
         }
     }
     out
+}
+
+/// Tasks the kernel holds whose event the rules have judged (it is older
+/// than the latest event by a millisecond, or the hold is 200 ms old):
+/// killed ones are forgotten, the others resumed.
+pub(crate) fn resolve_held(s: &harrier_capture::Session, e: &mut harrier_engine::Engine) {
+    let now = harrier_engine::monotonic_now();
+    for h in s.held() {
+        if h.ts + 1_000_000 > e.last_ts && now.saturating_sub(h.ts) < 200_000_000 {
+            continue;
+        }
+        let killed = e.enforcer_mut().is_some_and(|en| en.take_killed(h.tid, h.ts));
+        if !killed {
+            if let Some(en) = e.enforcer_mut() {
+                en.resumed(h.rule);
+            }
+        }
+        s.release(&h, !killed);
+    }
 }

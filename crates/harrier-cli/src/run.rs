@@ -300,11 +300,15 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
             }
         }),
     )?;
+    let holds = cfg.guard.as_ref().is_some_and(|g| g.hold);
     if let Some(e) = enforce {
         let mut en = e.enforcer;
         if cfg.guard.is_some() {
             en.set_kernel_log(Box::new(session.guard_log_reader()?));
             session.add_host_cgroups(&crate::enforce::host_cgroups())?;
+        }
+        if holds {
+            session.start_guardian()?;
         }
         engine.borrow_mut().set_enforcer(en);
     }
@@ -343,6 +347,9 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     session.run_with(|s| {
         let mut e = engine.borrow_mut();
         e.end_batch();
+        if holds {
+            crate::enforce::resolve_held(s, &mut e);
+        }
         if let Some(cap) = &captures {
             cap.borrow_mut().drained();
         }

@@ -17,6 +17,7 @@ fn scratch(name: &str, names: &[&str]) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("secret"), "TOPSECRET\n").unwrap();
+    std::fs::write(dir.join("held"), "TOPSECRET\n").unwrap();
     for n in names {
         std::fs::copy("/bin/cat", dir.join(n)).unwrap();
     }
@@ -26,13 +27,23 @@ fn scratch(name: &str, names: &[&str]) -> PathBuf {
             "- rule: Read the secret\n  desc: t\n  condition: evt.type = openat and evt.is_open_read = true \
              and fd.name = {}/secret and not proc.name in (cat)\n  output: read %fd.name by %proc.name\n  \
              priority: WARNING\n\
-             - rule: Exec from shm\n  desc: t\n  condition: evt.type = execve and proc.exe startswith /dev/shm/hr\n  \
-             output: ran %proc.exe\n  priority: WARNING\n",
-            dir.display()
+             - rule: Exec from shm\n  desc: t\n  condition: evt.type = execve and proc.exe startswith {}\n  \
+             output: ran %proc.exe\n  priority: WARNING\n\
+             - rule: Read the held secret\n  desc: t\n  condition: evt.type = openat and evt.is_open_read = true \
+             and fd.name = {0}/held and not (proc.name = hrpy and proc.cmdline endswith \" -\")\n  \
+             output: read %fd.name by %proc.cmdline\n  priority: WARNING\n",
+            dir.display(),
+            shm_drop(name).display()
         ),
     )
     .unwrap();
     dir
+}
+
+/// The program the shm test drops: each test's rules name only its own files
+/// (the tests' sensors run side by side and see each other's events).
+fn shm_drop(test: &str) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/hrdrop-{test}-{}", std::process::id()))
 }
 
 fn cat(dir: &Path, name: &str) -> Output {
@@ -92,7 +103,7 @@ fn an_exec_from_dev_shm_is_killed_before_the_program_runs_and_dry_run_kills_noth
         return;
     }
     let dir = scratch("shm", &["hrsteal"]);
-    let drop = PathBuf::from(format!("/dev/shm/hrdrop-{}", std::process::id()));
+    let drop = shm_drop("shm");
     std::fs::copy("/bin/echo", &drop).unwrap();
     let rules = dir.join("rules.yaml");
     let (mut child, out, err) = harrier_run(&[
@@ -121,5 +132,58 @@ fn an_exec_from_dev_shm_is_killed_before_the_program_runs_and_dry_run_kills_noth
     unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
     assert!(child.0.wait().unwrap().success());
     std::fs::remove_file(&drop).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The task's state letter in /proc (T: stopped).
+fn state(pid: u32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit_once(") ")?.1.chars().next()
+}
+
+#[test]
+fn a_rule_the_kernel_defers_holds_the_task_until_user_space_decides_and_a_dead_sensor_lets_it_go() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = scratch("hold", &["hrpy"]);
+    let rules = dir.join("rules.yaml");
+    let hrpy =
+        |extra: &[&str]| Command::new(dir.join("hrpy")).arg(dir.join("held")).args(extra).output().unwrap();
+    let (mut child, out, err) =
+        harrier_run(&["--json", "-r", rules.to_str().unwrap(), "--enforce", "Read the held secret=kill"]);
+    let plan = wait_for(&err, "enforce (kill) 'Read the held secret'");
+    assert!(plan.contains("proc.cmdline") && plan.contains("(the task held meanwhile"), "{plan}");
+    wait_for(&err, "rules loaded");
+
+    // The command line decides: held at openat's exit, killed by user space before the read.
+    let o = hrpy(&[]);
+    assert!(killed(&o) && !String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"), "{o:?}");
+    let alert = wait_for(&out, "\"rule\"");
+    assert!(
+        alert.contains("\"enforce.action\":\"killed\"") && alert.contains("held by the kernel"),
+        "{alert}"
+    );
+    // The exception holds: held, then resumed.
+    let o = hrpy(&["-"]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"), "{o:?}");
+
+    // The sensor stopped: the task stays held. The sensor killed: it goes on.
+    let sensor = child.0.id() as i32;
+    unsafe { libc::kill(sensor, libc::SIGSTOP) };
+    let task = Command::new(dir.join("hrpy"))
+        .arg(dir.join("held"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let held = (0..600).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        state(task.id()) == Some('T')
+    });
+    assert!(held, "the task was not held");
+    unsafe { libc::kill(sensor, libc::SIGKILL) };
+    let _ = child.0.wait();
+    let o = task.wait_with_output().unwrap();
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"), "{o:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -34,6 +34,8 @@ pub struct Counts {
     pub would_kill: u64,
     pub not_killed: u64,
     pub failed: u64,
+    /// Tasks the kernel held and user space let go on (the rule did not match).
+    pub resumed: u64,
 }
 
 pub struct Enforcer {
@@ -47,6 +49,8 @@ pub struct Enforcer {
     /// User-space kills per rule per second, as the kernel's guard_rate.
     rate: u32,
     windows: Vec<(u64, u32)>,
+    /// Held tasks user space killed, (tid, event ts), until their hold is released.
+    killed_held: Vec<(u32, u64)>,
 }
 
 /// The process an alert is about, as the state knows it.
@@ -79,6 +83,7 @@ impl Enforcer {
             self_pid: std::process::id(),
             rate,
             windows: vec![(0, 0); enforced.len()],
+            killed_held: Vec::new(),
         }
     }
 
@@ -111,6 +116,7 @@ impl Enforcer {
             return done("would kill", "user space", 0, "");
         }
         let logged = self.kernel_log.as_ref().and_then(|l| l(t.tid)).filter(|l| l.ts == ts && l.rule == id);
+        let held = logged.is_some_and(|l| l.outcome == Outcome::Held);
         match logged.map(|l| (l.outcome, l)) {
             Some((Outcome::Killed, l)) => return done("killed", "kernel", l.acted_ns.saturating_sub(ts), ""),
             Some((Outcome::Failed, l)) => return done("failed", "kernel", 0, &format!("error {}", l.err)),
@@ -118,7 +124,7 @@ impl Enforcer {
                 return done("not killed", "kernel", 0, "over the rule's rate")
             }
             Some((Outcome::Protected, _)) => return done("not killed", "kernel", 0, "protected process"),
-            Some((Outcome::Deferred, _)) | None => {}
+            Some((Outcome::Deferred | Outcome::Held, _)) | None => {}
         }
         let w = &mut self.windows[id as usize];
         if w.0 != now / 1_000_000_000 {
@@ -129,8 +135,32 @@ impl Enforcer {
             return done("not killed", "user space", 0, "over the rule's rate");
         }
         match kill(t) {
+            Ok(()) if held => {
+                self.killed_held.push((t.tid, ts));
+                let latency = crate::monotonic_now().saturating_sub(ts);
+                done("killed", "user space", latency, "held by the kernel since the syscall's exit")
+            }
             Ok(()) => done("killed", "user space", crate::monotonic_now().saturating_sub(ts), ""),
             Err(e) => done("failed", "user space", 0, &e),
+        }
+    }
+
+    /// Whether user space killed the task held for this event (and forget
+    /// it); false: it is to be resumed.
+    pub fn take_killed(&mut self, tid: u32, ts: u64) -> bool {
+        match self.killed_held.iter().position(|k| *k == (tid, ts)) {
+            Some(i) => {
+                self.killed_held.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A held task let go on: its rule did not match.
+    pub fn resumed(&mut self, rule: u16) {
+        if let Some(c) = self.counts.get_mut(rule as usize) {
+            c.resumed += 1;
         }
     }
 

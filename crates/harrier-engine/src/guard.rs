@@ -54,6 +54,8 @@ pub struct Decision {
     pub deferred: Vec<String>,
     /// Why the kernel decides nothing of it (else None).
     pub user_space: Option<String>,
+    /// Reaching a deferred term stops the task until user space decides.
+    pub held: bool,
 }
 
 impl Decision {
@@ -61,13 +63,12 @@ impl Decision {
         match (&self.user_space, self.deferred.is_empty()) {
             (Some(why), _) => format!("user space ({why})"),
             (None, true) => format!("kernel ({})", self.syscalls.join(", ")),
-            (None, false) => {
-                format!(
-                    "kernel ({}), user space when it reaches {}",
-                    self.syscalls.join(", "),
-                    self.deferred.join(", ")
-                )
-            }
+            (None, false) => format!(
+                "kernel ({}), user space when it reaches {}{}",
+                self.syscalls.join(", "),
+                self.deferred.join(", "),
+                if self.held { " (the task held meanwhile, if the call succeeded)" } else { "" }
+            ),
         }
     }
 }
@@ -87,6 +88,7 @@ pub fn compile(
     exempt: &Exempt,
     syscalls: &[&'static SyscallInfo],
     rate: u32,
+    hold: bool,
 ) -> Result<Plan> {
     if enforced.len() > MAX_RULES {
         anyhow::bail!("{} rules to enforce, at most {MAX_RULES}", enforced.len());
@@ -127,6 +129,7 @@ pub fn compile(
                 continue;
             }
             decisions[id].syscalls.push(s.name);
+            decisions[id].held = hold;
             add_terms(&mut decisions[id].deferred, unknown);
         }
         if !gen.ins.is_empty() {
@@ -141,7 +144,7 @@ pub fn compile(
         });
         d.deferred.clear();
     }
-    Ok(Plan { guard: Guard { programs, strings: sets.entries(), rate }, decisions })
+    Ok(Plan { guard: Guard { programs, strings: sets.entries(), rate, hold }, decisions })
 }
 
 /// Whether some event makes `g` come out `want` without reaching an

@@ -81,6 +81,8 @@ pub struct Engine {
     ifaddrs: Vec<std::net::IpAddr>,
     /// Rules whose alerts act on the process (`enforce`).
     enforcer: Option<enforce::Enforcer>,
+    /// The latest syscall event's timestamp: held tasks older than it were judged.
+    pub last_ts: u64,
 }
 
 /// x86_64 close(2) (checked against the syscall table in a test).
@@ -170,6 +172,7 @@ impl Engine {
             memo: rules.memo(),
             ifaddrs: interface_addrs(),
             enforcer: None,
+            last_ts: 0,
             rules,
         }
     }
@@ -274,6 +277,7 @@ impl Engine {
             return;
         };
         let ty = EventType(view.syscall.nr as u16);
+        self.last_ts = self.last_ts.max(view.header.ts);
         // A close is judged with the fd it closes still in the table.
         let close = view.syscall.nr == CLOSE_NR;
         if !close {

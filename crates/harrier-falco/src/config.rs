@@ -87,6 +87,9 @@ pub struct RunConfig {
     pub enforce_exempt: harrier_engine::guard::Exempt,
     /// Harrier's `enforce_rate`: kills per rule per second at most.
     pub enforce_rate: u32,
+    /// Harrier's `enforce_hold` (default true): a kill rule the kernel leaves to
+    /// user space stops the task at the syscall's exit until user space decides.
+    pub enforce_hold: bool,
     pub warnings: Vec<String>,
 }
 
@@ -161,6 +164,7 @@ impl Default for RunConfig {
             enforce: Vec::new(),
             enforce_exempt: Default::default(),
             enforce_rate: 100,
+            enforce_hold: true,
             entry_copies: true,
             warnings: Vec::new(),
         }
@@ -491,6 +495,7 @@ impl RunConfig {
             "entry_copies" => c.entry_copies = r.bool(v, key)?,
             "enforce" => c.enforce = r.enforce(v)?,
             "enforce_exempt" => c.enforce_exempt = r.exempt(v)?,
+            "enforce_hold" => c.enforce_hold = r.bool(v, key)?,
             "enforce_rate" => {
                 c.enforce_rate =
                     r.str(v, key)?.parse().ok().filter(|n| *n > 0).ok_or_else(|| {

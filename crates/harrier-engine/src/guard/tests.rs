@@ -132,7 +132,7 @@ fn plan(exempt: &Exempt) -> Plan {
     let rs = RuleSet::load(&[("t.yaml", MACROS.to_string())], &LoadOptions::default()).unwrap();
     let idx = |n: &str| rs.rules().iter().position(|r| r.name == n).unwrap() as u32;
     let sys: Vec<_> = ["openat", "execve", "read"].iter().map(|n| syscall_by_name(n).unwrap()).collect();
-    compile(&rs, &[idx("Read sensitive"), idx("Exec from shm")], exempt, &sys, 100).unwrap()
+    compile(&rs, &[idx("Read sensitive"), idx("Exec from shm")], exempt, &sys, 100, true).unwrap()
 }
 
 const OPENAT: u32 = 257;
@@ -216,7 +216,8 @@ fn rules_of_other_syscalls_or_unknown_terms_stay_in_user_space() {
     let y = "- rule: R\n  desc: t\n  condition: evt.type = openat and fd.name contains x\n  output: o\n  priority: WARNING\n\
              - rule: S\n  desc: t\n  condition: evt.type = connect\n  output: o\n  priority: WARNING\n";
     let rs = RuleSet::load(&[("t.yaml", y.to_string())], &LoadOptions::default()).unwrap();
-    let p = compile(&rs, &[0, 1], &Exempt::default(), &[syscall_by_name("openat").unwrap()], 1).unwrap();
+    let p =
+        compile(&rs, &[0, 1], &Exempt::default(), &[syscall_by_name("openat").unwrap()], 1, true).unwrap();
     assert_eq!(p.decisions[0].summary(), "user space (needs fd.name)");
     assert_eq!(p.decisions[1].summary(), "user space (none of its syscalls is captured)");
     assert!(p.guard.programs.is_empty());
