@@ -68,6 +68,10 @@ pub struct Args {
     /// Falco reads them where its TOCTOU programs do not attach (this VM).
     #[arg(long)]
     no_entry_copies_row: bool,
+    /// Also `harrier run` enforcing (kill) the stable rules the kernel decides
+    /// (ENFORCED_RULES): enforcement's cost, in the same run.
+    #[arg(long)]
+    enforce_row: bool,
     /// Rate steps of the mix for the drop-free rate under 1 CPU ("max": unpaced; empty: skip).
     #[arg(long, value_delimiter = ',', default_value = "100000,150000,200000,250000,300000,max")]
     rate_steps: Vec<String>,
@@ -92,6 +96,10 @@ pub const FALCO: &str = "Falco";
 pub const HARRIER: &str = "harrier run";
 pub const FLOOR: &str = "harrier run, empty programs";
 pub const NO_ENTRY_COPIES: &str = "harrier run, no entry copies";
+pub const ENFORCING: &str = "harrier run, enforcing";
+/// Falco's stable rules `harrier rules check --enforce` finds decided in the kernel.
+pub const ENFORCED_RULES: [&str; 3] =
+    ["Read sensitive file untrusted", "Execution from /dev/shm", "Remove Bulk Data from Disk"];
 
 /// One run of one workload under one setup.
 #[derive(Debug, Clone, Default)]
@@ -190,6 +198,13 @@ pub fn run_cli(a: Args) -> Result<()> {
         let mut args = harrier_args.clone();
         args.push("--no-entry-copies".into());
         setups.push(Setup { label: NO_ENTRY_COPIES.into(), kind: Some(Kind::Harrier), args });
+    }
+    if a.enforce_row {
+        let mut args = harrier_args.clone();
+        for r in ENFORCED_RULES {
+            args.extend(["--enforce".to_string(), format!("{r}=kill")]);
+        }
+        setups.push(Setup { label: ENFORCING.into(), kind: Some(Kind::Harrier), args });
     }
     if !a.no_floor {
         let mut args = harrier_args;
