@@ -411,6 +411,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
                     reloads: e.counters.reloads,
                     cpu_ratio: ratio,
                     rss_bytes: rss,
+                    enforce: e.enforcer_mut().map_or_else(Vec::new, |en| en.sample()),
                 });
             }
             last_metrics = Instant::now();

@@ -205,3 +205,73 @@ fn metrics_snapshots_under_a_live_sensor_count_events_and_matches() {
     assert_eq!(last["output_fields"]["falco.rules.Snapshot_rule"].as_u64(), Some(1), "{lines}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Opens and closes `path` at about `rate` opens per second until `stop`.
+fn load(path: std::path::PathBuf, rate: u64, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> u64 {
+    let (start, mut n) = (std::time::Instant::now(), 0u64);
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        for _ in 0..100 {
+            drop(std::fs::File::open(&path));
+        }
+        n += 100;
+        let due = std::time::Duration::from_secs_f64(n as f64 / rate as f64);
+        if let Some(ahead) = due.checked_sub(start.elapsed()) {
+            std::thread::sleep(ahead);
+        }
+    }
+    n
+}
+
+#[test]
+fn reloads_under_load_lose_no_alert_and_drop_no_event() {
+    if !bpf_available() {
+        return;
+    }
+    use std::sync::{atomic::AtomicBool, Arc};
+    let (dir, marker, rules) = scratch("reload-load", "Marker");
+    let stats = dir.join("stats.jsonl");
+    let noise = dir.join("noise");
+    std::fs::write(&noise, "x").unwrap();
+    // Every open reaches the rules (no kernel filter): ~100K syscalls/s
+    // (50K opens and their closes), scaled down under emulation.
+    let rate = 50_000 / harrier_capture::testing::scale() as u64;
+    let (mut child, out, err) = harrier_run(&[
+        "--json",
+        "--no-kernel-filter",
+        "-r",
+        rules.to_str().unwrap(),
+        "--stats-file",
+        stats.to_str().unwrap(),
+        "--stats-interval",
+        "100",
+    ]);
+    wait_for(&err, "rules loaded");
+    let stop = Arc::new(AtomicBool::new(false));
+    let loader = {
+        let stop = stop.clone();
+        std::thread::spawn(move || load(noise, rate, stop))
+    };
+    let reloads = 8;
+    for i in 0..reloads {
+        unsafe { libc::kill(child.0.id() as i32, libc::SIGHUP) };
+        wait_for(&err, "reloaded: 1 rules evaluated");
+        // One marked open per reload, right after it: its alert must come.
+        std::fs::read(&marker).unwrap();
+        let alert = wait_for(&out, "\"rule\"");
+        assert!(alert.contains("Marker"), "reload {i}: {alert}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let t0 = std::time::Instant::now();
+    let opens = loader.join().unwrap();
+    eprintln!("load: {opens} opens (+ closes), until {:?} ago", t0.elapsed());
+    std::thread::sleep(std::time::Duration::from_millis(300)); // a stats line after the load
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success(), "SIGINT ends it cleanly");
+
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["reloads"], reloads, "{last}");
+    assert_eq!(last["cur"]["drops"], 0, "events dropped under the load: {last}");
+    assert!(last["cur"]["events"].as_u64().unwrap() >= opens, "{opens} opens, {last}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

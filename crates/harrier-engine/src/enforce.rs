@@ -157,6 +157,15 @@ impl Enforcer {
         }
     }
 
+    /// Per enforced rule: its name and counts, as metrics' Sample wants them.
+    pub fn sample(&self) -> Vec<(String, [u64; 5])> {
+        self.decisions
+            .iter()
+            .zip(&self.counts)
+            .map(|(d, c)| (d.rule.clone(), [c.killed, c.would_kill, c.not_killed, c.failed, c.resumed]))
+            .collect()
+    }
+
     /// A held task let go on: its rule did not match.
     pub fn resumed(&mut self, rule: u16) {
         if let Some(c) = self.counts.get_mut(rule as usize) {

@@ -51,6 +51,17 @@ pub struct Sample {
     pub outputs: Vec<OutputStats>,
     pub cpu_ratio: f64,
     pub rss_bytes: u64,
+    /// Per enforced rule: its name and its actions' counts ([`ENFORCE_ACTIONS`] order).
+    pub enforce: Vec<(String, [u64; 5])>,
+}
+
+/// The `action` label of harrier_enforce_actions, in `Sample::enforce` order.
+pub const ENFORCE_ACTIONS: [&str; 5] = ["killed", "would_kill", "not_killed", "failed", "resumed"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EnforceLabels {
+    rule_name: String,
+    action: String,
 }
 
 pub struct Metrics {
@@ -70,6 +81,7 @@ pub struct Metrics {
     queue_bytes: Family<OutputName, Gauge>,
     cpu: Gauge<f64, AtomicU64>,
     rss: Gauge,
+    enforce: Family<EnforceLabels, Counter>,
     last: Sample,
 }
 
@@ -96,6 +108,12 @@ impl Metrics {
         let queue_bytes = Family::<OutputName, Gauge>::default();
         let cpu = Gauge::<f64, AtomicU64>::default();
         let rss = Gauge::default();
+        let enforce = Family::<EnforceLabels, Counter>::default();
+        registry.register(
+            "harrier_enforce_actions",
+            "Alerts of enforced rules per action: killed, would_kill (dry-run), not_killed (exempt, protected, over the rate), failed, resumed (held, then let go)",
+            enforce.clone(),
+        );
         registry.register("falcosecurity_scap_n_evts", "Events received from the kernel", events.clone());
         registry.register(
             "falcosecurity_scap_n_drops",
@@ -168,6 +186,7 @@ impl Metrics {
             queue_bytes,
             cpu,
             rss,
+            enforce,
             last: Sample::default(),
         }
     }
@@ -177,6 +196,13 @@ impl Metrics {
         grow(&self.drops, s.drops, self.last.drops);
         grow(&self.filtered, s.filtered, self.last.filtered);
         grow(&self.reloads, s.reloads, self.last.reloads);
+        for (i, (rule, counts)) in s.enforce.iter().enumerate() {
+            let before = self.last.enforce.get(i).filter(|b| &b.0 == rule).map_or([0; 5], |b| b.1);
+            for (k, action) in ENFORCE_ACTIONS.iter().enumerate() {
+                let l = EnforceLabels { rule_name: rule.clone(), action: action.to_string() };
+                grow(&self.enforce.get_or_create(&l), counts[k], before[k]);
+            }
+        }
         for (i, (labels, m, e, cpu)) in s.rules.iter().enumerate() {
             let (m0, e0, c0) = self.last.rules.get(i).map_or((0, 0, 0.0), |r| (r.1, r.2, r.3));
             grow(&self.matches.get_or_create(labels), *m, m0);
