@@ -187,3 +187,68 @@ fn a_rule_the_kernel_defers_holds_the_task_until_user_space_decides_and_a_dead_s
     assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"), "{o:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Run as a child (HARRIER_RACER=folder): one thread flips a path buffer
+/// between the secret and a harmless file while this one opens through it
+/// and reads. Prints LEAK if it ever reads the secret.
+#[test]
+fn racer() {
+    let Ok(dir) = std::env::var("HARRIER_RACER") else { return };
+    let secret = std::ffi::CString::new(format!("{dir}/secret")).unwrap();
+    let other = std::ffi::CString::new(format!("{dir}/other")).unwrap();
+    let buf: &'static mut [u8; 512] = Box::leak(Box::new([0u8; 512]));
+    let at = buf.as_mut_ptr() as usize;
+    std::thread::spawn(move || loop {
+        for p in [&secret, &other] {
+            let b = p.as_bytes_with_nul();
+            // SAFETY: the buffer lives forever; the race on its bytes is the point.
+            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), at as *mut u8, b.len()) };
+        }
+    });
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < end {
+        // SAFETY: plain syscalls on a live buffer.
+        unsafe {
+            let fd = libc::open(at as *const libc::c_char, libc::O_RDONLY);
+            if fd >= 0 {
+                let mut got = [0u8; 16];
+                let n = libc::read(fd, got.as_mut_ptr() as *mut libc::c_void, got.len());
+                if n > 0 && got.starts_with(b"TOPSECRET") {
+                    println!("LEAK");
+                    libc::_exit(1);
+                }
+                libc::close(fd);
+            }
+        }
+    }
+    println!("never opened the secret");
+}
+
+#[test]
+fn a_thread_racing_to_rewrite_the_path_cannot_evade_the_kernel() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = scratch("race", &[]);
+    std::fs::write(dir.join("other"), "harmless\n").unwrap();
+    let rules = dir.join("rules.yaml");
+    let (mut child, out, err) =
+        harrier_run(&["--json", "-r", rules.to_str().unwrap(), "--enforce", "Read the secret=kill"]);
+    wait_for(&err, "rules loaded");
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "racer", "--nocapture", "--test-threads=1"])
+        .env("HARRIER_RACER", &dir)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(!said.contains("LEAK"), "the racer read the secret: {said}");
+    assert!(killed(&o), "the racer was not killed: {:?} {said}", o.status);
+    let alert = wait_for(&out, "\"rule\"");
+    assert!(
+        alert.contains("\"enforce.action\":\"killed\"") && alert.contains("\"enforce.by\":\"kernel\""),
+        "{alert}"
+    );
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

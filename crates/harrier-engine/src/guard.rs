@@ -218,13 +218,36 @@ fn junction(xs: Vec<G>, and: bool) -> G {
             y => out.push(y),
         }
     }
-    out.sort_by_key(cost);
+    // What ends the junction soonest for the least work goes first: for an
+    // `and`, tests likely false (a path in a set); for an `or`, likely true.
+    // Unknown terms last, whatever they cost.
+    let rank = |x: &G| {
+        let p = likely(x);
+        let ends = if and { 1.0 - p } else { p };
+        (cost(x) >= 10_000, cost(x) as f64 / ends.max(0.01))
+    };
+    out.sort_by(|a, b| rank(a).partial_cmp(&rank(b)).unwrap_or(std::cmp::Ordering::Equal));
     match out.len() {
         0 => G::Const(and),
         1 => out.pop().unwrap(),
         _ if out.iter().all(|x| matches!(x, G::Unknown(_))) => out.swap_remove(0),
         _ if and => G::And(out),
         _ => G::Or(out),
+    }
+}
+
+/// A guess of how often `g` holds: a string in a set is rare, a call
+/// succeeds mostly, flags are even.
+fn likely(g: &G) -> f64 {
+    match g {
+        G::Const(b) => *b as u8 as f64,
+        G::Test(GOp::Success | GOp::HostCgroup, _) => 0.9,
+        G::Test(GOp::Flags { .. }, _) => 0.5,
+        G::Test(..) => 0.1,
+        G::Unknown(_) => 0.5,
+        G::Not(x) => 1.0 - likely(x),
+        G::And(xs) => xs.iter().map(likely).product(),
+        G::Or(xs) => 1.0 - xs.iter().map(|x| 1.0 - likely(x)).product::<f64>(),
     }
 }
 
