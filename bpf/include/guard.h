@@ -196,6 +196,8 @@ struct {
 
 /* The loop's state, on the caller's stack. */
 struct hr_g_run {
+	struct hr_g_scratch *s;	/* looked up once, not per step */
+	struct hr_g_prog *p;
 	__u32 slot;
 	__u32 pc;
 	__u32 verdict;
@@ -293,9 +295,9 @@ static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g
 static long hr_g_step(__u64 i, void *ctx)
 {
 	struct hr_g_run *run = ctx;
-	__u32 zero = 0, pc = run->pc;
-	struct hr_g_scratch *s = bpf_map_lookup_elem(&guard_scratch, &zero);
-	struct hr_g_prog *p = bpf_map_lookup_elem(&guard_progs, &run->slot);
+	__u32 pc = run->pc;
+	struct hr_g_scratch *s = run->s;
+	struct hr_g_prog *p = run->p;
 	const struct hr_g_ins *ins;
 	__u64 cg;
 	int r;
@@ -450,8 +452,10 @@ __noinline int hr_guard_eval(__u32 slot, __u32 nr, __u64 ts)
 	__u32 zero = 0;
 
 	s = bpf_map_lookup_elem(&guard_scratch, &zero);
-	if (!s)
+	run.p = bpf_map_lookup_elem(&guard_progs, &slot);
+	if (!s || !run.p)
 		return 0;
+	run.s = s;
 	s->exe_len = -1;
 	s->args_len = -1;
 	if ((nr == 59 || nr == 322) && s->ret >= 0)
@@ -498,8 +502,10 @@ static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off)
 
 			if (n > HR_G_STR)
 				n = HR_G_STR;
-			__builtin_memset(s->path, 0, HR_G_STR);
+			/* Past its NUL the trie compares nothing: no need to clear. */
 			bpf_probe_read_kernel(s->path, n, em->ev + (path_off & 0x3fff) + 2);
+			if (n < HR_G_STR)
+				s->path[n & (HR_G_STR - 1)] = 0;
 			s->path_len = len;
 		}
 	}
