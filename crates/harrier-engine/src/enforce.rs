@@ -115,7 +115,13 @@ impl Enforcer {
         if action == Action::DryRun {
             return done("would kill", "user space", 0, "");
         }
-        let logged = self.kernel_log.as_ref().and_then(|l| l(t.tid)).filter(|l| l.ts == ts && l.rule == id);
+        let logged = self.kernel_log.as_ref().and_then(|l| l(t.tid)).filter(|l| l.ts == ts);
+        // Killed by the kernel for another enforced rule (the alert names the first match).
+        if let Some(l) = logged.filter(|l| l.rule != id && l.outcome == Outcome::Killed) {
+            let other = self.decisions.get(l.rule as usize).map_or("?", |d| d.rule.as_str());
+            return done("killed", "kernel", l.acted_ns.saturating_sub(ts), &format!("for rule '{other}'"));
+        }
+        let logged = logged.filter(|l| l.rule == id);
         let held = logged.is_some_and(|l| l.outcome == Outcome::Held);
         match logged.map(|l| (l.outcome, l)) {
             Some((Outcome::Killed, l)) => return done("killed", "kernel", l.acted_ns.saturating_sub(ts), ""),
