@@ -38,6 +38,7 @@ enum hr_g_op {
 	HR_G_STR_IN,		/* string of src in set a */
 	HR_G_HOSTCG,		/* the task's cgroup is a host (non-container) cgroup */
 	HR_G_DEFER,		/* rule a needs user space: note it, jump to t */
+	HR_G_NUM,		/* (u32 at record offset a & b) == c */
 };
 
 enum hr_g_src {
@@ -47,6 +48,7 @@ enum hr_g_src {
 	HR_GS_EXE,		/* argv[0] (execve/execveat exits only) */
 	HR_GS_UID,		/* the effective uid (user.uid), 4 bytes */
 	HR_GS_ARGS,		/* argv[1..] joined by spaces (execve/execveat exits only) */
+	HR_GS_PARAM,		/* the record's variable parameter `depth` (c: where the first is), to its NUL */
 };
 
 struct hr_g_ins {
@@ -198,6 +200,7 @@ struct {
 struct hr_g_run {
 	struct hr_g_scratch *s;	/* looked up once, not per step */
 	struct hr_g_prog *p;
+	__u64 ev;		/* the written record's address, read with probe reads */
 	__u32 slot;
 	__u32 pc;
 	__u32 verdict;
@@ -234,7 +237,32 @@ static __always_inline __u32 hr_g_ancestor(struct hr_g_key *k, __u32 depth)
 }
 
 /* Whether the string `ins` names is in its set. No value: false. */
-static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g_ins *ins)
+/* Variable parameter `idx` of the record at `ev` (the first at `first`) into
+ * the key, up to its NUL: key bytes with the NUL, 0 when absent. */
+static __always_inline __u32 hr_g_param(struct hr_g_key *k, __u64 ev, __u32 first, __u32 idx)
+{
+	__u32 off = first & 0x3fff;
+	__u16 len = 0;
+
+	for (__u32 j = 0; j < 8; j++) {
+		bpf_probe_read_kernel(&len, 2, (void *)(ev + off));
+		if (j >= idx)
+			break;
+		off = (off + 2 + (len == HR_VAR_ABSENT ? 0 : len)) & 0x3fff;
+	}
+	if (len == HR_VAR_ABSENT)
+		return 0;
+	if (len > HR_G_STR - 1)
+		len = HR_G_STR - 1;
+	bpf_probe_read_kernel(k->s, len & (HR_G_STR - 1), (void *)(ev + off + 2));
+	k->s[len & (HR_G_STR - 1)] = 0;
+	for (__u32 i = 0; i < HR_G_STR - 1; i++)
+		if (i >= len || !k->s[i])
+			return i + 1;
+	return HR_G_STR;
+}
+
+static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g_ins *ins, __u64 ev)
 {
 	struct hr_g_key *k = &s->k;
 	__u32 n = 0;		/* key bytes, NUL included when the string fits */
@@ -259,6 +287,11 @@ static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g
 		break;
 	case HR_GS_ANC:
 		n = hr_g_ancestor(k, ins->depth);
+		if (!n)
+			return 0;
+		break;
+	case HR_GS_PARAM:
+		n = hr_g_param(k, ev, ins->c, ins->depth);
 		if (!n)
 			return 0;
 		break;
@@ -313,8 +346,15 @@ static long hr_g_step(__u64 i, void *ctx)
 		r = (s->flags & ins->b) == ins->c;
 		break;
 	case HR_G_STR_IN:
-		r = hr_g_str_in(s, ins);
+		r = hr_g_str_in(s, ins, run->ev);
 		break;
+	case HR_G_NUM: {
+		__u32 v = 0;
+
+		bpf_probe_read_kernel(&v, 4, (void *)(run->ev + (ins->a & 0x3fff)));
+		r = (v & ins->b) == ins->c;
+		break;
+	}
 	case HR_G_HOSTCG:
 		cg = bpf_get_current_cgroup_id();
 		r = bpf_map_lookup_elem(&host_cgroups, &cg) != 0;
@@ -445,9 +485,9 @@ static __always_inline void hr_g_read_argv(struct hr_g_scratch *s)
 
 /* The rest of a guarded event's evaluation: a function of its own, so the
  * verifier checks it once, not inlined in every handler. */
-__noinline int hr_guard_eval(__u32 slot, __u32 nr, __u64 ts)
+__noinline int hr_guard_eval(__u32 slot, __u32 nr, __u64 ts, __u64 ev)
 {
-	struct hr_g_run run = { .slot = slot, .verdict = HR_G_NOMATCH };
+	struct hr_g_run run = { .slot = slot, .verdict = HR_G_NOMATCH, .ev = ev };
 	struct hr_g_scratch *s;
 	__u32 zero = 0;
 
@@ -479,6 +519,7 @@ static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off)
 	struct hr_g_prog *p;
 	__u32 zero = 0, *slot, sl;
 	__u16 len = HR_VAR_ABSENT;
+	__u64 ev = 0;
 
 	if (!guard_enabled || nr >= HR_NR_SLOTS)
 		return;
@@ -509,7 +550,9 @@ static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off)
 			s->path_len = len;
 		}
 	}
-	hr_guard_eval(sl, nr, *(__u64 *)em->ev);
+	/* A global function takes scalars: the record's address, read as one. */
+	bpf_probe_read_kernel(&ev, sizeof(ev), &em->ev);
+	hr_guard_eval(sl, nr, *(__u64 *)em->ev, ev);
 }
 
 #endif

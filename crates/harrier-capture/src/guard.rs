@@ -33,6 +33,9 @@ pub enum Src {
     Uid,
     /// argv[1..] joined by spaces at an execve/execveat exit (proc.args).
     Args,
+    /// The record's variable parameter `index` (0: the first, at record
+    /// offset `first`), up to its NUL (evt.arg.* of strings and paths).
+    Param { index: u8, first: u32 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +57,12 @@ pub enum Op {
     /// Rule `rule` reached a term only user space knows: always "true".
     Defer {
         rule: u16,
+    },
+    /// `(u32 at record offset off & mask) == value` (a fixed parameter).
+    Num {
+        off: u32,
+        mask: u32,
+        value: u32,
     },
 }
 
@@ -156,18 +165,20 @@ fn ins_bytes(i: &Ins) -> [u8; INS_SIZE] {
         Op::Success => (1, 0, 0, 0, 0, 0),
         Op::Flags { mask, value } => (2, 0, 0, 0, *mask, *value),
         Op::StrIn { src, set, dirs } => {
-            let (s, d) = match src {
-                Src::Path => (1, 0),
-                Src::Comm => (2, 0),
-                Src::Ancestor(n) => (3, *n),
-                Src::Exe => (4, 0),
-                Src::Uid => (5, 0),
-                Src::Args => (6, 0),
+            let (s, d, c) = match src {
+                Src::Path => (1, 0, 0),
+                Src::Comm => (2, 0, 0),
+                Src::Ancestor(n) => (3, *n, 0),
+                Src::Exe => (4, 0, 0),
+                Src::Uid => (5, 0, 0),
+                Src::Args => (6, 0, 0),
+                Src::Param { index, first } => (7, *index, *first),
             };
-            (3, s, d, *set, *dirs as u32, 0)
+            (3, s, d, *set, *dirs as u32, c)
         }
         Op::HostCgroup => (4, 0, 0, 0, 0, 0),
         Op::Defer { rule } => (5, 0, 0, *rule as u32, 0, 0),
+        Op::Num { off, mask, value } => (6, 0, 0, *off, *mask, *value),
     };
     b[0] = op;
     b[1] = src;

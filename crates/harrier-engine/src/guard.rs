@@ -243,6 +243,7 @@ fn likely(g: &G) -> f64 {
         G::Const(b) => *b as u8 as f64,
         G::Test(GOp::Success | GOp::HostCgroup, _) => 0.9,
         G::Test(GOp::Flags { .. }, _) => 0.5,
+        G::Test(GOp::Num { .. }, _) => 0.1,
         G::Test(..) => 0.1,
         G::Unknown(_) => 0.5,
         G::Not(x) => 1.0 - likely(x),
@@ -255,7 +256,7 @@ fn cost(g: &G) -> u32 {
     match g {
         G::Const(_) => 0,
         G::Test(op, _) => match op {
-            GOp::Success | GOp::Flags { .. } => 1,
+            GOp::Success | GOp::Flags { .. } | GOp::Num { .. } => 1,
             GOp::HostCgroup => 2,
             GOp::StrIn { src: Src::Comm | Src::Uid, .. } => 3,
             GOp::StrIn { src: Src::Ancestor(n), .. } => 4 + *n as u32,

@@ -198,6 +198,7 @@ fn check(c: &Check, s: &SyscallInfo, ok: bool) -> Option<G> {
                 .collect::<Option<Vec<_>>>()?;
             negated(c, str_in(Src::Uid, set))
         }
+        Field::EvtArg => arg(c, s)?,
         f if host_value(f).is_some() => {
             let v = host_value(f)?;
             let lits = strings(c)?;
@@ -210,6 +211,79 @@ fn check(c: &Check, s: &SyscallInfo, ok: bool) -> Option<G> {
         }
         _ => return None,
     })
+}
+
+/// Where Harrier's parameter `name` of `s` is in its record: a fixed one's
+/// offset, or a variable one's index and the first variable one's offset.
+enum Place {
+    Fixed(u32),
+    Var { index: u8, first: u32 },
+}
+
+fn place(s: &SyscallInfo, name: &str) -> Option<Place> {
+    let (mut off, mut vars) = (harrier_schema::wire::PARAMS_BASE as u32, 0u8);
+    let params = s.params?;
+    let first = params.iter().filter_map(|p| p.wire.fixed_size()).sum::<usize>() as u32 + off;
+    for p in params {
+        match p.wire.fixed_size() {
+            Some(n) if p.name == name => return Some(Place::Fixed(off)).filter(|_| n >= 4),
+            Some(n) => off += n as u32,
+            None if p.name == name => return Some(Place::Var { index: vars, first }).filter(|_| vars < 8),
+            None => vars += 1,
+        }
+    }
+    None
+}
+
+/// `evt.arg.X` as Falco names and writes it: a string or path parameter
+/// (as written when absolute: user space resolves a relative one), or
+/// ptrace's request by its names.
+fn arg(c: &Check, s: &SyscallInfo) -> Option<G> {
+    use harrier_schema::falco_params::Kind;
+    let key = c.sel.arg.key()?;
+    let fp = harrier_schema::falco_params::params(s.name)?.iter().find(|p| p.name == key)?;
+    match (fp.kind, place(s, fp.src)?) {
+        (Kind::Str, Place::Var { index, first }) => {
+            Some(negated(c, str_in(Src::Param { index, first }, entries(c)?)))
+        }
+        (Kind::Path | Kind::RelPath(_), Place::Var { index, first }) => {
+            let src = Src::Param { index, first };
+            let abs = str_in(src, vec![Entry::Prefix(b"/".to_vec())]);
+            Some(cond(abs, negated(c, str_in(src, entries(c)?)), unknown(c)))
+        }
+        (Kind::Named(r @ "falco_ptrace_request"), Place::Fixed(off)) => {
+            let lits = strings(c)?;
+            // Falco's text: the names, or the number when none applies.
+            let named = |v: u64| match harrier_schema::falco::parts(r, v) {
+                Some((_, names)) if !names.is_empty() => names,
+                Some((n, _)) => n,
+                None => v.to_string(),
+            };
+            let hit = |name: &str| match c.op {
+                Op::Eq | Op::Ne | Op::In => lits.iter().any(|l| l == name.as_bytes()),
+                Op::Contains => {
+                    lits.iter().any(|l| name.as_bytes().windows(l.len().max(1)).any(|w| w == &l[..]))
+                }
+                _ => false,
+            };
+            if !matches!(c.op, Op::Eq | Op::Ne | Op::In | Op::Contains) {
+                return None;
+            }
+            // Requests are below 0x4300: every one that has a name.
+            let values: Vec<u32> = (0..0x4300u32).filter(|&v| hit(&named(v as u64))).collect();
+            if values.len() > 16 {
+                return None;
+            }
+            let g = G::Or(
+                values
+                    .into_iter()
+                    .map(|value| test(GOp::Num { off, mask: u32::MAX, value }, vec![]))
+                    .collect(),
+            );
+            Some(negated(c, g))
+        }
+        _ => None,
+    }
 }
 
 /// The values user space gives a host (no container) process.

@@ -15,6 +15,9 @@ pub(crate) struct Ev {
     pub args: Option<&'static str>,
     pub uid: u32,
     pub host: bool,
+    /// The record's variable parameters, and its fixed u32 (ptrace's request).
+    pub params: Vec<&'static str>,
+    pub num: u32,
 }
 
 pub(crate) fn ev(comm: &'static str, path: &'static str) -> Ev {
@@ -28,6 +31,8 @@ pub(crate) fn ev(comm: &'static str, path: &'static str) -> Ev {
         args: None,
         uid: 1000,
         host: true,
+        params: vec![],
+        num: 0,
     }
 }
 
@@ -66,6 +71,7 @@ pub(crate) fn run(g: &Guard, nr: u32, e: &Ev) -> Verdict {
             GOp::Success => e.ret >= 0,
             GOp::Flags { mask, value } => e.flags & mask == *value,
             GOp::HostCgroup => e.host,
+            GOp::Num { mask, value, .. } => e.num & mask == *value,
             GOp::Defer { rule } => {
                 deferred.get_or_insert(*rule);
                 true
@@ -79,6 +85,7 @@ pub(crate) fn run(g: &Guard, nr: u32, e: &Ev) -> Verdict {
                     Src::Exe => e.exe.map(str::as_bytes),
                     Src::Args => e.args.map(str::as_bytes),
                     Src::Uid => Some(&uid),
+                    Src::Param { index, .. } => e.params.get(*index as usize).map(|p| p.as_bytes()),
                 };
                 s.is_some_and(|s| in_set(g, *set, *dirs, s))
             }
@@ -221,4 +228,27 @@ fn rules_of_other_syscalls_or_unknown_terms_stay_in_user_space() {
     assert_eq!(p.decisions[0].summary(), "user space (needs fd.name)");
     assert_eq!(p.decisions[1].summary(), "user space (none of its syscalls is captured)");
     assert!(p.guard.programs.is_empty());
+}
+
+#[test]
+fn string_and_named_parameters_are_tested_as_falco_writes_them() {
+    let y = "- list: sensitive_file_names\n  items: [/etc/shadow]\n\
+             - rule: Symlink\n  desc: t\n  condition: evt.type in (symlink, symlinkat) and evt.arg.target in (sensitive_file_names)\n  output: o\n  priority: WARNING\n\
+             - rule: Hardlink\n  desc: t\n  condition: evt.type in (link, linkat) and evt.arg.oldpath in (sensitive_file_names)\n  output: o\n  priority: WARNING\n\
+             - rule: Traceme\n  desc: t\n  condition: evt.type = ptrace and evt.arg.request contains PTRACE_TRACEME\n  output: o\n  priority: WARNING\n";
+    let rs = RuleSet::load(&[("t.yaml", y.to_string())], &LoadOptions::default()).unwrap();
+    let sys: Vec<_> = ["symlinkat", "linkat", "ptrace"].iter().map(|n| syscall_by_name(n).unwrap()).collect();
+    let p = compile(&rs, &[0, 1, 2], &Exempt::default(), &sys, 1, true).unwrap();
+    let nr = |n: &str| syscall_by_name(n).unwrap().nr;
+    let with = |params: Vec<&'static str>, num: u32| Ev { params, num, path: None, ..ev("x", "") };
+    // symlinkat: target, linkpath. The target as written (no resolution).
+    assert_eq!(run(&p.guard, nr("symlinkat"), &with(vec!["/etc/shadow", "l"], 0)), Verdict::Kill(0));
+    assert_eq!(run(&p.guard, nr("symlinkat"), &with(vec!["/etc/hosts", "l"], 0)), Verdict::Pass);
+    // linkat's oldpath: absolute decides; relative is user space's (resolved against a dir fd).
+    assert_eq!(run(&p.guard, nr("linkat"), &with(vec!["/etc/shadow", "l"], 0)), Verdict::Kill(1));
+    assert_eq!(run(&p.guard, nr("linkat"), &with(vec!["shadow", "l"], 0)), Verdict::Deferred(1));
+    // ptrace's request by Falco's name: PTRACE_TRACEME is 0.
+    assert_eq!(run(&p.guard, nr("ptrace"), &with(vec![], 0)), Verdict::Kill(2));
+    assert_eq!(run(&p.guard, nr("ptrace"), &with(vec![], 16)), Verdict::Pass);
+    assert!(p.decisions.iter().all(|d| d.user_space.is_none()), "{:?}", p.decisions);
 }
