@@ -386,11 +386,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
             let ratio = (cpu - last_cpu.0) / last_cpu.1.elapsed().as_secs_f64().max(1e-3);
             last_cpu = (cpu, Instant::now());
             let rules = e
-                .rules()
-                .rules()
-                .iter()
-                .zip(&e.counters.per_rule)
-                .filter(|(r, _)| r.is_active())
+                .active_rules()
                 .map(|(r, k)| {
                     let labels = RuleLabels {
                         rule_name: r.name.clone(),
@@ -486,14 +482,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
 
 /// What a metrics snapshot reads of the engine and the kernel's counters.
 fn snapshot_figures(e: &Engine, events: u64, drops: u64) -> harrier_engine::snapshot::Figures {
-    let rules = e
-        .rules()
-        .rules()
-        .iter()
-        .zip(&e.counters.per_rule)
-        .filter(|(r, _)| r.is_active())
-        .map(|(r, k)| (r.name.clone(), k.matches))
-        .collect();
+    let rules = e.active_rules().map(|(r, k)| (r.name.clone(), k.matches)).collect();
     harrier_engine::snapshot::Figures {
         num_evts: e.counters.events,
         scap_n_evts: events,

@@ -245,6 +245,11 @@ impl Engine {
     }
 
     /// Hands the outputs over for closing (flush with a deadline).
+    /// The active rules with their counters (metrics, snapshots).
+    pub fn active_rules(&self) -> impl Iterator<Item = (&harrier_rules::ruleset::Rule, &RuleCounter)> {
+        self.rules.rules().iter().zip(&self.counters.per_rule).filter(|(r, _)| r.is_active())
+    }
+
     pub fn set_enforcer(&mut self, e: enforce::Enforcer) {
         self.enforcer = Some(e);
     }
