@@ -79,6 +79,7 @@ fn main() {
             "exec" => "Events::Exec".to_string(),
             "param" => "Events::Param".to_string(),
             "none" => "Events::Never".to_string(),
+            "plugin" => "Events::Plugin".to_string(),
             list => format!("Events::Syscalls(&{:?})", list.split(',').collect::<Vec<_>>()),
         };
         writeln!(variants, "    /// {desc}\n    {variant},").unwrap();

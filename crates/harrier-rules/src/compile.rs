@@ -42,6 +42,8 @@ pub struct Compiler<'a> {
     lists: HashMap<&'a str, &'a ListItem>,
     macros: HashMap<&'a str, (&'a MacroItem, Result<Ast, ParseError>)>,
     supported: &'a dyn Fn(Field) -> bool,
+    /// The plugin source whose rule is compiled (None: syscall).
+    scope: Cell<Option<&'a fields::SourceFields>>,
     /// The domain names comparisons on fd.*ip.name use, resolved off the hot path.
     pub dns: std::sync::Arc<crate::dns::Resolver>,
     /// Macros and lists some condition (or list) refers to: the rest are unused.
@@ -85,10 +87,16 @@ impl<'a> Compiler<'a> {
             lists,
             macros,
             supported,
+            scope: Cell::new(None),
             dns: Default::default(),
             used: RefCell::new(used),
             probing: Cell::new(false),
         }
+    }
+
+    /// The source whose rules are compiled next: a plugin source's fields (None: syscall).
+    pub fn set_scope(&self, scope: Option<&'a fields::SourceFields>) {
+        self.scope.set(scope);
     }
 
     /// Syntax errors of macros, reported whether or not a rule uses them (as Falco does).
@@ -219,7 +227,8 @@ impl<'a> Compiler<'a> {
     }
 
     fn field(&self, f: &FieldRef, site: &Site<'_>) -> R<(FieldSel, FieldType)> {
-        let (field, arg) = match fields::resolve(&f.name, f.arg.as_deref()) {
+        let scope = self.scope.get();
+        let (field, arg) = match fields::resolve_in(scope, &f.name, f.arg.as_deref()) {
             Ok(x) => x,
             // A typo or a plugin's field: an error, as in Falco.
             Err(FieldError::Unknown) => {
@@ -232,7 +241,8 @@ impl<'a> Compiler<'a> {
                 return Err(self.error(site, &f.span, format!("field '{}' {why}", f.name), None))
             }
         };
-        if !(self.supported)(field) {
+        // A plugin source's fields are all the plugin host's to extract.
+        if scope.is_none() && !(self.supported)(field) {
             return Err(self.error(
                 site,
                 &f.span,
@@ -240,7 +250,10 @@ impl<'a> Compiler<'a> {
                 Some(f.name.clone()),
             ));
         }
-        let mut ty = field.ty();
+        let mut ty = match &arg {
+            fields::FieldArg::Plugin(p) => p.ty,
+            _ => field.ty(),
+        };
         for t in &f.transformers {
             ty = match t {
                 Transformer::Len => FieldType::U64,
@@ -284,6 +297,12 @@ impl<'a> Compiler<'a> {
         }
         let (sel, ty) = self.field(lhs, site)?;
         let span = &lhs.span;
+        let list = matches!(&sel.arg, fields::FieldArg::Plugin(p) if p.list) && sel.tfs.is_empty();
+        if list && !matches!(op, Op::In | Op::Intersects | Op::Exists) {
+            let msg = format!("operator '{}' cannot be used with list field '{}'", op.as_str(), lhs.name);
+            let falco = format!("'{}' operator not supported list filters", op.as_str());
+            return Err(self.error(site, span, msg, None).as_falco("LOAD_ERR_COMPILE_CONDITION", falco));
+        }
         let bad_op = |what: &str| {
             Err(self.error(
                 site,

@@ -4,7 +4,7 @@ use crate::events::{EventSet, EventType};
 
 /// The declared type of a field, which decides the operators it accepts and how literals
 /// on the right of an operator are parsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FieldType {
     Str,
     U64,
@@ -91,6 +91,8 @@ pub enum Events {
     Param,
     /// Declared only (Kubernetes): never has a value in Harrier.
     Never,
+    /// The events of plugin sources.
+    Plugin,
     Syscalls(&'static [&'static str]),
 }
 
@@ -104,6 +106,7 @@ impl Events {
             Events::Exec => "execve, execveat".into(),
             Events::Param => "events with that parameter".into(),
             Events::Never => "none (no value in Harrier)".into(),
+            Events::Plugin => "events of plugin sources".into(),
             Events::Syscalls(s) => s.join(", "),
         }
     }
@@ -143,6 +146,8 @@ pub enum FieldArg {
     None,
     Index(u32),
     Key(Box<str>),
+    /// A plugin's field (with [`Field::PluginField`]): which one, and its argument.
+    Plugin(std::sync::Arc<PluginSel>),
 }
 
 impl FieldArg {
@@ -222,8 +227,11 @@ pub fn resolve(name: &str, bracket: Option<&str>) -> Result<(Field, FieldArg), F
     Ok((field, arg))
 }
 
-/// Exact lookup by name.
+/// Exact lookup by name (`plugin.field` stands for plugins' fields: never by its name).
 pub fn lookup(name: &str) -> Option<Field> {
+    if name == Field::PluginField.name() {
+        return None;
+    }
     // Built once: 200-odd names, looked up at load time only.
     static INDEX: std::sync::OnceLock<std::collections::HashMap<&'static str, Field>> =
         std::sync::OnceLock::new();
@@ -243,7 +251,7 @@ pub fn harrier_param_name(falco: &str) -> &str {
 /// The events on which `field` (with `arg`) can have a value.
 pub fn field_events(field: Field, arg: &FieldArg) -> EventSet {
     match field.info().events {
-        Events::All => EventSet::all(),
+        Events::All | Events::Plugin => EventSet::all(),
         Events::Never => EventSet::empty(),
         Events::Fd => crate::events::fd_events().clone(),
         Events::File => crate::events::file_events().clone(),
@@ -260,4 +268,99 @@ pub fn field_events(field: Field, arg: &FieldArg) -> EventSet {
 /// Convenience for tests and docs.
 pub fn event_has_param(ev: EventType, falco_name: &str) -> bool {
     crate::events::param_events(falco_name).contains(ev)
+}
+
+/// A field a loaded plugin declares (its `get_fields`), as the rules see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginField {
+    /// The plugin's position among the loaded plugins: the integration's handle.
+    pub plugin: u16,
+    /// Its position in the plugin's field list (extract_fields' field_id).
+    pub id: u32,
+    pub name: String,
+    /// Str, U64, Bool, RelTime, AbsTime, IpAddr or IpNet.
+    pub ty: FieldType,
+    /// Several values; only `in`, `intersects` and `exists` apply (as in Falco).
+    pub list: bool,
+    pub arg: ArgForm,
+    pub desc: String,
+}
+
+/// A source other than syscall and the plugin fields its rules may use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceFields {
+    pub source: String,
+    pub fields: Vec<PluginField>,
+}
+
+/// A plugin field as a condition or output selects it: what `extract_fields` is asked.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct PluginSel {
+    pub plugin: u16,
+    pub id: u32,
+    /// The field's name, NUL-terminated for the plugin.
+    pub name: std::ffi::CString,
+    /// The argument as written (`[x]`), NUL-terminated, and as a number when it is one.
+    pub key: Option<std::ffi::CString>,
+    pub index: Option<u64>,
+    pub ty: FieldType,
+    pub list: bool,
+}
+
+/// The syscall table's fields that rules of a plugin source may use (Falco's event fields
+/// of plugin events); the rest are unknown there, as in Falco.
+const PLUGIN_SOURCE_FIELDS: &[&str] = &[
+    "evt.num",
+    "evt.time",
+    "evt.time.s",
+    "evt.time.iso8601",
+    "evt.datetime",
+    "evt.rawtime",
+    "evt.rawtime.s",
+    "evt.rawtime.ns",
+    "evt.hostname",
+    "evt.source",
+    "evt.plugininfo",
+    "evt.pluginname",
+    "evt.is_async",
+];
+
+/// [`resolve`] in a source's scope: a plugin source's rules see its plugins' fields and
+/// the event fields of plugin events; syscall rules (`None`) see the syscall table.
+pub fn resolve_in(
+    scope: Option<&SourceFields>,
+    name: &str,
+    bracket: Option<&str>,
+) -> Result<(Field, FieldArg), FieldError> {
+    let Some(scope) = scope else { return resolve(name, bracket) };
+    let Some(pf) = scope.fields.iter().find(|f| f.name == name) else {
+        return match PLUGIN_SOURCE_FIELDS.contains(&name) {
+            true => resolve(name, bracket),
+            false => Err(FieldError::Unknown),
+        };
+    };
+    let c = |s: &str| std::ffi::CString::new(s).map_err(|_| FieldError::BadArg("has a NUL byte in its argument"));
+    let (key, index) = match (pf.arg, bracket.map(str::trim)) {
+        (ArgForm::None, Some(_)) => return Err(FieldError::BadArg("takes no argument")),
+        (ArgForm::Index | ArgForm::Key | ArgForm::IndexOrKey, None) => {
+            return Err(FieldError::BadArg("needs an argument: [x]"))
+        }
+        (_, None) => (None, None),
+        (_, Some("")) => return Err(FieldError::BadArg("has an empty argument")),
+        (ArgForm::Index | ArgForm::OptIndex, Some(b)) => match b.parse::<u64>() {
+            Ok(n) => (Some(c(b)?), Some(n)),
+            Err(_) => return Err(FieldError::BadArg("needs a numeric index")),
+        },
+        (_, Some(b)) => (Some(c(b)?), b.parse::<u64>().ok()),
+    };
+    let sel = PluginSel {
+        plugin: pf.plugin,
+        id: pf.id,
+        name: c(&pf.name)?,
+        key,
+        index,
+        ty: pf.ty,
+        list: pf.list,
+    };
+    Ok((Field::PluginField, FieldArg::Plugin(std::sync::Arc::new(sel))))
 }

@@ -104,6 +104,7 @@ pub mod matchers;
 pub mod memo;
 pub mod output;
 pub mod parser;
+pub mod plugins;
 pub mod ruleset;
 pub mod testing;
 pub mod value;

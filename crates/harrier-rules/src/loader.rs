@@ -145,6 +145,7 @@ pub struct Items {
     pub lists: Vec<ListItem>,
     pub macros: Vec<MacroItem>,
     pub rules: Vec<RuleItem>,
+    pub required_plugins: Vec<crate::plugins::Requirement>,
 }
 
 pub struct Loader<'f> {
@@ -175,9 +176,6 @@ impl<'f> Loader<'f> {
 
     fn err(&mut self, file: usize, pos: Pos, msg: impl Into<String>) {
         self.diags.push(Diagnostic::error(&self.files[file].0, pos.line, pos.col, msg));
-    }
-    fn warn(&mut self, file: usize, pos: Pos, msg: impl Into<String>) {
-        self.diags.push(Diagnostic::warning(&self.files[file].0, pos.line, pos.col, msg));
     }
     /// An error Falco reports too: its code, item and message.
     fn err_as(
@@ -286,7 +284,10 @@ impl<'f> Loader<'f> {
         } else if has("required_engine_version") {
             self.engine_version(f, item.get("required_engine_version").unwrap())
         } else if has("required_plugin_versions") {
-            self.warn(f, *pos, "required_plugin_versions: Harrier has no plugins; ignored")
+            match crate::plugins::parse(f, item.get("required_plugin_versions").unwrap()) {
+                Ok(r) => self.items.required_plugins.extend(r),
+                Err((p, msg)) => self.err(f, p, msg),
+            }
         } else {
             self.err(f, *pos, format!("unknown item '{first}': expected rule, macro, list, required_engine_version or required_plugin_versions"))
         }

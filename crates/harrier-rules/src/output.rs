@@ -54,6 +54,15 @@ pub const CONTAINER_INFO: &str = "%container.name (id=%container.id)";
 
 /// Parses an output format. Unknown fields are returned as errors (name, byte offset).
 pub fn compile(fmt: &str, container_info: &str) -> Result<Output, (String, usize)> {
+    compile_in(None, fmt, container_info)
+}
+
+/// [`compile`] for a source's rules (a plugin source's fields: see [`fields::resolve_in`]).
+pub fn compile_in(
+    scope: Option<&fields::SourceFields>,
+    fmt: &str,
+    container_info: &str,
+) -> Result<Output, (String, usize)> {
     let fmt = fmt.replace("%container.info", container_info);
     let b = fmt.as_bytes();
     let mut segs = Vec::new();
@@ -89,7 +98,7 @@ pub fn compile(fmt: &str, container_info: &str) -> Result<Output, (String, usize
                     return Err((name.to_string(), i));
                 }
             }
-            let (field, farg) = fields::resolve(name, arg).map_err(|_| (name.to_string(), i))?;
+            let (field, farg) = fields::resolve_in(scope, name, arg).map_err(|_| (name.to_string(), i))?;
             if !text.is_empty() {
                 segs.push(Segment::Text(std::mem::take(&mut text)));
             }
@@ -150,6 +159,15 @@ pub fn field_value<S: EventSource + ?Sized>(src: &S, sel: &FieldSel) -> OutputVa
         });
         false
     });
+    // A plugin's list field prints as Falco prints lists: "(a,b)", "()" never (no value).
+    if matches!(&sel.arg, crate::fields::FieldArg::Plugin(p) if p.list) {
+        if let Some(v) = out.take() {
+            let mut s = String::from("(");
+            v.text(&mut s);
+            s.push(')');
+            out = Some(OutputValue::Str(s));
+        }
+    }
     out.unwrap_or(OutputValue::Null)
 }
 

@@ -50,6 +50,14 @@ pub struct LoadOptions {
     pub strict: bool,
     /// Falco's `rules:` config key: rules enabled or disabled after loading, in order.
     pub selection: Vec<Selection>,
+    /// The source this rule set evaluates: `syscall`, or a plugin's (`k8s_audit`...).
+    pub source: String,
+    /// The plugin sources loaded, with the fields their rules may use: their rules belong
+    /// to another rule set, they are not of an unknown source.
+    pub plugin_sources: Vec<fields::SourceFields>,
+    /// The loaded plugins (name, version): when there are any, rule files'
+    /// required_plugin_versions must be met by them.
+    pub plugins: Vec<(String, String)>,
 }
 
 /// What a `rules:` entry names: rules by name (`*` and `?` wildcards) or by tag.
@@ -119,6 +127,9 @@ impl Default for LoadOptions {
             container_info: output::CONTAINER_INFO.to_string(),
             strict: false,
             selection: Vec::new(),
+            source: "syscall".into(),
+            plugin_sources: Vec::new(),
+            plugins: Vec::new(),
         }
     }
 }
@@ -289,6 +300,13 @@ impl RuleSet {
         loader.load_all();
         let mut diags = loader.diags;
         let items = loader.items;
+        match opts.plugins.is_empty() {
+            true => diags.extend(items.required_plugins.iter().map(|r| {
+                let f = &files[r.file].0;
+                Diagnostic::warning(f, r.pos.line, r.pos.col, "required_plugin_versions: no plugin loaded; ignored")
+            })),
+            false => diags.extend(crate::plugins::check(&files, &items.required_plugins, &opts.plugins)),
+        }
         let supported = opts.supported.clone();
         let sup = move |f: Field| supported(f);
         let compiler = Compiler::new(&files, &items, &sup);
@@ -304,7 +322,11 @@ impl RuleSet {
             let file = files[r.file].0.clone();
             let mut status = RuleStatus::Evaluable;
             let mut expr = None;
-            if r.source != "syscall" {
+            let scope = opts.plugin_sources.iter().find(|s| s.source == r.source);
+            let known = r.source == "syscall" || scope.is_some();
+            if r.source != opts.source && known {
+                status = RuleStatus::OtherSource(r.source.clone());
+            } else if r.source != opts.source {
                 status = RuleStatus::OtherSource(r.source.clone());
                 let msg =
                     format!("rule '{}': source '{}' has no plugin loaded: not evaluated", r.name, r.source);
@@ -315,6 +337,7 @@ impl RuleSet {
                     falco,
                 ));
             } else {
+                compiler.set_scope(scope);
                 match compiler.rule(&r.cond, &r.exceptions) {
                     Ok(e) => expr = Some(e),
                     // Reported once, where the macro is.
@@ -372,7 +395,7 @@ impl RuleSet {
                 }
                 extra.extend(a.extra_fields.iter().cloned());
             }
-            let mut output = match output::compile(&fmt, &opts.container_info) {
+            let mut output = match output::compile_in(scope, &fmt, &opts.container_info) {
                 Ok(o) => o,
                 Err((name, _)) => {
                     let (ol, oc) =
@@ -397,7 +420,7 @@ impl RuleSet {
             for (name, fixed) in extra {
                 let sel = match &fixed {
                     Some(_) => None,
-                    None => match fields::resolve(name.split('[').next().unwrap_or(""), bracket(&name)) {
+                    None => match fields::resolve_in(scope, name.split('[').next().unwrap_or(""), bracket(&name)) {
                         Ok((field, arg)) => Some(FieldSel { field, arg, tfs: Box::new([]) }),
                         Err(_) => {
                             diags.push(Diagnostic::error(
@@ -427,7 +450,8 @@ impl RuleSet {
             let compiled =
                 matches!(status, RuleStatus::Evaluable | RuleStatus::Disabled | RuleStatus::BelowPriority);
             let possible = expr.as_ref().filter(|_| compiled).map(possible_events);
-            if let Some(p) = possible.filter(|p| r.warn_evttypes && p.len() > 100) {
+            let syscall = r.source == "syscall";
+            if let Some(p) = possible.filter(|p| syscall && r.warn_evttypes && p.len() > 100) {
                 let msg = match p.is_all() {
                     true => format!(
                         "rule '{}' does not restrict evt.type: it is evaluated on every event",
