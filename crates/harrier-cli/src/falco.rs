@@ -80,37 +80,43 @@ fn run(a: FalcoArgs) -> Result<()> {
     if path.is_none() && needs_config && !a.list_plugins && a.plugin_info.is_none() {
         bail!("You must create a config file at {DEFAULT_CONFIG} or by passing -c");
     }
+    // The plugins load_plugins names (container is built in): opened for every step below.
+    c.open_plugins()?;
     if let Some(p) = &a.plugin_info {
-        if !c.container_plugin
-            || !matches!(p.as_str(), "container" | "libcontainer.so") && !p.ends_with("/libcontainer.so")
-        {
-            bail!("plugin '{p}' is not loaded (harrier has no plugin host yet; 'container' is built in)");
-        }
-        print!("{}", harrier_falco::lists::container_plugin(true));
-        return Ok(());
+        return plugin_info(&c, p);
     }
     if a.list_plugins {
-        let n = usize::from(c.container_plugin);
+        let n = c.plugins.len() + usize::from(c.container_plugin);
         println!("{n} Plugins Loaded:\n");
+        for l in &c.plugins {
+            println!("{}", harrier_falco::lists::plugin(&l.lib, None));
+        }
         if c.container_plugin {
             print!("{}", harrier_falco::lists::container_plugin(false));
         }
         return Ok(());
     }
     if let Some(source) = &a.list {
-        return list_fields(source, a.names_only, format);
+        return list_fields(&c, source, a.names_only, format);
     }
     for w in &c.warnings {
         say!("Warning: {w}");
     }
+    let known = |s: &str| s == "syscall" || c.plugin_sources.iter().any(|p| p.source == s);
     for s in a.enable_source.iter().chain(&a.disable_source) {
-        if s != "syscall" {
+        if !known(s) {
             bail!("Attempted enabling/disabling an unknown event source: {s}");
         }
     }
     if !a.enable_source.is_empty() && !a.disable_source.is_empty() {
         bail!("You can not mix --enable-source and --disable-source");
     }
+    let enabled = |s: &str| match a.enable_source.is_empty() {
+        true => !a.disable_source.iter().any(|d| d == s),
+        false => a.enable_source.iter().any(|e| e == s),
+    };
+    c.syscall_source = enabled("syscall");
+    c.plugin_sources_enabled.retain(|s| enabled(s));
     if !a.validate.is_empty() {
         return validate(&a.validate, &c, a.verbose);
     }
@@ -137,7 +143,7 @@ fn run(a: FalcoArgs) -> Result<()> {
         println!("{}", support(&a, &doc, &c)?);
         return Ok(());
     }
-    if a.disable_source.iter().any(|s| s == "syscall") {
+    if !c.syscall_source && c.plugin_sources_enabled.is_empty() {
         bail!("Must enable at least one event source");
     }
     // Falco's first log line: its version, after the time in the configured format.
@@ -254,12 +260,37 @@ fn validate(files: &[String], c: &RunConfig, verbose: bool) -> Result<()> {
     Ok(())
 }
 
-fn list_fields(source: &str, names_only: bool, format: Format) -> Result<()> {
-    if !source.is_empty() && source != "syscall" {
+fn list_fields(c: &RunConfig, source: &str, names_only: bool, format: Format) -> Result<()> {
+    if source.is_empty() || source == "syscall" {
+        print!("{}", harrier_falco::lists::fields(names_only, format));
+    }
+    let libs: Vec<&harrier_plugin::Library> = c.plugins.iter().map(|l| &*l.lib).collect();
+    for f in c.plugin_sources.iter().filter(|f| source.is_empty() || f.source == source) {
+        print!("{}", harrier_falco::lists::plugin_fields(&f.source, &libs, f, names_only));
+    }
+    if !source.is_empty() && source != "syscall" && !c.plugin_sources.iter().any(|f| f.source == source) {
         bail!("Unknown event source: {source}");
     }
-    print!("{}", harrier_falco::lists::fields(names_only, format));
     Ok(())
+}
+
+/// --plugin-info NAME (or its library's path): what it declares, its init schema and
+/// suggested open params.
+fn plugin_info(c: &RunConfig, p: &str) -> Result<()> {
+    let names = |l: &harrier_engine::plugins::Loaded| {
+        l.lib.name == p || l.lib.path == p || std::path::Path::new(&l.lib.path).file_name().is_some_and(|f| f == p)
+    };
+    if let Some(l) = c.plugins.iter().find(|l| names(l)) {
+        let params = harrier_plugin::Plugin::init(l.lib.clone(), &l.init_config).ok().and_then(|mut s| s.list_open_params());
+        print!("{}", harrier_falco::lists::plugin(&l.lib, Some(params)));
+        return Ok(());
+    }
+    let container = matches!(p, "container" | "libcontainer.so") || p.ends_with("/libcontainer.so");
+    if c.container_plugin && container {
+        print!("{}", harrier_falco::lists::container_plugin(true));
+        return Ok(());
+    }
+    bail!("plugin '{p}' is not loaded (load_plugins names the plugins to load)")
 }
 
 fn list_events(format: Format) -> Result<()> {

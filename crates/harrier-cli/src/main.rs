@@ -19,6 +19,7 @@ mod export;
 mod falco;
 mod file_out;
 mod filter;
+mod plugin_run;
 mod fswatch;
 mod gendocs;
 mod read_cmd;

@@ -31,15 +31,23 @@ fn expand(paths: &[String]) -> Result<Vec<(String, String)>> {
 
 /// The rules of `cfg` (the embedded defaults when it names none).
 pub fn load(cfg: &RunConfig) -> Result<RuleSet> {
+    load_for(cfg, "syscall")
+}
+
+/// The rule set of one source: `syscall`, or a plugin's (its warnings are the syscall
+/// load's too: said once, by that load).
+pub fn load_for(cfg: &RunConfig, source: &str) -> Result<RuleSet> {
     let files = if cfg.rules_files.is_empty() {
         vec![(harrier_rules::DEFAULT_RULES_NAME.to_string(), harrier_rules::DEFAULT_RULES.to_string())]
     } else {
         expand(&cfg.rules_files)?
     };
-    let opts = cfg.load_options();
+    let mut opts = cfg.load_options();
+    opts.source = source.to_string();
+    let say_warnings = source == "syscall" || !cfg.syscall_source;
     match RuleSet::load(&files, &opts) {
         Ok(rules) => {
-            for w in rules.warnings() {
+            for w in rules.warnings().iter().filter(|_| say_warnings) {
                 say!("{w}");
             }
             let refused = |w: &&harrier_rules::Diagnostic| {

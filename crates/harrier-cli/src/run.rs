@@ -196,6 +196,11 @@ fn watched(c: &RunConfig) -> Vec<String> {
 
 pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     let rules = rules_load::load(&c)?;
+    // No syscall source (disabled, or engine.kind nodriver): the plugin sources alone.
+    if !c.plugin_sources_enabled.is_empty() && (!c.syscall_source || c.no_driver) {
+        let (stop, _) = signals(&c)?;
+        return crate::plugin_run::run_alone(&c, a.duration, stop);
+    }
     if c.no_driver {
         return no_driver(&c, rules, a.duration);
     }
@@ -270,6 +275,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     let (stop, hup) = signals(&c)?;
 
     let engine = Rc::new(RefCell::new(Engine::new(rules, EngineState::new(), outputs(&c)?, c.rule_matching)));
+    let mut sources = crate::plugin_run::start(&c, engine.borrow().shared_outputs())?;
     let (offset, start) = (engine.borrow().epoch_offset(), engine.borrow().capture_start_ns());
     let file_settings = serde_json::json!({
         "command": "run",
@@ -418,8 +424,13 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
                 e.outputs().emit(Arc::new(alert));
             }
         }
-        drop_exit || stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d)
+        sources.watch();
+        drop_exit
+            || sources.any_done()
+            || stop.load(Ordering::Relaxed)
+            || deadline.is_some_and(|d| Instant::now() >= d)
     })?;
+    let plugins_result = sources.finish(Duration::from_secs(2));
     let stopped = Instant::now();
     // Final figures now; the links are detached (a grace period per
     // tracepoint) once everything is reported, when `_links` goes.
@@ -471,6 +482,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     if drop_exit {
         bail!("syscall event drops: the exit action stopped the sensor");
     }
+    plugins_result?;
     if let Some((path, o)) = file_outcome {
         say!("{}", file_out::report(&path, &o));
         if let Some(e) = o.error {

@@ -11,6 +11,7 @@ pub mod guard;
 pub mod interest;
 pub mod kfilter;
 pub mod metrics;
+pub mod plugins;
 pub mod snapshot;
 pub mod source;
 pub mod state;
@@ -61,7 +62,7 @@ pub struct CapturePolicy {
 pub struct Engine {
     rules: RuleSet,
     pub state: EngineState,
-    outputs: Outputs,
+    outputs: Arc<Outputs>,
     host: String,
     /// CLOCK_REALTIME - CLOCK_MONOTONIC: events carry monotonic time.
     epoch_offset: u64,
@@ -158,7 +159,7 @@ impl Engine {
         rules.dns().spawn_refresher(harrier_rules::dns::REFRESH_PERIOD);
         Engine {
             state,
-            outputs,
+            outputs: Arc::new(outputs),
             host: harrier_outputs::hostname(),
             epoch_offset: offset,
             boot_epoch_ns: boot_epoch_ns(),
@@ -244,7 +245,6 @@ impl Engine {
         }
     }
 
-    /// Hands the outputs over for closing (flush with a deadline).
     /// The active rules with their counters (metrics, snapshots).
     pub fn active_rules(&self) -> impl Iterator<Item = (&harrier_rules::ruleset::Rule, &RuleCounter)> {
         self.rules.rules().iter().zip(&self.counters.per_rule).filter(|(r, _)| r.is_active())
@@ -258,8 +258,15 @@ impl Engine {
         self.enforcer.as_mut()
     }
 
+    /// The outputs, for other sources' threads (plugins): they hold them only while they
+    /// hand an alert over, so `into_outputs` gets them back once those threads are stopped.
+    pub fn shared_outputs(&self) -> std::sync::Weak<Outputs> {
+        Arc::downgrade(&self.outputs)
+    }
+
+    /// Hands the outputs over for closing (flush with a deadline).
     pub fn into_outputs(self) -> Outputs {
-        self.outputs
+        plugins::unshare(self.outputs)
     }
 
     /// One event from the capture stream (bytes as the rings hold them).
@@ -339,15 +346,7 @@ impl Engine {
                 let want = self.capture_request.map_or(ns, |(_, d)| d.max(ns));
                 self.capture_request = Some((ts, want));
             }
-            let (mut output, fields) = rule.format_output(&src);
-            // A queued alert's memory is what bounds an output's queue: no slack.
-            output.shrink_to_fit();
-            let mut output_fields = Map::with_capacity(fields.len());
-            for (name, v) in fields {
-                output_fields.insert(name, json_value(v));
-            }
-            // Falco adds its text prefix's field (the event time, in ns) to every alert's fields.
-            output_fields.insert("evt.time".into(), src.wall_ns.into());
+            let mut alert = alert_of(rule, &src, src.wall_ns, &self.host);
             if let Some(en) = self.enforcer.as_mut() {
                 use crate::view::StateView;
                 let p = self.state.process(tid);
@@ -358,20 +357,10 @@ impl Engine {
                     uid: p.as_ref().and_then(|p| p.euid),
                 };
                 if let Some(done) = en.act(i, &target, ts, monotonic_now()) {
-                    enforce::describe(&done, &mut output, &mut output_fields);
+                    enforce::describe(&done, &mut alert.output, &mut alert.output_fields);
                 }
             }
-            self.outputs.emit(Arc::new(Alert {
-                time_ns: src.wall_ns,
-                rule: rule.name.clone(),
-                priority: rule.priority.as_str(),
-                output,
-                output_fields,
-                tags: rule.tags.clone(),
-                source: rule.source.clone(),
-                hostname: self.host.clone(),
-                uuid: harrier_outputs::new_uuid(),
-            }));
+            self.outputs.emit(Arc::new(alert));
             if !self.all_matches {
                 break;
             }
@@ -385,6 +374,35 @@ impl Engine {
     }
 }
 
+/// The alert of `rule` on the event `src` (at `wall_ns`): Falco's text and output_fields.
+pub fn alert_of<S: harrier_rules::EventSource + ?Sized>(
+    rule: &harrier_rules::ruleset::Rule,
+    src: &S,
+    wall_ns: u64,
+    host: &str,
+) -> Alert {
+    let (mut output, fields) = rule.format_output(src);
+    // A queued alert's memory is what bounds an output's queue: no slack.
+    output.shrink_to_fit();
+    let mut output_fields = Map::with_capacity(fields.len() + 1);
+    for (name, v) in fields {
+        output_fields.insert(name, json_value(v));
+    }
+    // Falco adds its text prefix's field (the event time, in ns) to every alert's fields.
+    output_fields.insert("evt.time".into(), wall_ns.into());
+    Alert {
+        time_ns: wall_ns,
+        rule: rule.name.clone(),
+        priority: rule.priority.as_str(),
+        output,
+        output_fields,
+        tags: rule.tags.clone(),
+        source: rule.source.clone(),
+        hostname: host.to_string(),
+        uuid: harrier_outputs::new_uuid(),
+    }
+}
+
 fn json_value(v: OutputValue) -> Json {
     match v {
         OutputValue::Null => Json::Null,
@@ -392,6 +410,7 @@ fn json_value(v: OutputValue) -> Json {
         OutputValue::U64(n) => n.into(),
         OutputValue::S64(n) => n.into(),
         OutputValue::Bool(b) => b.into(),
+        OutputValue::List(vs) => Json::Array(vs.into_iter().map(json_value).collect()),
     }
 }
 

@@ -302,7 +302,7 @@ fn mount_by<'m>(
             let path = if by_dest { &m.dest } else { &m.source };
             harrier_rules::matchers::glob(k.as_bytes(), path.as_bytes(), false)
         }),
-        FieldArg::None => None,
+        FieldArg::None | FieldArg::Plugin(_) => None,
     }
 }
 
@@ -348,7 +348,7 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                     let p = match arg {
                         FieldArg::Index(i) => ps.get(*i as usize),
                         FieldArg::Key(k) => ps.iter().find(|p| p.name == &**k),
-                        FieldArg::None => None,
+                        FieldArg::None | FieldArg::Plugin(_) => None,
                     };
                     if let Some(p) = p {
                         self.with_scratch(out, |s| self.falco_arg(v, p, s, false));
@@ -358,7 +358,7 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 let i = match arg {
                     FieldArg::Index(i) => Some(*i as usize),
                     FieldArg::Key(k) => v.index_of(harrier_rules::fields::harrier_param_name(k)),
-                    FieldArg::None => None,
+                    FieldArg::None | FieldArg::Plugin(_) => None,
                 };
                 match i {
                     Some(i) => self.param_value(i, field == EvtRawarg, out),

@@ -11,6 +11,8 @@ use harrier_rules::ruleset::RuleMatching;
 use harrier_rules::yaml::Node;
 
 mod enforce;
+mod plugins;
+pub use plugins::{PluginDef, PLUGINS_DIR};
 pub use enforce::EnforceEntry;
 
 /// Everything `harrier run` takes from a config file (CLI flags override).
@@ -41,6 +43,18 @@ pub struct RunConfig {
     pub capture: Option<(harrier_engine::CapturePolicy, String)>,
     /// load_plugins names `container`: Harrier's container engine stands in for it.
     pub container_plugin: bool,
+    /// load_plugins, in order, and the `plugins` entries (see [`plugins`]).
+    pub load_plugins: Vec<String>,
+    pub plugin_defs: Vec<PluginDef>,
+    /// The plugin sources opened ([`RunConfig::open_plugins`]): their rules' fields, and
+    /// the plugins' (name, version) for required_plugin_versions.
+    pub plugin_sources: Vec<harrier_rules::fields::SourceFields>,
+    pub plugin_versions: Vec<(String, String)>,
+    /// The plugins opened, and the sources that run: syscall (live or replay) unless
+    /// disabled, and the plugin sources enabled (Falco's --enable-source/--disable-source).
+    pub plugins: Vec<harrier_engine::plugins::Loaded>,
+    pub syscall_source: bool,
+    pub plugin_sources_enabled: Vec<String>,
     /// syscall_event_drops: when drops count, and what is done about them.
     pub drops: harrier_engine::drops::DropPolicy,
     /// Running as the `falco` command: rules load as Falco loads them (what Falco refuses, an
@@ -116,6 +130,13 @@ impl Default for RunConfig {
             no_driver: false,
             as_falco: false,
             container_plugin: false,
+            load_plugins: Vec::new(),
+            plugin_defs: Vec::new(),
+            plugin_sources: Vec::new(),
+            plugin_versions: Vec::new(),
+            plugins: Vec::new(),
+            syscall_source: true,
+            plugin_sources_enabled: Vec::new(),
             capture: None,
             drops: Default::default(),
             replay_file: None,
@@ -335,6 +356,8 @@ impl RunConfig {
             supported: std::sync::Arc::new(harrier_engine::source::supported),
             append_output,
             selection: self.rules_selection.clone(),
+            plugin_sources: self.plugin_sources.clone(),
+            plugins: self.plugin_versions.clone(),
             ..Default::default()
         };
         // Falco 0.44 with suggested output: %container.info expands to nothing (the suggested
@@ -448,14 +471,11 @@ impl RunConfig {
             "capture" => c.capture = r.capture(v)?,
             "rules" => c.rules_selection = r.selection(v)?,
             "load_plugins" => {
-                for p in r.strings(v, key)? {
-                    // Falco's container plugin: Harrier's own container engine does its work.
-                    c.container_plugin |= p == "container";
-                    if p != "container" {
-                        bail!(r.err(v, format!("plugin '{p}' cannot be loaded: harrier has no plugin host yet (only 'container', built in)")));
-                    }
-                }
+                c.load_plugins = if v.is_null() { Vec::new() } else { r.strings(v, key)? };
+                // Falco's container plugin: Harrier's own container engine does its work.
+                c.container_plugin = c.load_plugins.iter().any(|p| p == "container");
             }
+            "plugins" => c.plugin_defs = r.plugin_defs(v)?,
             // Harrier's own: checked here so a bad one names its line.
             "kernel_drop" => {
                 for t in r.strings(v, key)? {

@@ -99,12 +99,65 @@ pub fn ignored_events() -> String {
     s
 }
 
+/// The version Harrier's container engine answers for Falco's container plugin.
+pub const CONTAINER_PLUGIN_VERSION: &str = "0.7.1";
+
+/// --list-plugins / --plugin-info for a loaded plugin, in Falco's words.
+pub fn plugin(lib: &harrier_plugin::Library, info: Option<Option<String>>) -> String {
+    let mut s = format!(
+        "Name: {}\nDescription: {}\nContact: {}\nVersion: {}\nCapabilities: \n",
+        lib.name, lib.description, lib.contact, lib.version
+    );
+    if let Some(src) = &lib.source {
+        s += &format!("  - Event Sourcing (ID={}, source='{src}')\n", lib.id);
+    }
+    let caps = [(lib.caps.extraction, "Field Extraction"), (lib.caps.parsing, "Event Parsing"), (lib.caps.async_events, "Async Events")];
+    for (_, c) in caps.iter().filter(|c| c.0) {
+        s += &format!("  - {c}\n");
+    }
+    if let Some(params) = info {
+        match &lib.init_schema {
+            Some(schema) => s += &format!("\nInit config schema type: JSON\n{schema}\n"),
+            None => s += "\nInit config schema type: Not available\n",
+        }
+        match params {
+            Some(p) => s += &format!("\nSuggested open params:\n{p}\n"),
+            None => s += "\nNo suggested open params available: plugin has not been configured, or it does not implement the open params suggestion functionality\n",
+        }
+    }
+    s
+}
+
+/// --list SOURCE for a plugin source: each plugin's fields that apply to it.
+pub fn plugin_fields(source: &str, libs: &[&harrier_plugin::Library], fields: &harrier_rules::fields::SourceFields, names_only: bool) -> String {
+    let mut s = String::new();
+    for (i, lib) in libs.iter().enumerate() {
+        let mine: Vec<_> = fields.fields.iter().filter(|f| f.plugin as usize == i).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        if !names_only {
+            s += &format!("-------------------------------\n{:<30}{} (plugin)\n{:<30}{source} \n\n", "Field Class:", lib.name, "Event Sources:");
+        }
+        for f in mine {
+            match names_only {
+                true => s += &format!("{}\n", f.name),
+                false => s += &format!("{:<30}{} \n", f.name, f.desc),
+            }
+        }
+        if !names_only {
+            s += "\n";
+        }
+    }
+    s
+}
+
 /// --list-plugins / --plugin-info for `container`: Harrier's built-in container engine, which
 /// stands in for Falco's container plugin (its fields; no plugin library is loaded).
 pub fn container_plugin(info: bool) -> String {
-    let mut s = String::from(
+    let mut s = format!(
         "Name: container\nDescription: Harrier's built-in container engine, standing in for Falco's container plugin (no library loaded)\n\
-         Contact: the Harrier project (the plugin it stands in for: falcosecurity/plugins)\nVersion: 0.7.1 (harrier built-in)\n\
+         Contact: the Harrier project (the plugin it stands in for: falcosecurity/plugins)\nVersion: {CONTAINER_PLUGIN_VERSION} (harrier built-in)\n\
          Capabilities:\n  - Field Extraction\n  - Event Parsing\n  - Async Events\n",
     );
     if info {

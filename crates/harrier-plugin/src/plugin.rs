@@ -37,9 +37,10 @@ unsafe extern "C" fn owner_log(o: *mut c_void, component: *const c_char, msg: *c
     eprintln!("harrier: plugin {name}{}{comp}: {msg}", if comp.is_empty() { "" } else { " " });
 }
 
-/// What `next_batch` gave.
-pub enum Batch<'a> {
-    Events(&'a [*const Event]),
+/// What `next_batch` said besides its events: more may come, none now, or the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Batch {
+    More,
     Timeout,
     Eof,
 }
@@ -68,6 +69,8 @@ impl Plugin {
     pub fn init(lib: Arc<Library>, config: &str) -> Result<Plugin> {
         let name = lib.name.clone();
         let owner = Box::new(Owner { name: CString::new(name.clone())?, last_error: CString::default() });
+        // An empty config is "{}" for a plugin with a JSON schema (libsinsp does the same).
+        let config = if config.trim().is_empty() && lib.init_schema.is_some() { "{}" } else { config };
         let cfg = CString::new(config).map_err(|_| anyhow::anyhow!("plugin {name}: init_config has a NUL byte"))?;
         let input = InitInput {
             config: cfg.as_ptr(),
@@ -126,19 +129,26 @@ impl Plugin {
         }
     }
 
-    /// The next events (valid until the next call), a timeout (none now) or the end.
-    pub fn next_batch(&mut self, inst: &mut Instance) -> Result<Batch<'_>> {
+    /// The next events (the plugin's until its next call) and what comes after them: an
+    /// end of stream may come with the last events, as the Go SDK gives it.
+    pub fn next_batch(&mut self, inst: &mut Instance) -> Result<(&[*const Event], Batch)> {
         let f = self.lib.api.next_batch.expect("sourcing checked at open");
         let (mut n, mut evts) = (0u32, std::ptr::null_mut());
         let rc = unsafe { f(self.state, inst.0, &mut n, &mut evts) };
-        match rc {
-            abi::SUCCESS if n == 0 => Ok(Batch::Timeout),
-            abi::SUCCESS if evts.is_null() => bail!("plugin {}: next_batch gave {n} events and no array", self.name()),
-            abi::SUCCESS => Ok(Batch::Events(unsafe { std::slice::from_raw_parts(evts as *const *const Event, n as usize) })),
-            abi::TIMEOUT => Ok(Batch::Timeout),
-            abi::EOF => Ok(Batch::Eof),
+        let status = match rc {
+            abi::SUCCESS => Batch::More,
+            abi::TIMEOUT => Batch::Timeout,
+            abi::EOF => Batch::Eof,
             _ => bail!("plugin {}: next_batch failed: {}", self.name(), self.last_error()),
+        };
+        if n > 0 && evts.is_null() {
+            bail!("plugin {}: next_batch gave {n} events and no array", self.name());
         }
+        let events = match n {
+            0 => &[][..],
+            _ => unsafe { std::slice::from_raw_parts(evts as *const *const Event, n as usize) },
+        };
+        Ok((events, status))
     }
 
     /// get_progress: (percent, text) when the plugin says.

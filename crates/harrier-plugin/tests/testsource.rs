@@ -46,11 +46,12 @@ fn a_source_plugin_loads_sources_its_events_and_extracts_its_fields() {
     let mut inst = p.open("count=70").unwrap();
     let mut seen = Vec::new();
     loop {
-        let evs: Vec<*const abi::Event> = match p.next_batch(&mut inst).unwrap() {
-            Batch::Events(e) => e.to_vec(),
-            Batch::Timeout => continue,
-            Batch::Eof => break,
-        };
+        let (e, status) = p.next_batch(&mut inst).unwrap();
+        let evs = e.to_vec();
+        if status == Batch::Eof {
+            assert!(evs.is_empty(), "this plugin ends with an empty batch");
+            break;
+        }
         for ev in evs {
             let num = seen.len() as u64 + 1;
             assert_eq!(unsafe { harrier_plugin::payload(ev) }, format!("event {num}").as_bytes());
@@ -79,7 +80,7 @@ fn malformed_values_are_counted_and_give_nothing() {
     let sc = scope(&l);
     let mut p = Plugin::init(l, "").unwrap();
     let mut inst = p.open("count=1 malformed").unwrap();
-    let Batch::Events(e) = p.next_batch(&mut inst).unwrap() else { panic!("no event") };
+    let (e, _) = p.next_batch(&mut inst).unwrap();
     let ev = e[0];
     assert!(values(&p, &sc, ev, 1, "test.n", None).is_empty(), "2^40 values is no answer");
     assert!(values(&p, &sc, ev, 1, "test.msg", None).is_empty(), "a null array is no answer");

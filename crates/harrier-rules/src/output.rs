@@ -29,6 +29,8 @@ pub enum OutputValue {
     U64(u64),
     S64(i64),
     Bool(bool),
+    /// A plugin's list field: "(a,b)" in the text, an array in output_fields.
+    List(Vec<OutputValue>),
 }
 
 impl OutputValue {
@@ -44,6 +46,16 @@ impl OutputValue {
                 let _ = write!(out, "{n}");
             }
             OutputValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            OutputValue::List(vs) => {
+                out.push('(');
+                for (i, v) in vs.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    v.text(out);
+                }
+                out.push(')');
+            }
         }
     }
 }
@@ -136,6 +148,7 @@ pub fn sanitize(b: &[u8]) -> String {
 /// The value of a field for an output: several values are joined with commas.
 pub fn field_value<S: EventSource + ?Sized>(src: &S, sel: &FieldSel) -> OutputValue {
     let mut out: Option<OutputValue> = None;
+    let list = matches!(&sel.arg, crate::fields::FieldArg::Plugin(p) if p.list);
     src.extract(sel.field, &sel.arg, &mut |v| {
         let this = match v {
             Value::Str(s) => OutputValue::Str(sanitize(s)),
@@ -148,6 +161,11 @@ pub fn field_value<S: EventSource + ?Sized>(src: &S, sel: &FieldSel) -> OutputVa
             ),
         };
         out = Some(match out.take() {
+            None if list => OutputValue::List(vec![this]),
+            Some(OutputValue::List(mut vs)) if list => {
+                vs.push(this);
+                OutputValue::List(vs)
+            }
             None => this,
             Some(prev) => {
                 let mut s = String::new();
@@ -159,15 +177,6 @@ pub fn field_value<S: EventSource + ?Sized>(src: &S, sel: &FieldSel) -> OutputVa
         });
         false
     });
-    // A plugin's list field prints as Falco prints lists: "(a,b)", "()" never (no value).
-    if matches!(&sel.arg, crate::fields::FieldArg::Plugin(p) if p.list) {
-        if let Some(v) = out.take() {
-            let mut s = String::from("(");
-            v.text(&mut s);
-            s.push(')');
-            out = Some(OutputValue::Str(s));
-        }
-    }
     out.unwrap_or(OutputValue::Null)
 }
 
