@@ -13,8 +13,12 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// A plugin call that has not returned in this long is reported as hung.
-pub const HANG: Duration = Duration::from_secs(10);
+/// A plugin call that has not returned in this long is reported as hung (tests shorten it
+/// with HARRIER_PLUGIN_HANG_MS).
+fn hang() -> Duration {
+    let ms = std::env::var("HARRIER_PLUGIN_HANG_MS").ok().and_then(|v| v.parse().ok());
+    Duration::from_millis(ms.unwrap_or(10_000))
+}
 
 struct Running {
     source: String,
@@ -27,7 +31,7 @@ struct Running {
 pub struct Sources {
     running: Vec<Running>,
     stop: Arc<AtomicBool>,
-    started: Instant,
+    hang: Duration,
 }
 
 /// Starts every enabled plugin source of `c` (none: nothing runs).
@@ -57,7 +61,7 @@ pub fn start(c: &RunConfig, outputs: Weak<Outputs>) -> Result<Sources> {
         let thread = std::thread::Builder::new().name(format!("src-{src}")).spawn(move || run.run())?;
         running.push(Running { source: src.clone(), plugin, stats, thread: Some(thread), hang_said: false });
     }
-    Ok(Sources { running, stop, started: Instant::now() })
+    Ok(Sources { running, stop, hang: hang() })
 }
 
 impl Sources {
@@ -70,17 +74,18 @@ impl Sources {
         self.running.iter().any(|r| r.stats.done.load(Relaxed))
     }
 
-    /// Says, once per source, that its plugin's next_batch has not returned for [`HANG`].
+    /// Says, once per source, that its plugin's next_batch has not returned for [`hang`].
     pub fn watch(&mut self) {
-        let now = self.started.elapsed().as_millis() as u64 + 1;
+        let now = harrier_engine::monotonic_now();
+        let limit = self.hang;
         for r in self.running.iter_mut().filter(|r| !r.hang_said) {
-            let since = r.stats.in_call_ms.load(Relaxed);
-            if since != 0 && now.saturating_sub(since) >= HANG.as_millis() as u64 {
+            let since = r.stats.in_call_ns.load(Relaxed);
+            if since != 0 && now.saturating_sub(since) >= limit.as_nanos() as u64 {
                 say!(
-                    "harrier: plugin {} (source {}): next_batch has not returned for {} s; the other sources keep running",
+                    "harrier: plugin {} (source {}): next_batch has not returned for {:.1} s; the other sources keep running",
                     r.plugin,
                     r.source,
-                    HANG.as_secs()
+                    limit.as_secs_f64()
                 );
                 r.hang_said = true;
             }

@@ -13,7 +13,7 @@ use std::ffi::CString;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A loaded plugin with its entry in falco.yaml.
 #[derive(Clone)]
@@ -36,8 +36,8 @@ pub struct SourceStats {
     pub alerts: AtomicU64,
     /// extract_fields answers that were failures or not values.
     pub extract_errors: AtomicU64,
-    /// When the plugin's current next_batch began (ms since the source started; 0: none).
-    pub in_call_ms: AtomicU64,
+    /// When the plugin's current next_batch began (CLOCK_MONOTONIC ns; 0: not in one).
+    pub in_call_ns: AtomicU64,
     pub done: AtomicBool,
     /// Why the source ended early (init, open or next_batch failed), one line.
     pub error: Mutex<Option<String>>,
@@ -178,7 +178,6 @@ impl SourceRun {
             states[i].as_mut().expect("the source plugin was initialized")
         }
         let mut inst = origin(&mut states, self.origin).open(&self.plugins[self.origin].open_params)?;
-        let start = Instant::now();
         let src_c = CString::new(self.source.as_str())?;
         let scratch = RefCell::new(String::with_capacity(256));
         let mut num = 0u64;
@@ -186,9 +185,9 @@ impl SourceRun {
             if self.stop.load(Relaxed) {
                 break Ok(());
             }
-            self.stats.in_call_ms.store(start.elapsed().as_millis() as u64 + 1, Relaxed);
+            self.stats.in_call_ns.store(crate::monotonic_now(), Relaxed);
             let batch = origin(&mut states, self.origin).next_batch(&mut inst);
-            self.stats.in_call_ms.store(0, Relaxed);
+            self.stats.in_call_ns.store(0, Relaxed);
             // The events stay the plugin's until its next call: borrowed past `batch`.
             let (ptr, n, status) = match batch {
                 Ok((e, status)) => (e.as_ptr(), e.len(), status),

@@ -110,7 +110,7 @@ pub fn validate(contents: &[(String, String)], opts: &LoadOptions) -> Vec<FileRe
     let mut out = Vec::new();
     let mut before: Vec<Diagnostic> = Vec::new();
     for i in 0..contents.len() {
-        let diags = RuleSet::diagnose(&contents[..=i], opts);
+        let diags = diagnose_all(&contents[..=i], opts);
         let mut r = FileResult {
             name: contents[i].0.clone(),
             successful: true,
@@ -133,6 +133,21 @@ pub fn validate(contents: &[(String, String)], opts: &LoadOptions) -> Vec<FileRe
         out.push(r);
     }
     out
+}
+
+/// The diagnostics of every source's rules: syscall's, then each plugin source's (their
+/// rules compile against their plugins' fields), each said once.
+fn diagnose_all(files: &[(String, String)], opts: &LoadOptions) -> Vec<Diagnostic> {
+    let mut all = RuleSet::diagnose(files, opts);
+    for src in opts.plugin_sources.iter().filter(|s| s.source != "syscall") {
+        let o = LoadOptions { source: src.source.clone(), ..opts.clone() };
+        for d in RuleSet::diagnose(files, &o) {
+            if !all.contains(&d) {
+                all.push(d);
+            }
+        }
+    }
+    all
 }
 
 /// Byte offset of a 1-based line and column.

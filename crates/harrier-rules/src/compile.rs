@@ -242,7 +242,8 @@ impl<'a> Compiler<'a> {
             }
         };
         // A plugin source's fields are all the plugin host's to extract.
-        if scope.is_none() && !(self.supported)(field) {
+        let syscall = scope.is_none_or(|s| s.source == "syscall");
+        if syscall && !matches!(arg, fields::FieldArg::Plugin(_)) && !(self.supported)(field) {
             return Err(self.error(
                 site,
                 &f.span,

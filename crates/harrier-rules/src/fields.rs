@@ -333,8 +333,15 @@ pub fn resolve_in(
     bracket: Option<&str>,
 ) -> Result<(Field, FieldArg), FieldError> {
     let Some(scope) = scope else { return resolve(name, bracket) };
+    // Syscall rules see the whole table, and fields of plugins that extract from any source.
+    let syscall = scope.source == "syscall";
+    if syscall {
+        if let Ok(x) = resolve(name, bracket) {
+            return Ok(x);
+        }
+    }
     let Some(pf) = scope.fields.iter().find(|f| f.name == name) else {
-        return match PLUGIN_SOURCE_FIELDS.contains(&name) {
+        return match PLUGIN_SOURCE_FIELDS.contains(&name) && !syscall {
             true => resolve(name, bracket),
             false => Err(FieldError::Unknown),
         };

@@ -322,6 +322,7 @@ impl RuleSet {
             let file = files[r.file].0.clone();
             let mut status = RuleStatus::Evaluable;
             let mut expr = None;
+            // Syscall's scope, when there is one, holds the fields plugins extract from any source.
             let scope = opts.plugin_sources.iter().find(|s| s.source == r.source);
             let known = r.source == "syscall" || scope.is_some();
             if r.source != opts.source && known {

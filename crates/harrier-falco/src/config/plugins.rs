@@ -105,9 +105,12 @@ impl super::RunConfig {
             loaded.push(harrier_engine::plugins::Loaded { lib, init_config: d.init_config, open_params: d.open_params });
         }
         let mut sources = Vec::new();
-        for src in loaded.iter().filter_map(|l| l.lib.source.clone()) {
-            if src == "syscall" || sources.iter().any(|s: &harrier_rules::fields::SourceFields| s.source == src) {
-                bail!("event source '{src}' is given by more than one source (or is syscall)");
+        // Syscall's entry holds the fields of plugins that extract from it (json: any source);
+        // they have no value on Harrier's syscall events, which are not in libscap's layout.
+        let srcs = loaded.iter().filter_map(|l| l.lib.source.clone());
+        for src in srcs.chain(["syscall".to_string()]) {
+            if sources.iter().any(|s: &harrier_rules::fields::SourceFields| s.source == src) {
+                bail!("event source '{src}' is given by more than one plugin (or is syscall)");
             }
             let mut fields: Vec<harrier_rules::fields::PluginField> = Vec::new();
             for (i, l) in loaded.iter().enumerate().filter(|(_, l)| l.lib.extracts_from(&src)) {
@@ -120,7 +123,8 @@ impl super::RunConfig {
         }
         self.plugin_sources = sources;
         self.plugin_versions = loaded.iter().map(|l| (l.lib.name.clone(), l.lib.version.clone())).collect();
-        self.plugin_sources_enabled = self.plugin_sources.iter().map(|s| s.source.clone()).collect();
+        self.plugin_sources_enabled =
+            self.plugin_sources.iter().map(|s| s.source.clone()).filter(|s| s != "syscall").collect();
         self.plugins = loaded.clone();
         if self.container_plugin {
             self.plugin_versions.push(("container".into(), crate::lists::CONTAINER_PLUGIN_VERSION.into()));
