@@ -14,6 +14,7 @@ mod fs_work;
 mod hook_costs;
 mod legacy_size;
 mod outputs;
+mod plugins;
 mod report;
 mod rules;
 mod rules_load;
@@ -88,6 +89,9 @@ enum Cmd {
     /// `harrier run` side by side with a Falco binary (make bench-vs-falco): four workloads,
     /// the empty-program floor, BPF run-time stats, drop-free rate under 1 CPU, SIGINT stops.
     VsFalco(vs_falco::Args),
+    /// Plugin sources (make bench-plugins): k8saudit through a file and its webhook, events/s
+    /// of `harrier falco` and of a Falco binary, interleaved.
+    Plugins(plugins::Args),
     /// Falco and `harrier run` at once on the battery (or a cargo build): every alert and
     /// output field compared, the report in docs/falco-diff.md.
     FalcoDiff(falco_diff::Args),
@@ -358,6 +362,7 @@ fn main() -> ExitCode {
         Cmd::Convert { dir, rounds } => convert::run(&dir, rounds),
         Cmd::RulesLoad(args) => rules_load::run_cli(args),
         Cmd::VsFalco(args) => vs_falco::run_cli(args),
+        Cmd::Plugins(args) => plugins::run_cli(args),
         Cmd::FalcoDiff(args) => falco_diff::run_cli(args),
         Cmd::Files { events, rounds, out, redis_requests, scap_dir } => files::run(events, rounds, &out)
             .and_then(|()| {
