@@ -5,8 +5,52 @@
 
 use harrier_bypass::{BypassCommand, StartArgs, BUILD_DIR, BUILT_LIB, PIN_DIR, STATE_FILE};
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+/// bt and the library copied into a folder of their own that any user can
+/// enter: the checkout (with its target dir) may sit in a 0700 folder, and
+/// while setpriv still execs bt with root's capabilities, the loader opens
+/// the preloaded library as nobody. The service attaches to this copy (its
+/// uprobe follows the file's inode), so every bt here preloads it. Removed
+/// on drop.
+struct ForNobody {
+    dir: PathBuf,
+    bt: String,
+    lib: String,
+}
+
+impl ForNobody {
+    fn new() -> ForNobody {
+        let dir = std::env::temp_dir().join(format!("harrier-bypass-service-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for a in dir.ancestors() {
+            let mode = std::fs::metadata(a).unwrap().permissions().mode();
+            assert!(
+                a == dir || mode & 0o001 != 0,
+                "{} (mode {mode:o}) cannot be entered by nobody: set TMPDIR to a folder every user can reach",
+                a.display()
+            );
+        }
+        let copy = |from: &str, name: &str, mode: u32| {
+            let to = dir.join(name);
+            std::fs::copy(from, &to).unwrap_or_else(|e| panic!("copying {from}: {e}"));
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(mode)).unwrap();
+            to.display().to_string()
+        };
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bt = copy(&format!("{BUILD_DIR}/bt"), "bt", 0o755);
+        let lib = copy(BUILT_LIB, "libharrier-bypass.so", 0o644);
+        ForNobody { dir, bt, lib }
+    }
+}
+
+impl Drop for ForNobody {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
 
 fn ci() -> bool {
     std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
@@ -37,16 +81,15 @@ impl Drop for Cleanup {
     }
 }
 
-fn bt(args: &[&str], nobody: bool) -> std::process::Output {
-    let bt = format!("{BUILD_DIR}/bt");
+fn bt(f: &ForNobody, args: &[&str], nobody: bool) -> std::process::Output {
     let mut c = if nobody {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", &bt]);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", &f.bt]);
         c
     } else {
-        Command::new(&bt)
+        Command::new(&f.bt)
     };
-    c.args(args).env("LD_PRELOAD", BUILT_LIB).env("BT_EXPECT_BYPASS", "1");
+    c.args(args).env("LD_PRELOAD", &f.lib).env("BT_EXPECT_BYPASS", "1");
     c.output().expect("running bt")
 }
 
@@ -69,9 +112,11 @@ fn start_use_stop() {
     }
     assert!(!harrier_bypass::is_started(), "the bypass service is already running; stop it first");
     let mounts_before = bpffs_mounts();
+    // Dropped after `guard` (which stops the service): declared before it.
+    let f = ForNobody::new();
     let mut guard = Cleanup { children: Vec::new() };
 
-    let args = StartArgs { slots: 1024, quota: Some(64), libs: vec![BUILT_LIB.into()] };
+    let args = StartArgs { slots: 1024, quota: Some(64), libs: vec![f.lib.clone().into()] };
     harrier_bypass::run(BypassCommand::Start(args.clone())).expect("start");
     let slots = Path::new(PIN_DIR).join("slots");
     assert_eq!(std::fs::metadata(&slots).unwrap().permissions().mode() & 0o777, 0o666);
@@ -82,17 +127,13 @@ fn start_use_stop() {
     assert!(e.to_string().contains("already started"), "{e}");
 
     // The library answers from the map, and the values are right.
-    assert_ok(&bt(&["basic", "100000"], false), "bt basic");
-    assert_ok(&bt(&["fork"], false), "bt fork");
-    assert_ok(&bt(&["threads", "40", "40", "40"], false), "bt threads");
+    assert_ok(&bt(&f, &["basic", "100000"], false), "bt basic");
+    assert_ok(&bt(&f, &["fork"], false), "bt fork");
+    assert_ok(&bt(&f, &["threads", "40", "40", "40"], false), "bt threads");
 
     // Security as nobody, with a root process holding a slot to forge.
-    let mut hold = Command::new(format!("{BUILD_DIR}/bt"))
-        .arg("hold")
-        .env("LD_PRELOAD", BUILT_LIB)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut hold =
+        Command::new(&f.bt).arg("hold").env("LD_PRELOAD", &f.lib).stdout(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(hold.stdout.take().unwrap()), &mut line)
         .unwrap();
@@ -100,14 +141,14 @@ fn start_use_stop() {
     guard.children.push(hold);
     let out = {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", &format!("{BUILD_DIR}/bt"), "security"])
-            .env("LD_PRELOAD", BUILT_LIB)
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", &f.bt, "security"])
+            .env("LD_PRELOAD", &f.lib)
             .env("BT_EXPECT_BYPASS", "1")
             .env("BT_NEED_VICTIM", "1");
         c.output().unwrap()
     };
     assert_ok(&out, "bt security as nobody");
-    assert_ok(&bt(&["threads", "80", "60", "64"], true), "bt threads over the quota as nobody");
+    assert_ok(&bt(&f, &["threads", "80", "60", "64"], true), "bt threads over the quota as nobody");
 
     let st = harrier_bypass::read_status().expect("status");
     assert_eq!(st.nslots, 1024);
@@ -130,10 +171,6 @@ fn start_use_stop() {
     assert!(harrier_bypass::run(BypassCommand::Status).is_err());
 
     // After stop, the library falls back and stays right.
-    let out = Command::new(format!("{BUILD_DIR}/bt"))
-        .args(["basic", "10000"])
-        .env("LD_PRELOAD", BUILT_LIB)
-        .output()
-        .unwrap();
+    let out = Command::new(&f.bt).args(["basic", "10000"]).env("LD_PRELOAD", &f.lib).output().unwrap();
     assert_ok(&out, "bt basic after stop");
 }

@@ -90,6 +90,9 @@ pub fn summary(o: &OutputStats) -> String {
     if o.notices > 0 {
         s += &format!("; {} loss notice(s) in its stream", o.notices);
     }
+    if o.errors > 0 {
+        s += &format!("; {} failed attempt(s), retries included", o.errors);
+    }
     s
 }
 
@@ -105,6 +108,7 @@ mod tests {
             shed: ByPriority([0, 0, 0, 0, 5, 2, 0, 0]),
             failed: ByPriority([0, 0, 1, 0, 0, 0, 0, 0]),
             notices: 1,
+            errors: 9,
             queued: 0,
             queued_bytes: 0,
             peak_bytes: 0,
@@ -112,7 +116,7 @@ mod tests {
         assert_eq!(
             summary(&o),
             "harrier: output http: 13 sent, 8 lost; shed from a full queue: Warning 5, Notice 2; \
-             failed: Critical 1; 1 loss notice(s) in its stream"
+             failed: Critical 1; 1 loss notice(s) in its stream; 9 failed attempt(s), retries included"
         );
     }
 }

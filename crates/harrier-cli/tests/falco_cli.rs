@@ -48,13 +48,17 @@ fn data(f: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/falco").join(f).display().to_string()
 }
 
-/// A file of ../shared/data (its location is searched upwards from the crate).
+/// A file of shared/data: the first above the crate, else /work/shared/data
+/// (where the project's machines keep it, so a clone anywhere finds it).
 fn shared(rel: &str) -> String {
     let found = Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
+        .chain([Path::new("/work")])
         .map(|d| d.join("shared/data").join(rel))
         .find(|p| p.exists());
-    found.unwrap_or_else(|| panic!("shared/data/{rel} not found above the checkout")).display().to_string()
+    let found =
+        found.unwrap_or_else(|| panic!("shared/data/{rel} not found above the checkout nor in /work"));
+    found.display().to_string()
 }
 
 fn text(b: &[u8]) -> String {

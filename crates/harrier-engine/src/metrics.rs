@@ -77,6 +77,7 @@ pub struct Metrics {
     output_sent: Family<OutputName, Counter>,
     output_shed: Family<OutputPriority, Counter>,
     output_failed: Family<OutputPriority, Counter>,
+    output_errors: Family<OutputName, Counter>,
     queue_alerts: Family<OutputName, Gauge>,
     queue_bytes: Family<OutputName, Gauge>,
     cpu: Gauge<f64, AtomicU64>,
@@ -104,6 +105,7 @@ impl Metrics {
         let output_sent = Family::<OutputName, Counter>::default();
         let output_shed = Family::<OutputPriority, Counter>::default();
         let output_failed = Family::<OutputPriority, Counter>::default();
+        let output_errors = Family::<OutputName, Counter>::default();
         let queue_alerts = Family::<OutputName, Gauge>::default();
         let queue_bytes = Family::<OutputName, Gauge>::default();
         let cpu = Gauge::<f64, AtomicU64>::default();
@@ -153,6 +155,11 @@ impl Metrics {
             "Alerts an output gave up on (refused by the receiver, or still queued at the exit deadline)",
             output_failed.clone(),
         );
+        registry.register(
+            "harrier_outputs_errors",
+            "Failed delivery attempts per output, each retry counted (a full disk, a receiver down or refusing)",
+            output_errors.clone(),
+        );
         registry.register("harrier_outputs_queue_alerts", "Alerts queued per output", queue_alerts.clone());
         registry.register(
             "harrier_outputs_queue_bytes",
@@ -182,6 +189,7 @@ impl Metrics {
             output_sent,
             output_shed,
             output_failed,
+            output_errors,
             queue_alerts,
             queue_bytes,
             cpu,
@@ -219,6 +227,7 @@ impl Metrics {
                 o.sent.total(),
                 before.map_or(0, |b| b.sent.total()),
             );
+            grow(&self.output_errors.get_or_create(&name), o.errors, before.map_or(0, |b| b.errors));
             for (r, p) in PRIORITIES.iter().enumerate() {
                 let labels = || OutputPriority { output: o.name.clone(), priority: p.to_string() };
                 // Families are created on the first loss, so a quiet output lists none.
@@ -388,6 +397,7 @@ mod tests {
             shed: by(4, shed),
             failed: by(2, failed),
             notices: 0,
+            errors: 3 * sent,
             queued: 12,
             queued_bytes: 4096,
             peak_bytes: 4096,
@@ -432,6 +442,7 @@ mod tests {
             "harrier_outputs_sent_total{output=\"http\"} 7",
             "harrier_outputs_shed_total{output=\"http\",priority=\"Warning\"} 4",
             "harrier_outputs_failed_total{output=\"http\",priority=\"Critical\"} 1",
+            "harrier_outputs_errors_total{output=\"http\"} 21",
             "harrier_outputs_queue_alerts{output=\"http\"} 12",
         ] {
             assert!(t.contains(want), "{want} missing from:\n{t}");

@@ -1,7 +1,7 @@
 //! `--stats-file F --stats-interval MS`: JSON lines as Falco's `-s` wrote
 //! them, cumulative and delta events and drops per interval, plus each
 //! output's alerts: sent, and lost per priority (shed from a full queue, or
-//! failed), cumulative.
+//! failed), and its failed delivery attempts (errors), cumulative.
 
 use harrier_outputs::{ByPriority, OutputStats};
 use serde_json::{json, Map, Value};
@@ -30,6 +30,7 @@ fn outputs(outs: &[OutputStats]) -> Value {
             "failed": by_priority(&o.failed),
             "queued": o.queued,
             "notices": o.notices,
+            "errors": o.errors,
         });
         m.insert(o.name.clone(), v);
     }
@@ -81,6 +82,7 @@ mod tests {
             shed: ByPriority([0, 0, 0, 0, 7, 2, 0, 0]),
             failed: ByPriority::default(),
             notices: 1,
+            errors: 4,
             queued: 3,
             queued_bytes: 9000,
             peak_bytes: 9000,
@@ -98,5 +100,6 @@ mod tests {
         );
         assert_eq!(f["shed"], serde_json::json!({"Warning": 7, "Notice": 2}));
         assert_eq!(f["failed"], serde_json::json!({}));
+        assert_eq!(f["errors"], 4, "failed writes, retries included");
     }
 }

@@ -23,6 +23,7 @@ impl<'a> Lane<'a> {
     /// counted as failed, and not retried.
     pub fn reject(&mut self, alert: &Queued, why: &anyhow::Error) {
         self.rejected.add(alert.rank, alert.time_ns);
+        self.shared.error();
         self.say(why, "alert counted as lost");
     }
 
@@ -30,6 +31,7 @@ impl<'a> Lane<'a> {
     /// after [`Lane::pause`] while the queue sheds by priority meanwhile.
     pub fn trouble(&mut self, why: &anyhow::Error) {
         self.troubled = true;
+        self.shared.error();
         self.say(why, "retrying; the queue keeps the most severe alerts meanwhile");
     }
 

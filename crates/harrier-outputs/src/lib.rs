@@ -56,6 +56,8 @@ pub struct OutputStats {
     pub failed: ByPriority,
     /// Loss notices written into the stream (not counted in `sent`).
     pub notices: u64,
+    /// Failed delivery attempts, retries included (a full disk, a receiver down).
+    pub errors: u64,
     /// Alerts and bytes queued now, and the most bytes ever queued.
     pub queued: usize,
     pub queued_bytes: usize,
@@ -187,6 +189,7 @@ impl Outputs {
                     shed: c.shed,
                     failed: c.failed,
                     notices: c.notices,
+                    errors: c.errors,
                     queued: f.alerts,
                     queued_bytes: f.bytes,
                     peak_bytes: f.peak_bytes,

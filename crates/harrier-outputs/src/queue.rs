@@ -126,6 +126,10 @@ pub struct Counts {
     pub failed: ByPriority,
     /// Loss notices written into the stream.
     pub notices: u64,
+    /// Delivery attempts that failed (a write error such as a full disk, a
+    /// receiver down, refusing or timing out): each retry counts, so a
+    /// destination that fails for a while shows here before any alert is lost.
+    pub errors: u64,
 }
 
 /// What an output's queue holds for one alert: the alert itself, or (for
@@ -371,6 +375,11 @@ impl Shared {
             return None;
         }
         Self::due(&mut s, true)
+    }
+
+    /// A delivery attempt failed (see [`Counts::errors`]).
+    pub fn error(&self) {
+        self.lock().counts.errors += 1;
     }
 
     /// A notice was written (or could not be).

@@ -82,6 +82,7 @@ fn a_dead_receiver_never_blocks_and_every_lost_alert_is_counted() {
     assert_eq!(stats[0].failed.get("Error"), stats[0].failed.total(), "counted by priority: {stats:?}");
     assert!(stats[0].shed.get("Error") >= 990, "the small queue overflowed: {stats:?}");
     assert_eq!(stats[0].notices, 0, "a dead receiver gets no notice");
+    assert!(stats[0].errors >= 2, "each lane's failed attempts are counted: {stats:?}");
 }
 
 #[test]
@@ -97,6 +98,7 @@ fn a_rejected_alert_is_counted_and_not_retried() {
     let (_, notice) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
     assert!(notice.contains("Falco internal: outputs queue drop"), "{notice}");
     assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "a 400 is not retried");
+    assert_eq!(stats[0].errors, 2, "two refusals, the alert's and the notice's: {stats:?}");
 }
 
 #[test]
