@@ -92,6 +92,12 @@ bench-rules: build
 bench-vs-falco: build
 	target/release/harrier-bench vs-falco $(if $(FALCO),--falco $(FALCO) --falco-config $(FALCO_CONFIG)) $(BENCH_ARGS)
 
+# Plugin sources (k8saudit + json built by hand from falcosecurity/plugins, never part of the
+# project: PLUGINS_DIR holds them): a file and the webhook, against FALCO if given (~2 min).
+.PHONY: bench-plugins
+bench-plugins: build
+	target/release/harrier-bench plugins $(if $(FALCO),--falco $(FALCO)) $(if $(PLUGINS_DIR),--plugins-dir $(PLUGINS_DIR)) $(BENCH_ARGS)
+
 # Alert-by-alert comparison with a real Falco (never part of the project: pass its binary and
 # config): both attached at once, the battery of behaviours (or BENCH_ARGS='--workload cargo'),
 # every alert and output field compared; docs/falco-diff.md and .json (~5 min).

@@ -69,6 +69,15 @@ impl Sources {
         self.running.is_empty()
     }
 
+    /// Per source: (name, [events, alerts, extraction errors]) for the metrics.
+    pub fn sample(&self) -> Vec<(String, [u64; 3])> {
+        let c = |r: &Running| {
+            let s = &r.stats;
+            [s.events.load(Relaxed), s.alerts.load(Relaxed), s.extract_errors.load(Relaxed)]
+        };
+        self.running.iter().map(|r| (r.source.clone(), c(r))).collect()
+    }
+
     /// Whether a source has ended (its stream's end or a failure): the run ends then.
     pub fn any_done(&self) -> bool {
         self.running.iter().any(|r| r.stats.done.load(Relaxed))
@@ -135,9 +144,27 @@ pub fn run_alone(c: &RunConfig, duration: Option<f64>, stop: Arc<AtomicBool>) ->
     if sources.is_empty() {
         bail!("Must enable at least one event source");
     }
+    let metrics = Arc::new(std::sync::Mutex::new(harrier_engine::metrics::Metrics::new()));
+    if let Some(addr) = &c.metrics_addr {
+        harrier_engine::metrics::serve_with(&crate::run_outputs::webserver(c, addr)?, metrics.clone())?;
+    }
     let deadline = duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let mut last_metrics = Instant::now();
     while !sources.any_done() && !stop.load(Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
         sources.watch();
+        if c.metrics_addr.is_some() && last_metrics.elapsed() >= Duration::from_secs(1) {
+            let (_, rss_bytes) = harrier_engine::metrics::self_usage();
+            let sample = harrier_engine::metrics::Sample {
+                plugin_sources: sources.sample(),
+                outputs: outputs.stats(),
+                rss_bytes,
+                ..Default::default()
+            };
+            if let Ok(mut m) = metrics.lock() {
+                m.update(sample);
+            }
+            last_metrics = Instant::now();
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
     let result = sources.finish(Duration::from_secs(2));

@@ -414,6 +414,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
                     cpu_ratio: ratio,
                     rss_bytes: rss,
                     enforce: e.enforcer_mut().map_or_else(Vec::new, |en| en.sample()),
+                    plugin_sources: sources.sample(),
                 });
             }
             last_metrics = Instant::now();

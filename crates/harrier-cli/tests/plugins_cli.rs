@@ -189,3 +189,38 @@ fn a_hung_plugin_is_reported_and_the_syscall_source_keeps_running() {
     let line = wait_for(&out, "Marker opened");
     assert!(line.contains(&format!("opened {marker}")), "{line}");
 }
+
+/// GET `path` on 127.0.0.1:`port` (None until it answers).
+fn get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
+
+#[test]
+fn a_plugin_sources_counters_are_prometheus_metrics() {
+    let s = Scratch::new("metrics");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let cfg = s.config("", "stream");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text += &format!("webserver:\n  enabled: true\n  listen_address: 127.0.0.1\n  listen_port: {port}\n");
+    std::fs::write(&cfg, text).unwrap();
+    let rules = s.write("rules.yaml", RULES);
+    let (_child, _out, err) = harrier_falco(&["-c", &cfg, "-r", &rules, "--disable-source", "syscall"]);
+    wait_for(&err, "source harrier_test (plugin testsource)");
+    // The stream gives an event each 10 ms; the counters are sampled each second.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let m = get(port, "/metrics").unwrap_or_default();
+        let line = m.lines().find(|l| l.starts_with("harrier_plugin_events_total{source=\"harrier_test\"}"));
+        if line.is_some_and(|l| l.rsplit(' ').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) > 10) {
+            assert!(m.contains("harrier_plugin_alerts_total{source=\"harrier_test\"}"), "{m}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no plugin events in the metrics:\n{m}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -53,6 +53,13 @@ pub struct Sample {
     pub rss_bytes: u64,
     /// Per enforced rule: its name and its actions' counts ([`ENFORCE_ACTIONS`] order).
     pub enforce: Vec<(String, [u64; 5])>,
+    /// Per plugin source: its name and (events, alerts, extraction errors).
+    pub plugin_sources: Vec<(String, [u64; 3])>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceName {
+    source: String,
 }
 
 /// The `action` label of harrier_enforce_actions, in `Sample::enforce` order.
@@ -83,6 +90,8 @@ pub struct Metrics {
     cpu: Gauge<f64, AtomicU64>,
     rss: Gauge,
     enforce: Family<EnforceLabels, Counter>,
+    /// Plugin sources: events, alerts, extraction errors.
+    plugin: [Family<SourceName, Counter>; 3],
     last: Sample,
 }
 
@@ -111,6 +120,14 @@ impl Metrics {
         let cpu = Gauge::<f64, AtomicU64>::default();
         let rss = Gauge::default();
         let enforce = Family::<EnforceLabels, Counter>::default();
+        let plugin: [Family<SourceName, Counter>; 3] = Default::default();
+        for (f, (name, help)) in plugin.iter().zip([
+            ("harrier_plugin_events", "Events a plugin source delivered"),
+            ("harrier_plugin_alerts", "Alerts raised on a plugin source's events"),
+            ("harrier_plugin_extract_errors", "Field extractions a plugin failed or answered with malformed values"),
+        ]) {
+            registry.register(name, help, f.clone());
+        }
         registry.register(
             "harrier_enforce_actions",
             "Alerts of enforced rules per action: killed, would_kill (dry-run), not_killed (exempt, protected, over the rate), failed, resumed (held, then let go)",
@@ -195,11 +212,19 @@ impl Metrics {
             cpu,
             rss,
             enforce,
+            plugin,
             last: Sample::default(),
         }
     }
 
     pub fn update(&mut self, s: Sample) {
+        for (i, (source, counts)) in s.plugin_sources.iter().enumerate() {
+            let before = self.last.plugin_sources.get(i).filter(|b| &b.0 == source).map_or([0; 3], |b| b.1);
+            let l = SourceName { source: source.clone() };
+            for k in 0..3 {
+                grow(&self.plugin[k].get_or_create(&l), counts[k], before[k]);
+            }
+        }
         grow(&self.events, s.events, self.last.events);
         grow(&self.drops, s.drops, self.last.drops);
         grow(&self.filtered, s.filtered, self.last.filtered);
