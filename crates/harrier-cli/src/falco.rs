@@ -132,8 +132,16 @@ fn run(a: FalcoArgs) -> Result<()> {
         );
     }
     if a.describe_all || a.describe_rule.is_some() {
+        // Loaded first: what Falco refuses fails here, with its errors.
         let rules = rules_load::load(&c)?;
-        let out = harrier_falco::lists::describe(&rules, a.describe_rule.as_deref(), c.json_output)?;
+        let only = a.describe_rule.as_deref();
+        let out = match c.json_output {
+            true => {
+                let plugins: Vec<String> = c.plugins.iter().map(|l| l.lib.name.clone()).collect();
+                harrier_falco::describe::json(&rules_load::files(&c)?, &c.load_options(), &plugins, only)?
+            }
+            false => harrier_falco::lists::describe(&rules, only)?,
+        };
         println!("{out}");
         return Ok(());
     }

@@ -29,6 +29,17 @@ fn expand(paths: &[String]) -> Result<Vec<(String, String)>> {
     Ok(files)
 }
 
+/// The rule files of `cfg` (name, text), in order: the embedded defaults when it names none.
+pub fn files(cfg: &RunConfig) -> Result<Vec<(String, String)>> {
+    match cfg.rules_files.is_empty() {
+        true => Ok(vec![(
+            harrier_rules::DEFAULT_RULES_NAME.to_string(),
+            harrier_rules::DEFAULT_RULES.to_string(),
+        )]),
+        false => expand(&cfg.rules_files),
+    }
+}
+
 /// The rules of `cfg` (the embedded defaults when it names none).
 pub fn load(cfg: &RunConfig) -> Result<RuleSet> {
     load_for(cfg, "syscall")
@@ -37,11 +48,7 @@ pub fn load(cfg: &RunConfig) -> Result<RuleSet> {
 /// The rule set of one source: `syscall`, or a plugin's (its warnings are the syscall
 /// load's too: said once, by that load).
 pub fn load_for(cfg: &RunConfig, source: &str) -> Result<RuleSet> {
-    let files = if cfg.rules_files.is_empty() {
-        vec![(harrier_rules::DEFAULT_RULES_NAME.to_string(), harrier_rules::DEFAULT_RULES.to_string())]
-    } else {
-        expand(&cfg.rules_files)?
-    };
+    let files = files(cfg)?;
     let mut opts = cfg.load_options();
     opts.source = source.to_string();
     let say_warnings = source == "syscall" || !cfg.syscall_source;

@@ -123,6 +123,48 @@ fn the_plugin_lists_itself_as_falco_lists_plugins() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("Suggested open params:\n[{\"value\":\"count=10\""));
 }
 
+#[test]
+fn dash_big_l_describes_the_rules_with_their_plugin_as_falco_does() {
+    let s = Scratch::new("describe");
+    let (cfg, rules) = (s.config("", "count=1"), s.write("rules.yaml", RULES));
+    let out = falco(&["-c", &cfg, "-r", &rules, "-L"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(d["required_engine_version"], "0.0.0");
+    let req = &d["required_plugin_versions"][0];
+    assert_eq!((&req["name"], &req["version"]), (&"testsource".into(), &"0.1.0".into()));
+    assert_eq!(req["alternatives"], serde_json::json!([]));
+    assert_eq!((d["lists"].as_array().unwrap().len(), d["macros"].as_array().unwrap().len()), (0, 0));
+    let r = &d["rules"][0];
+    let info = &r["info"];
+    assert_eq!((&info["name"], &info["source"]), (&"Big odd test event".into(), &"harrier_test".into()));
+    assert_eq!(info["priority"], "Warning");
+    let det = &r["details"];
+    assert_eq!(names(&det["plugins"]), ["testsource"]);
+    assert_eq!(det["condition_compiled"], "(test.big = true and test.parity intersects (odd))");
+    assert_eq!(names(&det["condition_fields"]), ["test.big", "test.parity"]);
+    assert_eq!(names(&det["condition_operators"]), ["=", "intersects"]);
+    assert_eq!(names(&det["events"]), ["pluginevent", "asyncevent"]);
+    assert!(names(&det["output_fields"]).contains(&"test.arg[k]".to_string()), "{det}");
+    assert_eq!(det["output_compiled"], r["info"]["output"]);
+    for k in ["exception_fields", "exception_names", "exception_operators", "lists", "macros"] {
+        assert_eq!(det[k], serde_json::json!([]), "{k}");
+    }
+    let sys = &d["rules"][2]["details"];
+    assert!(sys["plugins"].as_array().unwrap().is_empty());
+    assert_eq!(names(&sys["events"]), ["openat", "asyncevent"]);
+    // -l RULE: that rule alone; an unknown one is an error.
+    let out = falco(&["-c", &cfg, "-r", &rules, "-l", "Even test event"]);
+    let one: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(one.as_object().unwrap().len(), 1);
+    let compiled = &one["rules"][0]["details"]["condition_compiled"];
+    assert_eq!(compiled, "(test.parity in (even, all) and not test.parity in (odd, all))");
+    fails_with(&falco(&["-c", &cfg, "-r", &rules, "-l", "nope"]), "Rule \"nope\" is not loaded");
+}
+
 /// Exit 1 and Falco's "Error: " line with `what` in it.
 fn fails_with(out: &Output, what: &str) {
     let err = stderr(out);

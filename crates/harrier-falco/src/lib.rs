@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod describe;
 pub mod doc;
 pub mod keys;
 pub mod lists;

@@ -29,25 +29,13 @@ fn wrap(text: &str, indent: usize, line_len: usize) -> String {
     out
 }
 
-/// -L (every rule) or -l RULE: Falco's text table, or with json_output a JSON description.
-pub fn describe(rules: &RuleSet, only: Option<&str>, json_output: bool) -> Result<String> {
+/// -L (every rule) or -l RULE: Falco's text table (with json_output: [`crate::describe`]).
+pub fn describe(rules: &RuleSet, only: Option<&str>) -> Result<String> {
     let picked: Vec<_> = rules.rules().iter().filter(|r| only.is_none_or(|n| r.name == n)).collect();
     if let Some(n) = only {
         if picked.is_empty() {
-            bail!("unknown rule: {n}");
+            bail!("Rule \"{n}\" is not loaded");
         }
-    }
-    if json_output {
-        let rs: Vec<_> = picked
-            .iter()
-            .map(|r| {
-                json!({"info": {
-                    "name": r.name, "description": r.desc, "priority": r.priority.as_str(),
-                    "source": r.source, "tags": r.tags, "enabled": r.status != harrier_rules::ruleset::RuleStatus::Disabled,
-                }})
-            })
-            .collect();
-        return Ok(json!({"rules": rs, "macros": [], "lists": []}).to_string());
     }
     let mut s = two_columns("Rule", "Description") + &two_columns("----", "-----------");
     for r in picked {

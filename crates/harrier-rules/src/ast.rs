@@ -45,6 +45,18 @@ impl Op {
             _ => return None,
         })
     }
+    /// An exception's `comps` entry: a symbol (`=`, `==`, `!=`, `<`...) or a word.
+    pub fn from_comp(c: &str) -> Option<Op> {
+        Some(match c {
+            "=" | "==" => Op::Eq,
+            "!=" => Op::Ne,
+            "<" => Op::Lt,
+            "<=" => Op::Le,
+            ">" => Op::Gt,
+            ">=" => Op::Ge,
+            w => return Op::from_word(w),
+        })
+    }
     pub fn as_str(self) -> &'static str {
         match self {
             Op::Eq => "=",
@@ -85,6 +97,15 @@ pub enum Transformer {
 }
 
 impl Transformer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transformer::ToLower => "tolower",
+            Transformer::ToUpper => "toupper",
+            Transformer::B64 => "b64",
+            Transformer::Basename => "basename",
+            Transformer::Len => "len",
+        }
+    }
     pub fn from_word(w: &str) -> Option<Transformer> {
         Some(match w {
             "tolower" => Transformer::ToLower,

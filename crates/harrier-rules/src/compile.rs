@@ -514,21 +514,13 @@ impl<'a> Compiler<'a> {
         }
         let mut ops = Vec::new();
         for c in &e.comps {
-            let op = match c.as_str() {
-                "=" | "==" => Op::Eq,
-                "!=" => Op::Ne,
-                "<" => Op::Lt,
-                "<=" => Op::Le,
-                ">" => Op::Gt,
-                ">=" => Op::Ge,
-                w => match Op::from_word(w) {
-                    Some(op) if op != Op::Exists => op,
-                    _ => {
-                        let err = self.error(&site, &(0..0), format!("unknown comparison '{c}'"), None);
-                        let falco = format!("'{c}' is not a supported comparison operator");
-                        return Err(err.as_falco("LOAD_ERR_VALIDATE", falco));
-                    }
-                },
+            let op = match Op::from_comp(c) {
+                Some(op) if op != Op::Exists => op,
+                _ => {
+                    let err = self.error(&site, &(0..0), format!("unknown comparison '{c}'"), None);
+                    let falco = format!("'{c}' is not a supported comparison operator");
+                    return Err(err.as_falco("LOAD_ERR_VALIDATE", falco));
+                }
             };
             ops.push(op);
         }

@@ -146,6 +146,8 @@ pub struct Items {
     pub macros: Vec<MacroItem>,
     pub rules: Vec<RuleItem>,
     pub required_plugins: Vec<crate::plugins::Requirement>,
+    /// The highest required_engine_version of the files (major, minor, patch).
+    pub required_engine_version: Option<(u64, u64, u64)>,
 }
 
 pub struct Loader<'f> {
@@ -315,6 +317,8 @@ impl<'f> Loader<'f> {
             },
         };
         let have = parse(crate::ENGINE_VERSION).expect("a valid engine version");
+        let req = &mut self.items.required_engine_version;
+        *req = (*req).max(Some(want));
         if want.0 != have.0 || want > have {
             let (w, h) = (format!("{}.{}.{}", want.0, want.1, want.2), crate::ENGINE_VERSION);
             let falco = format!("Rules require engine version {w}, but engine version is {h}");

@@ -35,6 +35,15 @@ pub struct AppendOutput {
     pub extra_fields: Vec<(String, Option<String>)>,
 }
 
+impl AppendOutput {
+    /// Whether it applies to a rule of this source, name and tags.
+    pub fn applies(&self, source: &str, rule: &str, tags: &[String]) -> bool {
+        self.source.as_ref().is_none_or(|s| s == source)
+            && self.rule.as_ref().is_none_or(|n| n == rule)
+            && self.tags.iter().all(|t| tags.contains(t))
+    }
+}
+
 #[derive(Clone)]
 pub struct LoadOptions {
     pub rule_matching: RuleMatching,
@@ -384,10 +393,7 @@ impl RuleSet {
             let mut fmt = r.output.clone();
             let mut extra = Vec::new();
             for a in &opts.append_output {
-                let applies = a.source.as_ref().is_none_or(|s| *s == r.source)
-                    && a.rule.as_ref().is_none_or(|n| *n == r.name)
-                    && a.tags.iter().all(|t| r.tags.contains(t));
-                if !applies {
+                if !a.applies(&r.source, &r.name, &r.tags) {
                     continue;
                 }
                 if !a.extra_output.is_empty() {
