@@ -209,7 +209,15 @@ fn other_sources_and_plugins() {
     let y = "- required_engine_version: 0.50.0\n- required_plugin_versions:\n  - name: k8saudit\n    version: 0.1.0\n- rule: k\n  desc: d\n  condition: ka.verb = get\n  output: o\n  priority: INFO\n  source: k8s_audit\n";
     let rs = load(&[("p.yaml", y)]);
     assert_eq!(rs.rules()[0].status, RuleStatus::OtherSource("k8s_audit".into()));
-    assert!(rs.warnings()[0].to_string().starts_with("p.yaml:2:3: warning: required_plugin_versions"));
+    let w = rs.warnings()[0].to_string();
+    assert!(w.starts_with("p.yaml:3:5: warning: required_plugin_versions: no plugin loaded"), "{w}");
+    // With plugins loaded, a requirement they do not meet is an error; one they meet is quiet.
+    let old = LoadOptions { plugins: vec![("k8saudit".into(), "0.0.9".into())], ..Default::default() };
+    let e = RuleSet::load(&[("p.yaml", y)], &old).unwrap_err();
+    assert!(e[0].to_string().contains("one of these plugins loaded: k8saudit (>= 0.1.0)"), "{}", e[0]);
+    let ok = LoadOptions { plugins: vec![("k8saudit".into(), "0.18.0".into())], ..Default::default() };
+    let rs = RuleSet::load(&[("p.yaml", y)], &ok).unwrap();
+    assert!(!rs.warnings().iter().any(|w| w.to_string().contains("required_plugin")), "{:?}", rs.warnings());
 }
 
 #[test]
