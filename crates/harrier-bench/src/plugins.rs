@@ -72,13 +72,30 @@ fn config(dir: &Path, plugins: &Path, open: &str, sync: bool) -> Result<PathBuf>
     Ok(p)
 }
 
-/// CPU seconds and peak RSS (MB) of a reaped child.
-fn reap(pid: i32) -> (f64, f64) {
+/// CPU seconds of a reaped child. (Its ru_maxrss would count this process's memory: exec
+/// keeps the high-water mark of the image it replaces.)
+fn reap(pid: i32) -> f64 {
     let mut status = 0;
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (tv(ru.ru_utime) + tv(ru.ru_stime), ru.ru_maxrss as f64 / 1024.0)
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// The child's VmHWM (MB), read every 20 ms while it lives: the peak of its own image.
+fn peak_rss(pid: i32) -> std::thread::JoinHandle<f64> {
+    std::thread::spawn(move || {
+        let mut peak = 0.0f64;
+        while let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            let kb = s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").parse::<f64>().ok());
+            match kb {
+                Some(kb) => peak = peak.max(kb / 1024.0),
+                None => break, // a zombie has no memory lines
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        peak
+    })
 }
 
 /// `cmd ARGS -c CFG ...`: until `alerts` alert lines (or the end), fed by `feed` once started.
@@ -95,29 +112,48 @@ fn run(
     c.args(["--enable-source", "k8s_audit", "-o", "append_output.suggested_output=false"]);
     let mut child = c.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().with_context(|| format!("running {}", cmd[0]))?;
     let pid = child.id() as i32;
+    let rss = peak_rss(pid);
     let out = BufReader::new(child.stdout.take().expect("piped"));
-    let start = Instant::now();
-    let fed = match feed {
-        Some(f) => {
-            f()?;
-            true
-        }
-        None => false,
-    };
-    let (mut alerts, mut last) = (0u64, start);
-    for line in out.lines().map_while(Result::ok) {
-        if line.starts_with('{') {
-            alerts += 1;
-            last = Instant::now();
-            if want == Some(alerts) {
+    // Alerts are counted as they come, on a thread of their own: a sensor whose stdout is not
+    // read stalls, and with it the webhook being fed.
+    let (tx, rx) = std::sync::mpsc::channel::<Instant>();
+    let reader = std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            if line.starts_with('{') && tx.send(Instant::now()).is_err() {
                 break;
+            }
+        }
+    });
+    let start = Instant::now();
+    let fed = feed.is_some();
+    if let Some(f) = feed {
+        f()?;
+    }
+    let (mut alerts, mut last) = (0u64, start);
+    let limit = Duration::from_secs(300);
+    loop {
+        match rx.recv_timeout(limit.saturating_sub(start.elapsed())) {
+            Ok(t) => {
+                alerts += 1;
+                last = t;
+                if want == Some(alerts) {
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                bail!("{}: {alerts} alerts of {want:?} after {} s", cmd[0], limit.as_secs());
             }
         }
     }
     if fed {
         unsafe { libc::kill(pid, libc::SIGTERM) };
     }
-    let (cpu_s, rss_mb) = reap(pid);
+    drop(rx);
+    let _ = reader.join();
+    let rss_mb = rss.join().unwrap_or(f64::NAN);
+    let cpu_s = reap(pid);
     std::mem::forget(child); // reaped above
     let secs = if fed { last.duration_since(start) } else { start.elapsed() }.as_secs_f64();
     Ok(Run { rate: events as f64 / secs, cpu_s, rss_mb, alerts })

@@ -161,9 +161,15 @@ fn run(a: FalcoArgs) -> Result<()> {
         env!("CARGO_PKG_VERSION")
     );
     if let Some(p) = &a.print {
-        c.append_output
-            .push(harrier_rules::ruleset::AppendOutput { extra_output: p.clone(), ..Default::default() });
+        let entry = harrier_rules::ruleset::AppendOutput { extra_output: p.clone(), ..Default::default() };
+        c.append_output.push(entry.clone());
+        c.print_output = Some(entry);
     }
+    c.falco_source = Some(harrier_falco::config::FalcoSource {
+        path: path.map(String::from),
+        options: a.options.clone(),
+        rules: a.rules.clone(),
+    });
     if a.dry_run {
         rules_load::load(&c)?;
         say!("Running in dry-run mode: no events are processed");

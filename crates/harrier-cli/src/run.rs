@@ -131,10 +131,33 @@ fn settings(a: &RunArgs) -> Result<RunConfig> {
 
 /// SIGHUP: the rule files again, the same state tables. Syscalls the new
 /// rules need beyond those attached are named (a restart captures them).
-fn reload(c: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &mut Session) {
+/// The configuration read again as it was first read (`falco`'s way, or `harrier run`'s
+/// flags over the config file).
+fn reread(c: &RunConfig, a: &RunArgs) -> Result<RunConfig> {
+    match &c.falco_source {
+        Some(src) => c.reread_falco(src),
+        None => settings(a),
+    }
+}
+
+/// SIGHUP or a watched file's change: the configuration and the rule files again, the same
+/// state tables; keys that only a restart applies are named. Returns the configuration now
+/// in force.
+fn reload(old: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &mut Session) -> Option<RunConfig> {
+    let fresh = match reread(old, a) {
+        Ok(f) => f,
+        Err(err) => {
+            say!("harrier: reload failed, the old configuration and rules stay: {err:#}");
+            return None;
+        }
+    };
+    let c = &fresh;
     let rules = match rules_load::load(c) {
         Ok(r) => r,
-        Err(err) => return say!("harrier: reload failed, the old rules stay: {err:#}"),
+        Err(err) => {
+            say!("harrier: reload failed, the old rules stay: {err:#}");
+            return None;
+        }
     };
     let interest = harrier_engine::interest::interest(&rules);
     let attached = s.syscalls().to_vec();
@@ -144,7 +167,8 @@ fn reload(c: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &
         let rules_part = if a.no_kernel_filter { None } else { Some(&rules) };
         let f = harrier_engine::kfilter::derive_with(rules_part, &attached, drops);
         if let Err(err) = s.replace_kernel_filter(&f) {
-            return say!("harrier: reload failed, the old rules stay: kernel filter: {err:#}");
+            say!("harrier: reload failed, the old rules stay: kernel filter: {err:#}");
+            return None;
         }
     }
     let needed = harrier_engine::collect::collect(&rules, &attached, harrier_engine::needs_env(&rules));
@@ -165,6 +189,11 @@ fn reload(c: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &
             uncollected.join(", ")
         );
     }
+    let restart = old.needs_restart(&fresh);
+    if !restart.is_empty() {
+        say!("harrier: note: changed in the configuration, applied at the next start: {}", restart.join(", "));
+    }
+    Some(fresh)
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
@@ -350,6 +379,8 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     let mut file_failed_said = false;
     let mut drop_monitor = DropMonitor::new(c.drops.clone());
     let mut drop_exit = false;
+    // The configuration a reload reads again and replaces (the run keeps its start-time one).
+    let mut current = c.clone();
     session.run_with(|s| {
         let mut e = engine.borrow_mut();
         e.end_batch();
@@ -370,7 +401,9 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
         }
         if hup.swap(false, Ordering::Relaxed) {
             say!("harrier: SIGHUP received, restarting... (the rules reload in place: nothing detached, no state lost)");
-            reload(&c, &a, &user_drops, &mut e, s);
+            if let Some(fresh) = reload(&current, &a, &user_drops, &mut e, s) {
+                current = fresh;
+            }
         }
         let kernel = s.kernel_stats().ok();
         let (events, drops, filtered) = kernel.map_or((0, 0, 0), |k| {

@@ -1,7 +1,8 @@
 //! `harrier run` live: it reloads its rule files on SIGHUP (the new rules
 //! judge the next events, the state tables and the sensor stay), and with
 //! its entry copies off still reads fd.nameraw; as `falco`, with
-//! watch_config_files, an edited rules file swaps the rules the same way.
+//! watch_config_files, an edited rules file swaps the rules the same way, and an edited
+//! config applies what shapes the rules and names what waits for a restart.
 //! Waits on lines the sensor prints, never on a clock.
 
 mod common;
@@ -118,9 +119,17 @@ fn falco_watches_its_rules_file_and_swaps_the_rules_live() {
     let alert = wait_for(&out, "\"rule\"");
     assert!(alert.contains("After edit"), "{alert}");
 
+    // The config itself: its priority applies in place (the Warning rule is no longer
+    // evaluated); a key only a restart applies is named.
+    let edited = "watch_config_files: true\njson_output: false\npriority: error\nstdout_output:\n  enabled: true\n";
+    std::fs::write(&cfg, edited).unwrap();
+    wait_for(&err, "reloaded: 0 rules evaluated");
+    let note = wait_for(&err, "applied at the next start");
+    assert!(note.ends_with(": json_output"), "{note}");
+
     unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
     assert!(child.0.wait().unwrap().success(), "SIGINT ends it cleanly");
-    wait_for(&err, "rules reloaded 1 time(s) in place");
+    wait_for(&err, "rules reloaded 2 time(s) in place");
     assert!(wait_for(&err, "event drop detected").contains("0 occurrences"), "Falco's closing lines");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -12,6 +12,8 @@ use harrier_rules::yaml::Node;
 
 mod enforce;
 mod plugins;
+mod reread;
+pub use reread::FalcoSource;
 pub use plugins::{PluginDef, PLUGINS_DIR};
 pub use enforce::EnforceEntry;
 
@@ -55,6 +57,12 @@ pub struct RunConfig {
     pub plugins: Vec<harrier_engine::plugins::Loaded>,
     pub syscall_source: bool,
     pub plugin_sources_enabled: Vec<String>,
+    /// Each top-level key's value as read (a reload names the changed ones it cannot apply).
+    pub key_texts: Vec<(String, String)>,
+    /// Run as `falco`: how the configuration was built (a reload builds it again so).
+    pub falco_source: Option<FalcoSource>,
+    /// `falco -p`'s append_output entry (kept across reloads).
+    pub print_output: Option<harrier_rules::ruleset::AppendOutput>,
     /// syscall_event_drops: when drops count, and what is done about them.
     pub drops: harrier_engine::drops::DropPolicy,
     /// Running as the `falco` command: rules load as Falco loads them (what Falco refuses, an
@@ -137,6 +145,9 @@ impl Default for RunConfig {
             plugins: Vec::new(),
             syscall_source: true,
             plugin_sources_enabled: Vec::new(),
+            key_texts: Vec::new(),
+            falco_source: None,
+            print_output: None,
             capture: None,
             drops: Default::default(),
             replay_file: None,
@@ -379,7 +390,11 @@ impl RunConfig {
 
     /// Reads every key of the merged configuration.
     pub fn from_doc(doc: &ConfigDoc) -> Result<RunConfig> {
-        let mut c = RunConfig { config_files: doc.files.clone(), ..RunConfig::default() };
+        let mut c = RunConfig {
+            config_files: doc.files.clone(),
+            key_texts: reread::key_texts(doc),
+            ..RunConfig::default()
+        };
         let Node::Map { entries, .. } = &doc.root else { return Ok(c) };
         for (k, v) in entries {
             let key = k.as_str().unwrap_or("");

@@ -27,7 +27,7 @@ use Use::*;
 
 pub const KEYS: &[Key] = &[
     k("config_files", Honoured, "files and folders merged after the main file with Falco's strategies (append, override, add-only); missing paths skipped; no nesting"),
-    k("watch_config_files", Partly, "a change to a config or rules file (polled each second) reloads the rules as SIGHUP does, without detaching; the config's other keys are not re-read yet"),
+    k("watch_config_files", Honoured, "a change to a config or rules file (polled each second) reloads as SIGHUP does, without detaching: the configuration is read again, what shapes the rules (rules_files, rules, priority, rule_matching, append_output) applies in place, and any other key that changed is named as applied at the next start; a broken edit keeps the running configuration and rules and says why"),
     k("rules_files", Honoured, "files and folders of *.yaml/*.yml in order; with `falco`, missing paths are skipped as Falco skips them"),
     k("rules", Honoured, "enable/disable entries by rule name (wildcards) or tag, applied in order after loading (`-o rules[].disable.rule=*`)"),
     k("engine", Partly, "kind modern_ebpf, ebpf, kmod: Harrier's live eBPF sensor, buf_size_preset as its ring size per CPU; replay: engine.replay.capture_file (legacy .scap or Harrier capture); nodriver: no syscall source (rules loaded, outputs, webserver and metrics snapshots up, until -M or a signal); gvisor is refused; cpus_for_each_buffer and drop_failed_exit are not read"),
