@@ -76,6 +76,8 @@ pub fn event_type() -> EventType {
 
 /// A plugin event as the rules see it.
 struct Ev<'a> {
+    /// [`event_type`], found once per source: the rules ask it for every rule.
+    ty: EventType,
     input: abi::EventInput,
     plugins: &'a [Option<Plugin>],
     origin: &'a Plugin,
@@ -103,7 +105,7 @@ impl Ev<'_> {
 
 impl EventSource for Ev<'_> {
     fn event_type(&self) -> EventType {
-        event_type()
+        self.ty
     }
     fn extract(&self, field: Field, arg: &FieldArg, out: &mut dyn FnMut(Value<'_>) -> bool) {
         use Field::*;
@@ -179,6 +181,7 @@ impl SourceRun {
         }
         let mut inst = origin(&mut states, self.origin).open(&self.plugins[self.origin].open_params)?;
         let src_c = CString::new(self.source.as_str())?;
+        let ty = event_type();
         let scratch = RefCell::new(String::with_capacity(256));
         let mut num = 0u64;
         let result = loop {
@@ -203,6 +206,7 @@ impl SourceRun {
                 // u64::MAX: the plugin leaves the time to the host.
                 let wall_ns = if ts == u64::MAX { now_ns() } else { ts };
                 let e = Ev {
+                    ty,
                     input: abi::EventInput { evt: ev, evtnum: num, evtsrc: src_c.as_ptr() },
                     plugins: &states,
                     origin: states[self.origin].as_ref().expect("the source plugin was initialized"),
