@@ -71,7 +71,10 @@ static __always_inline struct pt_regs *hr_task_regs(struct hr_em *em)
 	off = hr_regs_off;
 	if (!off) {
 		hr_regs_seen = (__u64)bpf_task_pt_regs(em->task);
-		hr_regs_off = off = *(volatile __u64 *)&hr_regs_seen - stack;
+		hr_regs_off = *(volatile __u64 *)&hr_regs_seen - stack;
+		/* Read back, not reused: the difference of a number and the
+		 * stack pointer stays a pointer to some verifiers (6.18's). */
+		off = *(volatile __u64 *)&hr_regs_off;
 	}
 	return bpf_core_cast((void *)(stack + off), struct pt_regs);
 }

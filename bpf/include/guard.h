@@ -23,6 +23,8 @@
 #define HR_G_PROGS	32	/* syscalls with a program */
 #define HR_G_RULES	64	/* enforced rules */
 #define HR_G_STR	128	/* string bytes a set entry may have */
+#define HR_G_NEEDLES	64	/* substrings the programs search for */
+#define HR_G_NEEDLE	32	/* bytes a substring may have */
 
 #define HR_G_NOMATCH	0xffff	/* no rule matched */
 #define HR_G_KILL	0x8000	/* | rule: kill */
@@ -39,6 +41,15 @@ enum hr_g_op {
 	HR_G_HOSTCG,		/* the task's cgroup is a host (non-container) cgroup */
 	HR_G_DEFER,		/* rule a needs user space: note it, jump to t */
 	HR_G_NUM,		/* (u32 at record offset a & b) == c */
+	HR_G_SUBSTR,		/* string of src holds needle a (b: enum hr_g_mode) */
+	HR_G_WHOLE,		/* string of src is absent or was not cut to HR_G_STR */
+	HR_G_AGE,		/* the process is older than (b << 32 | c) ns */
+};
+
+enum hr_g_mode {
+	HR_GM_CONTAINS = 0,
+	HR_GM_ICONTAINS,	/* ASCII case folded; the needle is stored folded */
+	HR_GM_ENDSWITH,
 };
 
 enum hr_g_src {
@@ -71,6 +82,12 @@ struct hr_g_key {
 	__u32 prefixlen;
 	__u32 set;
 	__u8 s[HR_G_STR];
+};
+
+/* A substring to search for: user space fills the table before attach. */
+struct hr_g_needle {
+	__u32 len;
+	__u8 s[HR_G_NEEDLE];
 };
 
 /* What the last action on a thread was, for user space to report. */
@@ -155,6 +172,13 @@ struct {
 } guard_strs SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HR_G_NEEDLES);
+	__type(key, __u32);
+	__type(value, struct hr_g_needle);
+} guard_needles SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
 	__type(key, __u64);
@@ -201,6 +225,7 @@ struct hr_g_run {
 	struct hr_g_scratch *s;	/* looked up once, not per step */
 	struct hr_g_prog *p;
 	__u64 ev;		/* the written record's address, read with probe reads */
+	__u64 ts;		/* the event's timestamp */
 	__u32 slot;
 	__u32 pc;
 	__u32 verdict;
@@ -236,7 +261,6 @@ static __always_inline __u32 hr_g_ancestor(struct hr_g_key *k, __u32 depth)
 	return 1 + hr_g_strlen(k->s, 16);
 }
 
-/* Whether the string `ins` names is in its set. No value: false. */
 /* Variable parameter `idx` of the record at `ev` (the first at `first`) into
  * the key, up to its NUL: key bytes with the NUL, 0 when absent. */
 static __always_inline __u32 hr_g_param(struct hr_g_key *k, __u64 ev, __u32 first, __u32 idx)
@@ -262,11 +286,12 @@ static __always_inline __u32 hr_g_param(struct hr_g_key *k, __u64 ev, __u32 firs
 	return HR_G_STR;
 }
 
-static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g_ins *ins, __u64 ev)
+/* The string `ins` names into the key: its bytes, NUL included when it
+ * fits (HR_G_STR: cut there); 0 when it has no value. */
+static __always_inline __u32 hr_g_load(struct hr_g_scratch *s, const struct hr_g_ins *ins, __u64 ev)
 {
 	struct hr_g_key *k = &s->k;
-	__u32 n = 0;		/* key bytes, NUL included when the string fits */
-	__u8 *v;
+	__u32 n = 0;
 
 	switch (ins->src) {
 	case HR_GS_PATH:
@@ -287,13 +312,9 @@ static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g
 		break;
 	case HR_GS_ANC:
 		n = hr_g_ancestor(k, ins->depth);
-		if (!n)
-			return 0;
 		break;
 	case HR_GS_PARAM:
 		n = hr_g_param(k, ev, ins->c, ins->depth);
-		if (!n)
-			return 0;
 		break;
 	case HR_GS_UID: {
 		struct task_struct *t = bpf_get_current_task_btf();
@@ -304,9 +325,19 @@ static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g
 		n = 5;
 		break;
 	}
-	default:
-		return 0;
 	}
+	return n;
+}
+
+/* Whether the string `ins` names is in its set. No value: false. */
+static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g_ins *ins, __u64 ev)
+{
+	struct hr_g_key *k = &s->k;
+	__u32 n = hr_g_load(s, ins, ev);
+	__u8 *v;
+
+	if (!n)
+		return 0;
 	k->set = ins->a;
 	k->prefixlen = 8 * (4 + n);
 	v = bpf_map_lookup_elem(&guard_strs, k);
@@ -323,6 +354,84 @@ static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g
 			return 0;
 	}
 	return 1;
+}
+
+struct hr_g_scan {
+	const __u8 *hay;	/* HR_G_STR bytes */
+	const struct hr_g_needle *nd;
+	__u32 fold;
+	__u32 found;
+};
+
+/* Whether the needle starts at hay[at]. */
+static long hr_g_at(__u64 at, void *ctx)
+{
+	struct hr_g_scan *sc = ctx;
+	const struct hr_g_needle *nd = sc->nd;
+	const __u8 *hay = sc->hay;
+
+	if (!nd || !hay)
+		return 1;
+	for (__u32 j = 0; j < HR_G_NEEDLE; j++) {
+		__u8 c;
+
+		if (j >= nd->len)
+			break;
+		c = hay[(at + j) & (HR_G_STR - 1)];
+		if (sc->fold && c >= 'A' && c <= 'Z')
+			c |= 0x20;
+		if (c != nd->s[j])
+			return 0;
+	}
+	sc->found = 1;
+	return 1;
+}
+
+/* contains, icontains, endswith on the string `ins` names. No value: false.
+ * On a cut string a miss proves nothing: the program tests HR_G_WHOLE. */
+static __always_inline int hr_g_substr(struct hr_g_scratch *s, const struct hr_g_ins *ins, __u64 ev)
+{
+	__u32 idx = ins->a, n = hr_g_load(s, ins, ev), len;
+	struct hr_g_scan sc = { .hay = s->k.s, .fold = ins->b == HR_GM_ICONTAINS };
+
+	sc.nd = bpf_map_lookup_elem(&guard_needles, &idx);
+	if (!n || !sc.nd || sc.nd->len > HR_G_NEEDLE)
+		return 0;
+	len = n < HR_G_STR ? n - 1 : HR_G_STR;
+	if (sc.nd->len > len)
+		return 0;
+	if (ins->b == HR_GM_ENDSWITH) {
+		hr_g_at(len - sc.nd->len, &sc);
+		return sc.found;
+	}
+	bpf_loop(len - sc.nd->len + 1, hr_g_at, &sc, 0);
+	return sc.found;
+}
+
+/* The string `ins` names has no value, or all of it is here. */
+static __always_inline int hr_g_whole(struct hr_g_scratch *s, const struct hr_g_ins *ins, __u64 ev)
+{
+	switch (ins->src) {
+	case HR_GS_PATH:
+		return s->path_len < HR_G_STR;
+	case HR_GS_EXE:
+		return s->exe_len < HR_G_STR;
+	case HR_GS_ARGS:
+		return s->args_len < HR_G_STR;
+	case HR_GS_PARAM:
+		return hr_g_param(&s->k, ev, ins->c, ins->depth) < HR_G_STR;
+	default:
+		return 1;
+	}
+}
+
+/* Nanoseconds since the process (its thread-group leader) started. */
+static __always_inline __u64 hr_g_age(__u64 ts)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u64 start = BPF_CORE_READ(t, group_leader, start_time);
+
+	return ts > start ? ts - start : 0;
 }
 
 static long hr_g_step(__u64 i, void *ctx)
@@ -355,6 +464,15 @@ static long hr_g_step(__u64 i, void *ctx)
 		r = (v & ins->b) == ins->c;
 		break;
 	}
+	case HR_G_SUBSTR:
+		r = hr_g_substr(s, ins, run->ev);
+		break;
+	case HR_G_WHOLE:
+		r = hr_g_whole(s, ins, run->ev);
+		break;
+	case HR_G_AGE:
+		r = hr_g_age(run->ts) > ((__u64)ins->b << 32 | ins->c);
+		break;
 	case HR_G_HOSTCG:
 		cg = bpf_get_current_cgroup_id();
 		r = bpf_map_lookup_elem(&host_cgroups, &cg) != 0;
@@ -487,7 +605,7 @@ static __always_inline void hr_g_read_argv(struct hr_g_scratch *s)
  * verifier checks it once, not inlined in every handler. */
 __noinline int hr_guard_eval(__u32 slot, __u32 nr, __u64 ts, __u64 ev)
 {
-	struct hr_g_run run = { .slot = slot, .verdict = HR_G_NOMATCH, .ev = ev };
+	struct hr_g_run run = { .slot = slot, .verdict = HR_G_NOMATCH, .ev = ev, .ts = ts };
 	struct hr_g_scratch *s;
 	__u32 zero = 0;
 

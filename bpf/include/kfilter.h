@@ -156,15 +156,14 @@ static __always_inline bool hr_kf_early(__u32 nr, __s64 ret)
 	return false;
 }
 
-/* True: do not send this event of syscall nr (path_off: its kernel-resolved
- * path, 0 if it has none). Runs once the event is written. */
-static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_off)
+/* True: no rule or state table can use this event of syscall nr (path_off:
+ * its kernel-resolved path, 0 if it has none). Runs once it is written. */
+static __always_inline bool hr_kf_unused(struct hr_em *em, __u32 nr, __u32 path_off)
 {
 	struct hr_kf_path_key *k = 0;
 	struct hr_kf *kf;
 	bool any_path = false;
 
-	hr_guard(em, nr, path_off);
 	if (!kf_enabled || !(kf = bpf_map_lookup_elem(&kfilter, &nr)))
 		return false;
 	if (!kf->clauses)
@@ -177,6 +176,18 @@ static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_of
 		if (hr_kf_clause_holds(em, &kf->c[i], k, i))
 			return false;
 	return true;
+}
+
+/* True: do not send this event. An event no rule can use cannot break an
+ * enforced rule either (the filter is derived from every loaded rule): the
+ * guard runs only on what is kept, so the opens no rule looks at cost it
+ * nothing. */
+static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_off)
+{
+	if (hr_kf_unused(em, nr, path_off))
+		return true;
+	hr_guard(em, nr, path_off);
+	return false;
 }
 
 /* Instead of hr_submit*: the event stays unpublished (its ring room is

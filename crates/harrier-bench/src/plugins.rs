@@ -87,7 +87,10 @@ fn peak_rss(pid: i32) -> std::thread::JoinHandle<f64> {
     std::thread::spawn(move || {
         let mut peak = 0.0f64;
         while let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-            let kb = s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").parse::<f64>().ok());
+            let kb = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches(" kB").parse::<f64>().ok());
             match kb {
                 Some(kb) => peak = peak.max(kb / 1024.0),
                 None => break, // a zombie has no memory lines
@@ -110,7 +113,11 @@ fn run(
     let mut c = Command::new(&cmd[0]);
     c.args(&cmd[1..]).arg("-c").arg(cfg).arg("-r").arg(rules);
     c.args(["--enable-source", "k8s_audit", "-o", "append_output.suggested_output=false"]);
-    let mut child = c.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().with_context(|| format!("running {}", cmd[0]))?;
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("running {}", cmd[0]))?;
     let pid = child.id() as i32;
     let rss = peak_rss(pid);
     let out = BufReader::new(child.stdout.take().expect("piped"));
@@ -171,7 +178,10 @@ fn post_all(port: u16, events: &[String], batch: usize) -> Result<()> {
     };
     let mut buf = [0u8; 4096];
     for chunk in events.chunks(batch) {
-        let body = format!("{{\"kind\":\"EventList\",\"apiVersion\":\"audit.k8s.io/v1\",\"items\":[{}]}}", chunk.join(","));
+        let body = format!(
+            "{{\"kind\":\"EventList\",\"apiVersion\":\"audit.k8s.io/v1\",\"items\":[{}]}}",
+            chunk.join(",")
+        );
         write!(
             s,
             "POST /k8s-audit HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -210,28 +220,43 @@ pub fn run_cli(a: Args) -> Result<()> {
     // (sensor, mode) → runs
     let mut runs: Vec<(String, &str, Run)> = Vec::new();
     for round in 0..a.rounds {
-        let order: Vec<_> = if round % 2 == 0 { sensors.clone() } else { sensors.iter().rev().cloned().collect() };
+        let order: Vec<_> =
+            if round % 2 == 0 { sensors.clone() } else { sensors.iter().rev().cloned().collect() };
         for (name, cmd) in &order {
             let r = run(cmd, &file_cfg, &a.rules, a.events, None, None)?;
-            eprintln!("harrier-bench: round {} {name} file: {:.0} events/s, {} alerts", round + 1, r.rate, r.alerts);
+            eprintln!(
+                "harrier-bench: round {} {name} file: {:.0} events/s, {} alerts",
+                round + 1,
+                r.rate,
+                r.alerts
+            );
             let want = r.alerts;
             runs.push((name.clone(), "file", r));
             let port = free_port();
-            let hook_cfg = config(&dir, &a.plugins_dir, &format!("http://127.0.0.1:{port}/k8s-audit"), !a.r#async)?;
+            let hook_cfg =
+                config(&dir, &a.plugins_dir, &format!("http://127.0.0.1:{port}/k8s-audit"), !a.r#async)?;
             let feed = || post_all(port, &evs, 500);
             let r = run(cmd, &hook_cfg, &a.rules, a.events, Some(want), Some(&feed))?;
-            eprintln!("harrier-bench: round {} {name} webhook: {:.0} events/s, {} alerts", round + 1, r.rate, r.alerts);
+            eprintln!(
+                "harrier-bench: round {} {name} webhook: {:.0} events/s, {} alerts",
+                round + 1,
+                r.rate,
+                r.alerts
+            );
             runs.push((name.clone(), "webhook", r));
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
     let mut table = Table {
-        header: ["source", "sensor", "events/s (median)", "CPU s", "peak RSS MB", "alerts", "vs Falco"].map(String::from).to_vec(),
+        header: ["source", "sensor", "events/s (median)", "CPU s", "peak RSS MB", "alerts", "vs Falco"]
+            .map(String::from)
+            .to_vec(),
         rows: Vec::new(),
     };
     let mut bars = Vec::new();
     for mode in ["file", "webhook"] {
-        let falco_rate = median(runs.iter().filter(|r| r.0 == "falco" && r.1 == mode).map(|r| r.2.rate).collect());
+        let falco_rate =
+            median(runs.iter().filter(|r| r.0 == "falco" && r.1 == mode).map(|r| r.2.rate).collect());
         for (name, _) in &sensors {
             let mine: Vec<Run> = runs.iter().filter(|r| &r.0 == name && r.1 == mode).map(|r| r.2).collect();
             let rate = median(mine.iter().map(|r| r.rate).collect());
@@ -257,7 +282,13 @@ pub fn run_cli(a: Args) -> Result<()> {
     println!("{md}");
     std::fs::create_dir_all(&a.out)?;
     std::fs::write(a.out.join("plugins.md"), &md)?;
-    report::bar_chart(&a.out.join("plugins.png"), "k8saudit events per second (median)", "events/s", &bars, None)?;
+    report::bar_chart(
+        &a.out.join("plugins.png"),
+        "k8saudit events per second (median)",
+        "events/s",
+        &bars,
+        None,
+    )?;
     eprintln!("harrier-bench: wrote {}/plugins.md and plugins.png", a.out.display());
     Ok(())
 }

@@ -14,6 +14,10 @@ pub const MAX_PROGS: usize = 32;
 pub const MAX_RULES: usize = 64;
 /// String bytes a set entry may have (`HR_G_STR`).
 pub const MAX_STR: usize = 128;
+/// Substrings the programs may search for (`HR_G_NEEDLES`).
+pub const MAX_NEEDLES: usize = 64;
+/// Bytes a substring may have (`HR_G_NEEDLE`).
+pub const MAX_NEEDLE: usize = 32;
 
 /// Jump targets beyond the program: a verdict.
 pub const NO_MATCH: u16 = 0xffff;
@@ -64,6 +68,30 @@ pub enum Op {
         mask: u32,
         value: u32,
     },
+    /// The source's string holds needle `needle` as `mode` says (no value:
+    /// false). A miss on a cut string proves nothing: test [`Op::Whole`].
+    Substr {
+        src: Src,
+        needle: u32,
+        mode: Mode,
+    },
+    /// The source's string has no value, or was not cut to [`MAX_STR`].
+    Whole {
+        src: Src,
+    },
+    /// The process (its thread-group leader) started more than `ns` before the event.
+    Age {
+        ns: u64,
+    },
+}
+
+/// How [`Op::Substr`] matches (`enum hr_g_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    Contains,
+    /// ASCII case folded: the needle is stored lower case.
+    IContains,
+    EndsWith,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +120,8 @@ pub struct Guard {
     pub programs: Vec<Program>,
     /// (set, entry).
     pub strings: Vec<(u32, Entry)>,
+    /// The substrings [`Op::Substr`] names, by index (lower case for `IContains`).
+    pub needles: Vec<Vec<u8>>,
     /// Kills per rule per second.
     pub rate: u32,
     /// A deferred rule stops the task until user space decides.
@@ -159,26 +189,39 @@ const PROG_SIZE: usize = 8 + MAX_INS * INS_SIZE;
 const KEY_SIZE: usize = 8 + MAX_STR;
 const LOG_SIZE: usize = 24;
 
+fn src_bytes(src: &Src) -> (u8, u8, u32) {
+    match src {
+        Src::Path => (1, 0, 0),
+        Src::Comm => (2, 0, 0),
+        Src::Ancestor(n) => (3, *n, 0),
+        Src::Exe => (4, 0, 0),
+        Src::Uid => (5, 0, 0),
+        Src::Args => (6, 0, 0),
+        Src::Param { index, first } => (7, *index, *first),
+    }
+}
+
 fn ins_bytes(i: &Ins) -> [u8; INS_SIZE] {
     let mut b = [0u8; INS_SIZE];
     let (op, src, depth, a, bb, c) = match &i.op {
         Op::Success => (1, 0, 0, 0, 0, 0),
         Op::Flags { mask, value } => (2, 0, 0, 0, *mask, *value),
         Op::StrIn { src, set, dirs } => {
-            let (s, d, c) = match src {
-                Src::Path => (1, 0, 0),
-                Src::Comm => (2, 0, 0),
-                Src::Ancestor(n) => (3, *n, 0),
-                Src::Exe => (4, 0, 0),
-                Src::Uid => (5, 0, 0),
-                Src::Args => (6, 0, 0),
-                Src::Param { index, first } => (7, *index, *first),
-            };
+            let (s, d, c) = src_bytes(src);
             (3, s, d, *set, *dirs as u32, c)
         }
         Op::HostCgroup => (4, 0, 0, 0, 0, 0),
         Op::Defer { rule } => (5, 0, 0, *rule as u32, 0, 0),
         Op::Num { off, mask, value } => (6, 0, 0, *off, *mask, *value),
+        Op::Substr { src, needle, mode } => {
+            let (s, d, c) = src_bytes(src);
+            (7, s, d, *needle, *mode as u32, c)
+        }
+        Op::Whole { src } => {
+            let (s, d, c) = src_bytes(src);
+            (8, s, d, 0, 0, c)
+        }
+        Op::Age { ns } => (9, 0, 0, 0, (*ns >> 32) as u32, *ns as u32),
     };
     b[0] = op;
     b[1] = src;
@@ -223,9 +266,26 @@ pub fn key_bytes(set: u32, e: &Entry) -> Result<([u8; KEY_SIZE], u8)> {
     Ok((k, value))
 }
 
+/// The `struct hr_g_needle` of one substring.
+pub fn needle_bytes(n: &[u8]) -> Result<[u8; 4 + MAX_NEEDLE]> {
+    if n.is_empty() || n.len() > MAX_NEEDLE {
+        bail!("an enforcement substring of {} bytes (1 to {MAX_NEEDLE} allowed)", n.len());
+    }
+    let mut v = [0u8; 4 + MAX_NEEDLE];
+    v[0..4].copy_from_slice(&(n.len() as u32).to_ne_bytes());
+    v[4..4 + n.len()].copy_from_slice(n);
+    Ok(v)
+}
+
 pub(crate) fn install(skel: &crate::session::CaptureSkel, g: &Guard) -> Result<()> {
     if g.programs.len() > MAX_PROGS {
         bail!("{} syscalls with enforcement programs, at most {MAX_PROGS}", g.programs.len());
+    }
+    if g.needles.len() > MAX_NEEDLES {
+        bail!("{} enforcement substrings, at most {MAX_NEEDLES}", g.needles.len());
+    }
+    for (i, n) in g.needles.iter().enumerate() {
+        skel.maps.guard_needles.update(&(i as u32).to_ne_bytes(), &needle_bytes(n)?, MapFlags::ANY)?;
     }
     for (set, e) in &g.strings {
         let (k, v) = key_bytes(*set, e)?;

@@ -292,10 +292,14 @@ fn list_fields(c: &RunConfig, source: &str, names_only: bool, format: Format) ->
 /// suggested open params.
 fn plugin_info(c: &RunConfig, p: &str) -> Result<()> {
     let names = |l: &harrier_engine::plugins::Loaded| {
-        l.lib.name == p || l.lib.path == p || std::path::Path::new(&l.lib.path).file_name().is_some_and(|f| f == p)
+        l.lib.name == p
+            || l.lib.path == p
+            || std::path::Path::new(&l.lib.path).file_name().is_some_and(|f| f == p)
     };
     if let Some(l) = c.plugins.iter().find(|l| names(l)) {
-        let params = harrier_plugin::Plugin::init(l.lib.clone(), &l.init_config).ok().and_then(|mut s| s.list_open_params());
+        let params = harrier_plugin::Plugin::init(l.lib.clone(), &l.init_config)
+            .ok()
+            .and_then(|mut s| s.list_open_params());
         print!("{}", harrier_falco::lists::plugin(&l.lib, Some(params)));
         return Ok(());
     }

@@ -121,12 +121,18 @@ impl Sources {
             );
             match r.thread.take() {
                 Some(t) if t.is_finished() => {
-                    let res = t.join().unwrap_or_else(|_| Err(anyhow::anyhow!("plugin {}: its thread panicked", r.plugin)));
+                    let res = t
+                        .join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("plugin {}: its thread panicked", r.plugin)));
                     if let (Err(e), None) = (res, &first_err) {
                         first_err = Some(e);
                     }
                 }
-                _ => say!("harrier: plugin {} (source {}): still in a call at exit; left behind", r.plugin, r.source),
+                _ => say!(
+                    "harrier: plugin {} (source {}): still in a call at exit; left behind",
+                    r.plugin,
+                    r.source
+                ),
             }
         }
         match first_err {

@@ -143,7 +143,13 @@ fn reread(c: &RunConfig, a: &RunArgs) -> Result<RunConfig> {
 /// SIGHUP or a watched file's change: the configuration and the rule files again, the same
 /// state tables; keys that only a restart applies are named. Returns the configuration now
 /// in force.
-fn reload(old: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s: &mut Session) -> Option<RunConfig> {
+fn reload(
+    old: &RunConfig,
+    a: &RunArgs,
+    drops: &[KernelDrop],
+    e: &mut Engine,
+    s: &mut Session,
+) -> Option<RunConfig> {
     let fresh = match reread(old, a) {
         Ok(f) => f,
         Err(err) => {
@@ -191,7 +197,10 @@ fn reload(old: &RunConfig, a: &RunArgs, drops: &[KernelDrop], e: &mut Engine, s:
     }
     let restart = old.needs_restart(&fresh);
     if !restart.is_empty() {
-        say!("harrier: note: changed in the configuration, applied at the next start: {}", restart.join(", "));
+        say!(
+            "harrier: note: changed in the configuration, applied at the next start: {}",
+            restart.join(", ")
+        );
     }
     Some(fresh)
 }

@@ -252,3 +252,66 @@ fn a_thread_racing_to_rewrite_the_path_cannot_evade_the_kernel() {
     assert!(child.0.wait().unwrap().success());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn words_in_the_arguments_and_the_age_of_the_process_are_decided_in_the_kernel() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = scratch("words", &["hrold"]);
+    std::fs::copy("/bin/echo", dir.join("hrfind")).unwrap();
+    // The word is this test's own: the tests' sensors see each other's events.
+    let word = format!("ID_RSA-{}", std::process::id());
+    let rules = dir.join("words.yaml");
+    std::fs::write(
+        &rules,
+        format!(
+            "- rule: Search keys\n  desc: t\n  condition: evt.type = execve and proc.name = hrfind \
+             and proc.args icontains \"{}\"\n  output: ran %proc.cmdline\n  priority: WARNING\n\
+             - rule: Old reader\n  desc: t\n  condition: evt.type = openat and fd.name = {}/secret \
+             and proc.name = hrold and proc.duration > 1000000000\n  output: read by %proc.name\n  \
+             priority: WARNING\n",
+            word.to_lowercase(),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let (mut child, out, err) = harrier_run(&[
+        "--json",
+        "-r",
+        rules.to_str().unwrap(),
+        "--enforce",
+        "Search keys=kill",
+        "--enforce",
+        "Old reader=kill",
+    ]);
+    for rule in ["Search keys", "Old reader"] {
+        let plan = wait_for(&err, &format!("enforce (kill) '{rule}'"));
+        assert!(plan.contains("kernel") && !plan.contains("user space ("), "{plan}");
+    }
+    wait_for(&err, "rules loaded");
+
+    let find = |arg: &str| Command::new(dir.join("hrfind")).args(["-n", arg]).output().unwrap();
+    assert_eq!(find("other").stdout, b"other");
+    let o = find(&format!("x{word}y"));
+    assert!(killed(&o) && o.stdout.is_empty(), "the search ran: {o:?}");
+    let alert = wait_for(&out, "\"rule\":\"Search keys\"");
+    assert!(
+        alert.contains("\"enforce.action\":\"killed\"") && alert.contains("\"enforce.by\":\"kernel\""),
+        "{alert}"
+    );
+
+    // Young: reads. Started over a second before its open (a shell that
+    // waited, then exec'd it in place): killed before the read.
+    let o = cat(&dir, "hrold");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"), "{o:?}");
+    let script = format!("sleep 1.5; exec {}/hrold {}/secret", dir.display(), dir.display());
+    let o = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(killed(&o) && o.stdout.is_empty(), "the old process read: {o:?}");
+    let alert = wait_for(&out, "\"rule\":\"Old reader\"");
+    assert!(alert.contains("\"enforce.action\":\"killed\""), "{alert}");
+
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

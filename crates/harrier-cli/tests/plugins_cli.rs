@@ -97,16 +97,21 @@ fn a_plugin_source_raises_falcos_alerts_with_the_plugins_fields() {
     assert_eq!((count("Big odd test event"), count("Even test event"), got.len()), (3, 6, 9), "{got:#?}");
     let a = got.iter().find(|a| a["rule"] == "Big odd test event").unwrap();
     assert!(
-        a["output"].as_str().unwrap().ends_with(
-            "Warning n=7 msg=event 7 parity=(odd,all) key=k info=n=7 plugin=testsource num=7"
-        ),
+        a["output"]
+            .as_str()
+            .unwrap()
+            .ends_with("Warning n=7 msg=event 7 parity=(odd,all) key=k info=n=7 plugin=testsource num=7"),
         "{a}"
     );
     assert_eq!(a["source"], "harrier_test");
     assert_eq!(a["output_fields"]["test.parity"], serde_json::json!(["odd", "all"]));
     assert_eq!(a["output_fields"]["test.n"], 7);
     assert_eq!(a["output_fields"]["evt.time"], 1_700_000_000_000_007_000u64);
-    assert!(stderr(&out).contains("source harrier_test: 12 events, 9 alerts, 0 extraction errors"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("source harrier_test: 12 events, 9 alerts, 0 extraction errors"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -116,7 +121,10 @@ fn the_plugin_lists_itself_as_falco_lists_plugins() {
     let out = falco(&["-c", &cfg, "--list-plugins"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("1 Plugins Loaded:\n\nName: testsource\n"), "{text}");
-    assert!(text.contains("  - Event Sourcing (ID=999, source='harrier_test')\n  - Field Extraction\n"), "{text}");
+    assert!(
+        text.contains("  - Event Sourcing (ID=999, source='harrier_test')\n  - Field Extraction\n"),
+        "{text}"
+    );
     let out = falco(&["-c", &cfg, "--list=harrier_test", "-N"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "test.n\ntest.msg\ntest.parity\ntest.arg\ntest.big\n");
     let out = falco(&["-c", &cfg, "--plugin-info", "testsource"]);
@@ -177,11 +185,23 @@ fn a_plugin_that_fails_or_is_missing_is_named_in_one_line() {
     let s = Scratch::new("errors");
     let rules = s.write("rules.yaml", RULES);
     let cfg = s.config("fail_init", "count=3");
-    fails_with(&falco(&["-c", &cfg, "-r", &rules, "--disable-source", "syscall"]), "plugin testsource: init failed");
-    let cfg = s.write("missing.yaml", "plugins:\n  - name: x\n    library_path: /nonexistent/libx.so\nload_plugins: [x]\n");
-    fails_with(&falco(&["-c", &cfg, "-r", &rules]), "Could not load plugin 'x': cannot load plugin /nonexistent/libx.so");
+    fails_with(
+        &falco(&["-c", &cfg, "-r", &rules, "--disable-source", "syscall"]),
+        "plugin testsource: init failed",
+    );
+    let cfg = s.write(
+        "missing.yaml",
+        "plugins:\n  - name: x\n    library_path: /nonexistent/libx.so\nload_plugins: [x]\n",
+    );
+    fails_with(
+        &falco(&["-c", &cfg, "-r", &rules]),
+        "Could not load plugin 'x': cannot load plugin /nonexistent/libx.so",
+    );
     let cfg = s.write("unnamed.yaml", "load_plugins: [y]\n");
-    fails_with(&falco(&["-c", &cfg, "-r", &rules]), "Cannot load plugin 'y': plugin config not found for given name");
+    fails_with(
+        &falco(&["-c", &cfg, "-r", &rules]),
+        "Cannot load plugin 'y': plugin config not found for given name",
+    );
     let cfg = s.config("", "count=3");
     let newer = s.write("newer.yaml", &RULES.replace("version: 0.1.0", "version: 0.2.0"));
     fails_with(&falco(&["-c", &cfg, "-r", &newer, "--disable-source", "syscall"]), "testsource (>= 0.2.0)");
@@ -190,7 +210,10 @@ fn a_plugin_that_fails_or_is_missing_is_named_in_one_line() {
     fails_with(&falco(&["-c", &cfg, "-r", &bad, "--disable-source", "syscall"]), "test.nope");
     let v = falco(&["-c", &cfg, "-V", &bad]);
     let said = String::from_utf8_lossy(&v.stdout);
-    assert!(!v.status.success() && said.contains("filter_check called with nonexistent field test.nope"), "{said}");
+    assert!(
+        !v.status.success() && said.contains("filter_check called with nonexistent field test.nope"),
+        "{said}"
+    );
 }
 
 #[test]

@@ -121,7 +121,8 @@ fn falco_watches_its_rules_file_and_swaps_the_rules_live() {
 
     // The config itself: its priority applies in place (the Warning rule is no longer
     // evaluated); a key only a restart applies is named.
-    let edited = "watch_config_files: true\njson_output: false\npriority: error\nstdout_output:\n  enabled: true\n";
+    let edited =
+        "watch_config_files: true\njson_output: false\npriority: error\nstdout_output:\n  enabled: true\n";
     std::fs::write(&cfg, edited).unwrap();
     wait_for(&err, "reloaded: 0 rules evaluated");
     let note = wait_for(&err, "applied at the next start");

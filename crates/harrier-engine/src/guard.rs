@@ -12,7 +12,7 @@
 
 use anyhow::Result;
 use harrier_capture::guard::{
-    Entry, Guard, Ins, Op as GOp, Program, Src, KILL, MAX_INS, MAX_RULES, NO_MATCH,
+    Entry, Guard, Ins, Op as GOp, Program, Src, KILL, MAX_INS, MAX_NEEDLES, MAX_RULES, NO_MATCH,
 };
 use harrier_rules::events::EventType;
 use harrier_rules::expr::Check;
@@ -118,13 +118,14 @@ pub fn compile(
                 add_terms(&mut decisions[id].deferred, unknown);
                 continue;
             }
-            let mark = gen.ins.len();
+            let (mark, needles) = (gen.ins.len(), sets.needles.len());
             let next = gen.label();
             gen.after = T::Lbl(next);
             gen.emit(&g, T::Abs(KILL | id as u16), T::Lbl(next), id as u16, &mut sets);
             gen.place(next);
-            if gen.ins.len() > MAX_INS {
+            if gen.ins.len() > MAX_INS || sets.needles.len() > MAX_NEEDLES {
                 gen.truncate(mark, next);
+                sets.needles.truncate(needles);
                 decisions[id].deferred.push(format!("(too long for {}'s kernel program)", s.name));
                 continue;
             }
@@ -144,7 +145,8 @@ pub fn compile(
         });
         d.deferred.clear();
     }
-    Ok(Plan { guard: Guard { programs, strings: sets.entries(), rate, hold }, decisions })
+    let needles = std::mem::take(&mut sets.needles);
+    Ok(Plan { guard: Guard { programs, strings: sets.entries(), needles, rate, hold }, decisions })
 }
 
 /// Whether some event makes `g` come out `want` without reaching an
@@ -244,6 +246,8 @@ fn likely(g: &G) -> f64 {
         G::Test(GOp::Success | GOp::HostCgroup, _) => 0.9,
         G::Test(GOp::Flags { .. }, _) => 0.5,
         G::Test(GOp::Num { .. }, _) => 0.1,
+        G::Test(GOp::Whole { .. }, _) => 0.99,
+        G::Test(GOp::Age { .. }, _) => 0.5,
         G::Test(..) => 0.1,
         G::Unknown(_) => 0.5,
         G::Not(x) => 1.0 - likely(x),
@@ -261,6 +265,10 @@ fn cost(g: &G) -> u32 {
             GOp::StrIn { src: Src::Comm | Src::Uid, .. } => 3,
             GOp::StrIn { src: Src::Ancestor(n), .. } => 4 + *n as u32,
             GOp::StrIn { .. } => 4,
+            GOp::Whole { .. } | GOp::Age { .. } => 2,
+            // A scan of up to 128 bytes, after the source's string is loaded.
+            GOp::Substr { src: Src::Comm | Src::Ancestor(_), .. } => 5,
+            GOp::Substr { .. } => 8,
             GOp::Defer { .. } => 10_000,
         },
         G::Unknown(_) => 10_000,
@@ -269,13 +277,23 @@ fn cost(g: &G) -> u32 {
     }
 }
 
-/// Set ids by content: equal sets are stored once.
+/// Set ids by content: equal sets are stored once; so are substrings.
 #[derive(Default)]
 struct Sets {
     ids: BTreeMap<(bool, Vec<Entry>), u32>,
+    needles: Vec<Vec<u8>>,
 }
 
 impl Sets {
+    fn needle(&mut self, n: &[u8]) -> u32 {
+        match self.needles.iter().position(|x| x == n) {
+            Some(i) => i as u32,
+            None => {
+                self.needles.push(n.to_vec());
+                self.needles.len() as u32 - 1
+            }
+        }
+    }
     fn id(&mut self, dirs: bool, mut entries: Vec<Entry>) -> u32 {
         entries.sort();
         entries.dedup();
@@ -327,6 +345,14 @@ impl Gen {
                 let op = match op {
                     GOp::StrIn { src, dirs, .. } => {
                         GOp::StrIn { src: *src, set: sets.id(*dirs, entries.clone()), dirs: *dirs }
+                    }
+                    GOp::Substr { src, mode, .. } => {
+                        // lower.rs gives a substring test its needle as its one entry.
+                        let n = match entries.first() {
+                            Some(Entry::Exact(n)) => n.as_slice(),
+                            _ => &[],
+                        };
+                        GOp::Substr { src: *src, needle: sets.needle(n), mode: *mode }
                     }
                     op => op.clone(),
                 };

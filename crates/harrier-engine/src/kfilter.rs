@@ -30,7 +30,7 @@ const O_WRONLY: u32 = 1;
 const O_RDWR: u32 = 2;
 
 /// Open flag bits a `evt.arg.flags contains NAME` test can require.
-fn open_flag_bit(name: &[u8]) -> Option<u32> {
+pub(crate) fn open_flag_bit(name: &[u8]) -> Option<u32> {
     Some(match name {
         b"O_WRONLY" => O_WRONLY,
         b"O_RDWR" => O_RDWR,

@@ -124,7 +124,10 @@ impl Metrics {
         for (f, (name, help)) in plugin.iter().zip([
             ("harrier_plugin_events", "Events a plugin source delivered"),
             ("harrier_plugin_alerts", "Alerts raised on a plugin source's events"),
-            ("harrier_plugin_extract_errors", "Field extractions a plugin failed or answered with malformed values"),
+            (
+                "harrier_plugin_extract_errors",
+                "Field extractions a plugin failed or answered with malformed values",
+            ),
         ]) {
             registry.register(name, help, f.clone());
         }

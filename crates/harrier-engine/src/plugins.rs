@@ -95,8 +95,11 @@ impl Ev<'_> {
         out(Value::Str(s.as_bytes()));
     }
     fn time(&self, out: &mut dyn FnMut(Value<'_>) -> bool, fmt: &str) {
-        let t = chrono::DateTime::from_timestamp((self.wall_ns / 1_000_000_000) as i64, (self.wall_ns % 1_000_000_000) as u32)
-            .unwrap_or_default();
+        let t = chrono::DateTime::from_timestamp(
+            (self.wall_ns / 1_000_000_000) as i64,
+            (self.wall_ns % 1_000_000_000) as u32,
+        )
+        .unwrap_or_default();
         self.text(out, |s| {
             let _ = write!(s, "{}", t.format(fmt));
         });

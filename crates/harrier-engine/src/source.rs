@@ -540,9 +540,12 @@ impl<S: StateView + ?Sized> EventSource for Source<'_, S> {
                 let parent = self.state.process_by_pid(p.ppid).filter(|_| p.ppid != 0);
                 one(out, parent.and_then(|q| q.start_ns).map(|t| Value::U64(t + self.epoch_offset)))
             }
+            // start_ns is on the events' clock; wall_ns is that clock plus epoch_offset.
             ProcDuration => one(
                 out,
-                self.proc().and_then(|p| p.start_ns).map(|s| Value::U64(self.wall_ns.saturating_sub(s))),
+                self.proc()
+                    .and_then(|p| p.start_ns)
+                    .map(|s| Value::U64(self.wall_ns.saturating_sub(s + self.epoch_offset))),
             ),
             // Conditions on these compile to address lookups (harrier_rules::dns). As
             // output fields, as in Falco: the rules' name the address belongs to, if any

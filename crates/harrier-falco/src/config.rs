@@ -14,9 +14,9 @@ mod enforce;
 mod outputs;
 mod plugins;
 mod reread;
-pub use reread::FalcoSource;
-pub use plugins::{PluginDef, PLUGINS_DIR};
 pub use enforce::EnforceEntry;
+pub use plugins::{PluginDef, PLUGINS_DIR};
+pub use reread::FalcoSource;
 
 /// Everything `harrier run` takes from a config file (CLI flags override).
 #[derive(Debug, Clone)]

@@ -99,7 +99,11 @@ pub fn plugin(lib: &harrier_plugin::Library, info: Option<Option<String>>) -> St
     if let Some(src) = &lib.source {
         s += &format!("  - Event Sourcing (ID={}, source='{src}')\n", lib.id);
     }
-    let caps = [(lib.caps.extraction, "Field Extraction"), (lib.caps.parsing, "Event Parsing"), (lib.caps.async_events, "Async Events")];
+    let caps = [
+        (lib.caps.extraction, "Field Extraction"),
+        (lib.caps.parsing, "Event Parsing"),
+        (lib.caps.async_events, "Async Events"),
+    ];
     for (_, c) in caps.iter().filter(|c| c.0) {
         s += &format!("  - {c}\n");
     }
@@ -117,7 +121,12 @@ pub fn plugin(lib: &harrier_plugin::Library, info: Option<Option<String>>) -> St
 }
 
 /// --list SOURCE for a plugin source: each plugin's fields that apply to it.
-pub fn plugin_fields(source: &str, libs: &[&harrier_plugin::Library], fields: &harrier_rules::fields::SourceFields, names_only: bool) -> String {
+pub fn plugin_fields(
+    source: &str,
+    libs: &[&harrier_plugin::Library],
+    fields: &harrier_rules::fields::SourceFields,
+    names_only: bool,
+) -> String {
     let mut s = String::new();
     for (i, lib) in libs.iter().enumerate() {
         let mine: Vec<_> = fields.fields.iter().filter(|f| f.plugin as usize == i).collect();
@@ -125,7 +134,10 @@ pub fn plugin_fields(source: &str, libs: &[&harrier_plugin::Library], fields: &h
             continue;
         }
         if !names_only {
-            s += &format!("-------------------------------\n{:<30}{} (plugin)\n{:<30}{source} \n\n", "Field Class:", lib.name, "Event Sources:");
+            s += &format!(
+                "-------------------------------\n{:<30}{} (plugin)\n{:<30}{source} \n\n",
+                "Field Class:", lib.name, "Event Sources:"
+            );
         }
         for f in mine {
             match names_only {

@@ -90,7 +90,10 @@ mod tests {
         assert_eq!((f[1].arg, f[1].id, f[1].plugin), (ArgForm::Key, 1, 2));
         assert_eq!(f[2].ty, FieldType::U64);
         assert!(f[3].list && f[3].arg == ArgForm::OptIndex);
-        assert!(super::parse(0, r#"[{"type":"float","name":"x"}]"#).unwrap_err().to_string().contains("float"));
+        assert!(super::parse(0, r#"[{"type":"float","name":"x"}]"#)
+            .unwrap_err()
+            .to_string()
+            .contains("float"));
         assert!(super::parse(0, "[]").is_err());
     }
 }

@@ -29,5 +29,10 @@ pub unsafe fn payload<'a>(ev: *const abi::Event) -> &'a [u8] {
     if len <= abi::PLUGIN_EVENT_PAYLOAD_OFFSET {
         return &[];
     }
-    unsafe { std::slice::from_raw_parts((ev as *const u8).add(abi::PLUGIN_EVENT_PAYLOAD_OFFSET), len - abi::PLUGIN_EVENT_PAYLOAD_OFFSET) }
+    unsafe {
+        std::slice::from_raw_parts(
+            (ev as *const u8).add(abi::PLUGIN_EVENT_PAYLOAD_OFFSET),
+            len - abi::PLUGIN_EVENT_PAYLOAD_OFFSET,
+        )
+    }
 }

@@ -27,10 +27,12 @@ pub(crate) struct Api {
     pub list_open_params: Option<unsafe extern "C" fn(*mut c_void, *mut Rc) -> *const c_char>,
     pub get_progress: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut u32) -> *const c_char>,
     pub event_to_string: Option<unsafe extern "C" fn(*mut c_void, *const EventInput) -> *const c_char>,
-    pub next_batch: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut u32, *mut *mut *mut Event) -> Rc>,
+    pub next_batch:
+        Option<unsafe extern "C" fn(*mut c_void, *mut c_void, *mut u32, *mut *mut *mut Event) -> Rc>,
     pub get_extract_event_sources: Option<Str>,
     pub get_fields: Option<Str>,
-    pub extract_fields: Option<unsafe extern "C" fn(*mut c_void, *const EventInput, *const FieldExtractInput) -> Rc>,
+    pub extract_fields:
+        Option<unsafe extern "C" fn(*mut c_void, *const EventInput, *const FieldExtractInput) -> Rc>,
     pub parse_event: Option<unsafe extern "C" fn(*mut c_void, *const EventInput, *const c_void) -> Rc>,
     pub get_async_events: Option<Str>,
     pub get_metrics: Option<unsafe extern "C" fn(*mut c_void, *mut u32) -> *const Metric>,
@@ -78,7 +80,9 @@ fn call_str(f: Option<Str>) -> Option<String> {
 fn str_list(what: &str, f: Option<Str>) -> Result<Vec<String>> {
     match call_str(f) {
         None => Ok(Vec::new()),
-        Some(j) => serde_json::from_str(&j).with_context(|| format!("{what} is not a JSON array of strings: {j}")),
+        Some(j) => {
+            serde_json::from_str(&j).with_context(|| format!("{what} is not a JSON array of strings: {j}"))
+        }
     }
 }
 
@@ -98,10 +102,13 @@ impl Library {
     /// Opens `path` and reads what the plugin declares. Errors name the file and the cause.
     pub fn open(path: &str) -> Result<Library> {
         // SAFETY: loading runs the object's constructors: the plugin is trusted code, as in Falco.
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| anyhow::anyhow!("cannot load plugin {path}: {e}"))?;
+        let lib = unsafe { libloading::Library::new(path) }
+            .map_err(|e| anyhow::anyhow!("cannot load plugin {path}: {e}"))?;
         macro_rules! sym {
             ($name:literal) => {
-                unsafe { lib.get(concat!("plugin_", $name, "\0").as_bytes()) }.ok().map(|s: libloading::Symbol<_>| *s)
+                unsafe { lib.get(concat!("plugin_", $name, "\0").as_bytes()) }
+                    .ok()
+                    .map(|s: libloading::Symbol<_>| *s)
             };
         }
         let api = Api {
@@ -170,7 +177,8 @@ impl Library {
             _ => 0,
         };
         let mut extract_sources = match caps.extraction {
-            true => str_list("get_extract_event_sources", api.get_extract_event_sources).with_context(|| format!("plugin {name}"))?,
+            true => str_list("get_extract_event_sources", api.get_extract_event_sources)
+                .with_context(|| format!("plugin {name}"))?,
             false => Vec::new(),
         };
         // A source plugin extracts from its own source when it names none.
@@ -206,7 +214,8 @@ impl Library {
 
     /// Whether its fields apply to events of `source`.
     pub fn extracts_from(&self, source: &str) -> bool {
-        self.caps.extraction && (self.extract_sources.is_empty() || self.extract_sources.iter().any(|s| s == source))
+        self.caps.extraction
+            && (self.extract_sources.is_empty() || self.extract_sources.iter().any(|s| s == source))
     }
 }
 

@@ -1,6 +1,8 @@
 //! A plugin's state (one `plugin_init`), used by one thread: open, next_batch, extract.
 
-use crate::abi::{self, ByteBuffer, Event, EventInput, ExtractField, FieldExtractInput, InitInput, TableReader};
+use crate::abi::{
+    self, ByteBuffer, Event, EventInput, ExtractField, FieldExtractInput, InitInput, TableReader,
+};
 use crate::library::{owned, Library};
 use anyhow::{bail, Result};
 use harrier_rules::fields::PluginSel;
@@ -31,7 +33,8 @@ unsafe extern "C" fn owner_log(o: *mut c_void, component: *const c_char, msg: *c
     if sev > 4 || msg.is_null() {
         return;
     }
-    let name = if o.is_null() { "?".into() } else { unsafe { (*(o as *const Owner)).name.to_string_lossy() } };
+    let name =
+        if o.is_null() { "?".into() } else { unsafe { (*(o as *const Owner)).name.to_string_lossy() } };
     let comp = owned(component).unwrap_or_default();
     let msg = unsafe { CStr::from_ptr(msg) }.to_string_lossy();
     eprintln!("harrier: plugin {name}{}{comp}: {msg}", if comp.is_empty() { "" } else { " " });
@@ -71,7 +74,8 @@ impl Plugin {
         let owner = Box::new(Owner { name: CString::new(name.clone())?, last_error: CString::default() });
         // An empty config is "{}" for a plugin with a JSON schema (libsinsp does the same).
         let config = if config.trim().is_empty() && lib.init_schema.is_some() { "{}" } else { config };
-        let cfg = CString::new(config).map_err(|_| anyhow::anyhow!("plugin {name}: init_config has a NUL byte"))?;
+        let cfg =
+            CString::new(config).map_err(|_| anyhow::anyhow!("plugin {name}: init_config has a NUL byte"))?;
         let input = InitInput {
             config: cfg.as_ptr(),
             owner: &*owner as *const Owner as *mut c_void,
@@ -97,7 +101,11 @@ impl Plugin {
 
     fn error_of(lib: &Library, state: *mut c_void) -> String {
         let e = lib.api.get_last_error.and_then(|f| owned(unsafe { f(state) })).unwrap_or_default();
-        if e.is_empty() { "(no error given)".into() } else { e }
+        if e.is_empty() {
+            "(no error given)".into()
+        } else {
+            e
+        }
     }
 
     /// The plugin's last error (get_last_error).
@@ -114,7 +122,8 @@ impl Plugin {
         let Some(open) = self.lib.api.open.filter(|_| self.lib.caps.sourcing) else {
             bail!("plugin {}: not an event source", self.name());
         };
-        let p = CString::new(params).map_err(|_| anyhow::anyhow!("plugin {}: open_params has a NUL byte", self.name()))?;
+        let p = CString::new(params)
+            .map_err(|_| anyhow::anyhow!("plugin {}: open_params has a NUL byte", self.name()))?;
         let mut rc = abi::FAILURE;
         let h = unsafe { open(self.state, p.as_ptr(), &mut rc) };
         if rc != abi::SUCCESS || h.is_null() {

@@ -17,7 +17,14 @@ fn scope(l: &Library) -> SourceFields {
 }
 
 /// Every value of `name` on `ev`, as text.
-fn values(p: &Plugin, sc: &SourceFields, ev: *const abi::Event, num: u64, name: &str, arg: Option<&str>) -> Vec<String> {
+fn values(
+    p: &Plugin,
+    sc: &SourceFields,
+    ev: *const abi::Event,
+    num: u64,
+    name: &str,
+    arg: Option<&str>,
+) -> Vec<String> {
     let (_, a) = resolve_in(Some(sc), name, arg).unwrap();
     let FieldArg::Plugin(sel) = a else { panic!("{name} is not a plugin field") };
     let src = CString::new("harrier_test").unwrap();
@@ -40,7 +47,12 @@ fn a_source_plugin_loads_sources_its_events_and_extracts_its_fields() {
     let l = lib();
     assert_eq!((l.name.as_str(), l.version.as_str(), l.id), ("testsource", "0.1.0", 999));
     assert_eq!(l.source.as_deref(), Some("harrier_test"));
-    assert!(l.caps.sourcing && l.caps.extraction && l.extracts_from("harrier_test") && !l.extracts_from("syscall"));
+    assert!(
+        l.caps.sourcing
+            && l.caps.extraction
+            && l.extracts_from("harrier_test")
+            && !l.extracts_from("syscall")
+    );
     let sc = scope(&l);
     let mut p = Plugin::init(l.clone(), "").unwrap();
     let mut inst = p.open("count=70").unwrap();

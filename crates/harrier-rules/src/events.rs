@@ -12,7 +12,8 @@ pub struct EventType(pub u16);
 pub const PSEUDO_BASE: u16 = 1024;
 /// Falco event types that are not syscalls. `procexit` is a process's end (Harrier's
 /// life-cycle exit event), `container` a container's start.
-pub const PSEUDO_EVENTS: &[&str] = &["procexit", "container", "signaldeliver", "switch", "page_fault", "pluginevent"];
+pub const PSEUDO_EVENTS: &[&str] =
+    &["procexit", "container", "signaldeliver", "switch", "page_fault", "pluginevent"];
 /// Number of event type codes (size of per-type tables).
 pub const EVENT_TYPE_COUNT: usize = PSEUDO_BASE as usize + PSEUDO_EVENTS.len();
 

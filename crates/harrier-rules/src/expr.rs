@@ -265,7 +265,10 @@ impl Check {
             return any;
         }
         // A plugin's list field is `in` a set when every value is (Falco's list semantics).
-        if self.op == Op::In && matches!(&self.sel.arg, FieldArg::Plugin(p) if p.list) && self.sel.tfs.is_empty() {
+        if self.op == Op::In
+            && matches!(&self.sel.arg, FieldArg::Plugin(p) if p.list)
+            && self.sel.tfs.is_empty()
+        {
             let (mut any, mut all) = (false, true);
             with_values(cx, &self.sel, &mut |v| {
                 any = true;

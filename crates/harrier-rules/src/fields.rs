@@ -346,7 +346,8 @@ pub fn resolve_in(
             false => Err(FieldError::Unknown),
         };
     };
-    let c = |s: &str| std::ffi::CString::new(s).map_err(|_| FieldError::BadArg("has a NUL byte in its argument"));
+    let c =
+        |s: &str| std::ffi::CString::new(s).map_err(|_| FieldError::BadArg("has a NUL byte in its argument"));
     let (key, index) = match (pf.arg, bracket.map(str::trim)) {
         (ArgForm::None, Some(_)) => return Err(FieldError::BadArg("takes no argument")),
         (ArgForm::Index | ArgForm::Key | ArgForm::IndexOrKey, None) => {
@@ -360,14 +361,7 @@ pub fn resolve_in(
         },
         (_, Some(b)) => (Some(c(b)?), b.parse::<u64>().ok()),
     };
-    let sel = PluginSel {
-        plugin: pf.plugin,
-        id: pf.id,
-        name: c(&pf.name)?,
-        key,
-        index,
-        ty: pf.ty,
-        list: pf.list,
-    };
+    let sel =
+        PluginSel { plugin: pf.plugin, id: pf.id, name: c(&pf.name)?, key, index, ty: pf.ty, list: pf.list };
     Ok((Field::PluginField, FieldArg::Plugin(std::sync::Arc::new(sel))))
 }

@@ -56,7 +56,11 @@ pub fn compatible(have: &str, want: &str) -> bool {
 }
 
 /// Errors for the requirements `loaded` (name, version) does not meet.
-pub fn check(files: &[(String, String)], reqs: &[Requirement], loaded: &[(String, String)]) -> Vec<Diagnostic> {
+pub fn check(
+    files: &[(String, String)],
+    reqs: &[Requirement],
+    loaded: &[(String, String)],
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for r in reqs {
         let met = r.any_of.iter().any(|(n, w)| loaded.iter().any(|(ln, lv)| ln == n && compatible(lv, w)));

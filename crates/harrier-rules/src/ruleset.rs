@@ -312,7 +312,12 @@ impl RuleSet {
         match opts.plugins.is_empty() {
             true => diags.extend(items.required_plugins.iter().map(|r| {
                 let f = &files[r.file].0;
-                Diagnostic::warning(f, r.pos.line, r.pos.col, "required_plugin_versions: no plugin loaded; ignored")
+                Diagnostic::warning(
+                    f,
+                    r.pos.line,
+                    r.pos.col,
+                    "required_plugin_versions: no plugin loaded; ignored",
+                )
             })),
             false => diags.extend(crate::plugins::check(&files, &items.required_plugins, &opts.plugins)),
         }
@@ -427,18 +432,21 @@ impl RuleSet {
             for (name, fixed) in extra {
                 let sel = match &fixed {
                     Some(_) => None,
-                    None => match fields::resolve_in(scope, name.split('[').next().unwrap_or(""), bracket(&name)) {
-                        Ok((field, arg)) => Some(FieldSel { field, arg, tfs: Box::new([]) }),
-                        Err(_) => {
-                            diags.push(Diagnostic::error(
-                                "append_output",
-                                0,
-                                0,
-                                format!("unknown field '{name}' in extra_fields"),
-                            ));
-                            None
+                    None => {
+                        match fields::resolve_in(scope, name.split('[').next().unwrap_or(""), bracket(&name))
+                        {
+                            Ok((field, arg)) => Some(FieldSel { field, arg, tfs: Box::new([]) }),
+                            Err(_) => {
+                                diags.push(Diagnostic::error(
+                                    "append_output",
+                                    0,
+                                    0,
+                                    format!("unknown field '{name}' in extra_fields"),
+                                ));
+                                None
+                            }
                         }
-                    },
+                    }
                 };
                 output.extra.push((name, sel, fixed));
             }

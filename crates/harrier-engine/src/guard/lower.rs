@@ -1,7 +1,7 @@
 //! A compiled condition as the kernel can test it, for one syscall's events.
 
 use super::{cond, strings, G};
-use harrier_capture::guard::{Entry, Op as GOp, Src, MAX_STR};
+use harrier_capture::guard::{Entry, Mode, Op as GOp, Src, MAX_NEEDLE, MAX_STR};
 use harrier_capture::kfilter::{flags_offset, has_resolved_path};
 use harrier_rules::ast::Op;
 use harrier_rules::events::EventType;
@@ -104,6 +104,10 @@ fn check(c: &Check, s: &SyscallInfo, ok: bool) -> Option<G> {
     // fd.* of a failed open: user space names it from the caller's path; an
     // exec that failed leaves the old program's fields.
     let on_success = |g: G| if ok { g } else { unknown(c) };
+    if let (Some(mode), Some((src, needs_success))) = (substr_mode(c.op), string_src(c, s, path)) {
+        let g = substr(c, src, mode)?;
+        return Some(if needs_success { on_success(g) } else { g });
+    }
     Some(match c.sel.field {
         // Events are numbered from 1: Falco's never_true macro.
         Field::EvtNum if c.op == Op::Eq && matches!(&c.rhs, CRhs::One(l) if l.num == Some(0)) => {
@@ -199,16 +203,141 @@ fn check(c: &Check, s: &SyscallInfo, ok: bool) -> Option<G> {
             negated(c, str_in(Src::Uid, set))
         }
         Field::EvtArg => arg(c, s)?,
+        Field::ProcIsExeFromMemfd if is_exec(s) => {
+            let want = bool_lit(c)?;
+            let Place::Fixed(off) = place(s, "exe_flags")? else { return None };
+            let memfd = harrier_state::process::EXE_MEMFD;
+            on_success(test(GOp::Num { off, mask: memfd, value: if want { memfd } else { 0 } }, vec![]))
+        }
+        Field::ProcDuration => duration(c)?,
+        Field::ProcExepath if is_exec(s) => {
+            let Place::Var { index, first } = place(s, "exe")? else { return None };
+            on_success(negated(c, str_in(Src::Param { index, first }, entries(c)?)))
+        }
+        // The last part of an absolute path: it ends with "/name".
+        Field::FdFilename if path && matches!(c.op, Op::Eq | Op::In | Op::Ne) => {
+            let names = strings(c)?;
+            if names.iter().any(|n| n.is_empty() || n.contains(&b'/') || n.len() + 1 > MAX_NEEDLE) {
+                return None;
+            }
+            let ends = G::Or(
+                names
+                    .into_iter()
+                    .map(|mut n| {
+                        n.insert(0, b'/');
+                        test(
+                            GOp::Substr { src: Src::Path, needle: 0, mode: Mode::EndsWith },
+                            vec![Entry::Exact(n)],
+                        )
+                    })
+                    .collect(),
+            );
+            let abs = str_in(Src::Path, vec![Entry::Prefix(b"/".to_vec())]);
+            let whole = test(GOp::Whole { src: Src::Path }, vec![]);
+            on_success(cond(G::And(vec![abs, whole]), negated(c, ends), unknown(c)))
+        }
         f if host_value(f).is_some() => {
             let v = host_value(f)?;
             let lits = strings(c)?;
             let hit = match c.op {
                 Op::Eq | Op::Ne | Op::In => lits.iter().any(|l| &l[..] == v),
                 Op::StartsWith => lits.iter().any(|l| v.starts_with(l)),
+                Op::EndsWith => lits.iter().any(|l| v.ends_with(l)),
+                Op::Contains => {
+                    lits.iter().any(|l| v.windows(l.len().max(1)).any(|w| w == &l[..]) || l.is_empty())
+                }
                 _ => return None,
             };
             cond(test(GOp::HostCgroup, vec![]), G::Const(hit != (c.op == Op::Ne)), unknown(c))
         }
+        _ => return None,
+    })
+}
+
+fn substr_mode(op: Op) -> Option<Mode> {
+    Some(match op {
+        Op::Contains => Mode::Contains,
+        Op::IContains => Mode::IContains,
+        Op::EndsWith => Mode::EndsWith,
+        _ => return None,
+    })
+}
+
+/// The kernel's string for a field the substring operators test, and
+/// whether it has its meaning only when the call succeeded.
+fn string_src(c: &Check, s: &SyscallInfo, path: bool) -> Option<(Src, bool)> {
+    Some(match c.sel.field {
+        Field::FdName if path => (Src::Path, true),
+        Field::ProcName => (Src::Comm, false),
+        Field::ProcPname => (Src::Ancestor(1), false),
+        Field::ProcAname => {
+            let n = c.sel.arg.index().filter(|n| (1..=MAX_DEPTH).contains(n))?;
+            (Src::Ancestor(n as u8), false)
+        }
+        Field::ProcExe if is_exec(s) => (Src::Exe, true),
+        Field::ProcExepath if is_exec(s) => match place(s, "exe")? {
+            Place::Var { index, first } => (Src::Param { index, first }, true),
+            Place::Fixed(_) => return None,
+        },
+        // Arguments joined by the kernel: an empty one leaves two spaces.
+        Field::ProcArgs if is_exec(s) => {
+            if strings(c)?.iter().any(|l| l.windows(2).any(|w| w == b"  ")) {
+                return None;
+            }
+            (Src::Args, true)
+        }
+        Field::EvtArg => {
+            use harrier_schema::falco_params::Kind;
+            let key = c.sel.arg.key()?;
+            let fp = harrier_schema::falco_params::params(s.name)?.iter().find(|p| p.name == key)?;
+            match (fp.kind, place(s, fp.src)?) {
+                (Kind::Str, Place::Var { index, first }) => (Src::Param { index, first }, false),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// `contains`, `icontains`, `endswith` (any of the literals). A string cut
+/// to the kernel's buffer proves a find, never a miss: a miss there, or any
+/// `endswith` of it, is user space's.
+fn substr(c: &Check, src: Src, mode: Mode) -> Option<G> {
+    let lits = strings(c)?;
+    if lits.is_empty() || lits.iter().any(|l| l.is_empty() || l.len() > MAX_NEEDLE) {
+        return None;
+    }
+    if mode == Mode::IContains && lits.iter().any(|l| !l.is_ascii()) {
+        return None;
+    }
+    let found = G::Or(
+        lits.into_iter()
+            .map(|l| {
+                let l = if mode == Mode::IContains { l.to_ascii_lowercase() } else { l };
+                test(GOp::Substr { src, needle: 0, mode }, vec![Entry::Exact(l)])
+            })
+            .collect(),
+    );
+    let whole = test(GOp::Whole { src }, vec![]);
+    Some(match (src, mode) {
+        // Process names are whole: the kernel's comm is proc.name.
+        (Src::Comm | Src::Ancestor(_), _) => found,
+        (_, Mode::EndsWith) => cond(whole, found, unknown(c)),
+        _ => G::Or(vec![found, G::And(vec![not(whole), unknown(c)])]),
+    })
+}
+
+/// `proc.duration` against a number of ns: the kernel's age of the thread
+/// group (its leader's start time, the clock of the events' timestamps).
+fn duration(c: &Check) -> Option<G> {
+    let CRhs::One(l) = &c.rhs else { return None };
+    let n = u64::try_from(l.num?).ok()?;
+    let older = |ns: u64| test(GOp::Age { ns }, vec![]);
+    Some(match c.op {
+        Op::Gt => older(n),
+        Op::Ge if n > 0 => older(n - 1),
+        Op::Le => not(older(n)),
+        Op::Lt if n > 0 => not(older(n - 1)),
         _ => return None,
     })
 }
@@ -241,6 +370,13 @@ fn place(s: &SyscallInfo, name: &str) -> Option<Place> {
 fn arg(c: &Check, s: &SyscallInfo) -> Option<G> {
     use harrier_schema::falco_params::Kind;
     let key = c.sel.arg.key()?;
+    // An open's flags as Falco writes them ("O_TRUNC|O_CREAT|O_WRONLY"):
+    // these names are no part of another's, so a name in the text is its bit.
+    if key == "flags" && c.op == Op::Contains && flags_offset(s.nr).is_some() && has_resolved_path(s.nr) {
+        let CRhs::One(l) = &c.rhs else { return None };
+        let bit = crate::kfilter::open_flag_bit(&l.bytes)?;
+        return Some(flags(bit, bit));
+    }
     let fp = harrier_schema::falco_params::params(s.name)?.iter().find(|p| p.name == key)?;
     match (fp.kind, place(s, fp.src)?) {
         (Kind::Str, Place::Var { index, first }) => {

@@ -1,5 +1,5 @@
 use super::*;
-use harrier_capture::guard::Ins;
+use harrier_capture::guard::{Ins, Mode, MAX_STR};
 use harrier_rules::ruleset::LoadOptions;
 use harrier_schema::syscall_by_name;
 
@@ -18,6 +18,8 @@ pub(crate) struct Ev {
     /// The record's variable parameters, and its fixed u32 (ptrace's request).
     pub params: Vec<&'static str>,
     pub num: u32,
+    /// ns since the process started.
+    pub age: u64,
 }
 
 pub(crate) fn ev(comm: &'static str, path: &'static str) -> Ev {
@@ -33,6 +35,7 @@ pub(crate) fn ev(comm: &'static str, path: &'static str) -> Ev {
         host: true,
         params: vec![],
         num: 0,
+        age: 60_000_000_000,
     }
 }
 
@@ -61,6 +64,20 @@ fn in_set(g: &Guard, set: u32, dirs: bool, s: &[u8]) -> bool {
     }
 }
 
+/// The string the kernel loads for `src`.
+fn value(e: &Ev, src: &Src) -> Option<Vec<u8>> {
+    let s = match src {
+        Src::Path => e.path.filter(|_| e.ret >= 0)?,
+        Src::Comm => e.comm,
+        Src::Ancestor(n) => e.ancestors.get(*n as usize - 1)?,
+        Src::Exe => e.exe?,
+        Src::Args => e.args?,
+        Src::Uid => return Some(e.uid.to_le_bytes().to_vec()),
+        Src::Param { index, .. } => e.params.get(*index as usize)?,
+    };
+    Some(s.as_bytes().to_vec())
+}
+
 /// guard.h's loop, in Rust.
 pub(crate) fn run(g: &Guard, nr: u32, e: &Ev) -> Verdict {
     let Some(p) = g.programs.iter().find(|p| p.nr == nr) else { return Verdict::Pass };
@@ -76,19 +93,19 @@ pub(crate) fn run(g: &Guard, nr: u32, e: &Ev) -> Verdict {
                 deferred.get_or_insert(*rule);
                 true
             }
-            GOp::StrIn { src, set, dirs } => {
-                let uid = e.uid.to_le_bytes();
-                let s: Option<&[u8]> = match src {
-                    Src::Path => e.path.filter(|_| e.ret >= 0).map(str::as_bytes),
-                    Src::Comm => Some(e.comm.as_bytes()),
-                    Src::Ancestor(n) => e.ancestors.get(*n as usize - 1).map(|a| a.as_bytes()),
-                    Src::Exe => e.exe.map(str::as_bytes),
-                    Src::Args => e.args.map(str::as_bytes),
-                    Src::Uid => Some(&uid),
-                    Src::Param { index, .. } => e.params.get(*index as usize).map(|p| p.as_bytes()),
-                };
-                s.is_some_and(|s| in_set(g, *set, *dirs, s))
-            }
+            GOp::StrIn { src, set, dirs } => value(e, src).is_some_and(|s| in_set(g, *set, *dirs, &s)),
+            GOp::Whole { src } => value(e, src).is_none_or(|s| s.len() < MAX_STR),
+            GOp::Age { ns } => e.age > *ns,
+            GOp::Substr { src, needle, mode } => value(e, src).is_some_and(|s| {
+                // The kernel sees the first MAX_STR bytes.
+                let hay = &s[..s.len().min(MAX_STR)];
+                let n = &g.needles[*needle as usize];
+                match mode {
+                    Mode::Contains => hay.windows(n.len()).any(|w| w == &n[..]),
+                    Mode::IContains => hay.windows(n.len()).any(|w| w.to_ascii_lowercase() == n[..]),
+                    Mode::EndsWith => hay.ends_with(n),
+                }
+            }),
         };
         let next = if r { *t } else { *f };
         if next == NO_MATCH {
@@ -220,12 +237,12 @@ fn exempt_names_and_users_are_never_acted_on() {
 
 #[test]
 fn rules_of_other_syscalls_or_unknown_terms_stay_in_user_space() {
-    let y = "- rule: R\n  desc: t\n  condition: evt.type = openat and fd.name contains x\n  output: o\n  priority: WARNING\n\
+    let y = "- rule: R\n  desc: t\n  condition: evt.type = openat and proc.cwd contains x\n  output: o\n  priority: WARNING\n\
              - rule: S\n  desc: t\n  condition: evt.type = connect\n  output: o\n  priority: WARNING\n";
     let rs = RuleSet::load(&[("t.yaml", y.to_string())], &LoadOptions::default()).unwrap();
     let p =
         compile(&rs, &[0, 1], &Exempt::default(), &[syscall_by_name("openat").unwrap()], 1, true).unwrap();
-    assert_eq!(p.decisions[0].summary(), "user space (needs fd.name)");
+    assert_eq!(p.decisions[0].summary(), "user space (needs proc.cwd)");
     assert_eq!(p.decisions[1].summary(), "user space (none of its syscalls is captured)");
     assert!(p.guard.programs.is_empty());
 }
@@ -251,4 +268,57 @@ fn string_and_named_parameters_are_tested_as_falco_writes_them() {
     assert_eq!(run(&p.guard, nr("ptrace"), &with(vec![], 0)), Verdict::Kill(2));
     assert_eq!(run(&p.guard, nr("ptrace"), &with(vec![], 16)), Verdict::Pass);
     assert!(p.decisions.iter().all(|d| d.user_space.is_none()), "{:?}", p.decisions);
+}
+
+fn compiled(y: &str, syscalls: &[&str]) -> Plan {
+    let rs = RuleSet::load(&[("t.yaml", y.to_string())], &LoadOptions::default()).unwrap();
+    let sys: Vec<_> = syscalls.iter().map(|n| syscall_by_name(n).unwrap()).collect();
+    let all: Vec<u32> = (0..rs.rules().len() as u32).collect();
+    compile(&rs, &all, &Exempt::default(), &sys, 1, true).unwrap()
+}
+
+fn exec(comm: &'static str, args: &'static str) -> Ev {
+    Ev { exe: Some("/usr/bin/x"), args: Some(args), path: None, ..ev(comm, "") }
+}
+
+#[test]
+fn substrings_of_arguments_are_searched_and_a_cut_string_proves_only_a_find() {
+    let y = "- rule: Keys\n  desc: t\n  condition: evt.type = execve and proc.name = find and (proc.args contains id_rsa or proc.args icontains \"BEGIN Private\")\n  output: o\n  priority: WARNING\n\
+             - rule: Aws\n  desc: t\n  condition: evt.type = execve and proc.name = find and proc.args endswith \".aws/credentials\"\n  output: o\n  priority: WARNING\n";
+    let p = compiled(y, &["execve"]);
+    assert!(p.decisions.iter().all(|d| d.deferred.is_empty() || d.deferred == ["proc.args"]));
+    assert_eq!(run(&p.guard, EXECVE, &exec("find", "/tmp -maxdepth 1 -iname id_rsa")), Verdict::Kill(0));
+    assert_eq!(run(&p.guard, EXECVE, &exec("find", "-r begin PRIVATE key")), Verdict::Kill(0));
+    assert_eq!(run(&p.guard, EXECVE, &exec("find", "/tmp -iname .aws/credentials")), Verdict::Kill(1));
+    assert_eq!(run(&p.guard, EXECVE, &exec("find", "/tmp -iname .aws/credentials.bak")), Verdict::Pass);
+    assert_eq!(run(&p.guard, EXECVE, &exec("ls", "id_rsa")), Verdict::Pass);
+    assert_eq!(run(&p.guard, EXECVE, &exec("find", "/tmp -name x")), Verdict::Pass);
+    // Past the kernel's 128 bytes: a find in them still counts, a miss is user space's.
+    let long: &'static str = Box::leak(format!("{} id_rsa", "a".repeat(140)).into_boxed_str());
+    assert_eq!(run(&p.guard, EXECVE, &exec("find", long)), Verdict::Deferred(0));
+    let early: &'static str = Box::leak(format!("id_rsa {}", "a".repeat(140)).into_boxed_str());
+    assert_eq!(run(&p.guard, EXECVE, &exec("find", early)), Verdict::Kill(0));
+    assert_eq!(
+        p.guard.needles,
+        [b"id_rsa".to_vec(), b"begin private".to_vec(), b".aws/credentials".to_vec()]
+    );
+}
+
+#[test]
+fn a_memfd_executable_and_the_process_age_are_the_kernels_to_tell() {
+    let y = "- rule: Memfd\n  desc: t\n  condition: evt.type = execve and proc.is_exe_from_memfd=true and not proc.name in (runc)\n  output: o\n  priority: WARNING\n\
+             - rule: Old\n  desc: t\n  condition: evt.type = openat and fd.name = /etc/shadow and proc.name = httpd and not proc.duration <= 5000000000\n  output: o\n  priority: WARNING\n";
+    let p = compiled(y, &["execve", "openat"]);
+    let memfd = harrier_state::process::EXE_MEMFD;
+    // Only a failed call is left to user space.
+    assert!(p.decisions.iter().all(|d| d.user_space.is_none() && d.deferred.len() == 1), "{:?}", p.decisions);
+    assert_eq!(run(&p.guard, EXECVE, &Ev { num: memfd, ..exec("3", "") }), Verdict::Kill(0));
+    assert_eq!(run(&p.guard, EXECVE, &Ev { num: memfd, ..exec("runc", "") }), Verdict::Pass);
+    assert_eq!(run(&p.guard, EXECVE, &exec("3", "")), Verdict::Pass);
+    // A failed exec leaves the old program's fields.
+    assert_eq!(run(&p.guard, EXECVE, &Ev { num: memfd, ret: -2, ..exec("3", "") }), Verdict::Deferred(0));
+    let old = Ev { age: 6_000_000_000, ..ev("httpd", "/etc/shadow") };
+    assert_eq!(run(&p.guard, OPENAT, &old), Verdict::Kill(1));
+    assert_eq!(run(&p.guard, OPENAT, &Ev { age: 5_000_000_000, ..old.clone() }), Verdict::Pass);
+    assert_eq!(run(&p.guard, OPENAT, &Ev { comm: "nginx", ..old }), Verdict::Pass);
 }

@@ -60,7 +60,10 @@ impl Reader<'_> {
         let mut out = Vec::new();
         for item in items {
             let text = |k: &str| -> Result<Option<String>> {
-                item.get(k).filter(|n| !n.is_null()).map(|n| self.str(n, &format!("plugins[].{k}")).map(String::from)).transpose()
+                item.get(k)
+                    .filter(|n| !n.is_null())
+                    .map(|n| self.str(n, &format!("plugins[].{k}")).map(String::from))
+                    .transpose()
             };
             let name = text("name")?.ok_or_else(|| self.err(item, "a plugins entry needs a name"))?;
             let library_path = text("library_path")?
@@ -102,7 +105,11 @@ impl super::RunConfig {
                 bail!("plugin '{}' is loaded twice", lib.name);
             }
             let lib = std::sync::Arc::new(lib);
-            loaded.push(harrier_engine::plugins::Loaded { lib, init_config: d.init_config, open_params: d.open_params });
+            loaded.push(harrier_engine::plugins::Loaded {
+                lib,
+                init_config: d.init_config,
+                open_params: d.open_params,
+            });
         }
         let mut sources = Vec::new();
         // Syscall's entry holds the fields of plugins that extract from it (json: any source);
