@@ -130,7 +130,7 @@ struct hr_g_scratch {
 	__s32 args_len;		/* -1: none */
 	__s64 ret;
 	__u32 flags;
-	__u32 pad;
+	__u32 hay;		/* HR_G_SUBSTR: the loaded string's length */
 };
 
 const volatile bool guard_enabled = 0;
@@ -230,6 +230,7 @@ struct hr_g_run {
 	__u32 pc;
 	__u32 verdict;
 	__u32 deferred;		/* rule + 1 */
+	__u32 scan;		/* HR_G_SUBSTR: the next start position + 1, 0: none yet */
 };
 
 static __always_inline __u32 hr_g_strlen(const __u8 *s, __u32 max)
@@ -356,56 +357,63 @@ static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g
 	return 1;
 }
 
-struct hr_g_scan {
-	const __u8 *hay;	/* HR_G_STR bytes */
-	const struct hr_g_needle *nd;
-	__u32 fold;
-	__u32 found;
-};
-
-/* Whether the needle starts at hay[at]. */
-static long hr_g_at(__u64 at, void *ctx)
+/* Whether needle idx starts at byte `at` of the loaded string (the scratch
+ * key's). A global function: the verifier checks its loop once, apart from
+ * the program loop's callback, whose states it would multiply. */
+__noinline int hr_g_match_at(__u32 at, __u32 idx, __u32 fold)
 {
-	struct hr_g_scan *sc = ctx;
-	const struct hr_g_needle *nd = sc->nd;
-	const __u8 *hay = sc->hay;
+	struct hr_g_scratch *s;
+	struct hr_g_needle *nd;
+	__u32 zero = 0;
 
-	if (!nd || !hay)
-		return 1;
+	s = bpf_map_lookup_elem(&guard_scratch, &zero);
+	nd = bpf_map_lookup_elem(&guard_needles, &idx);
+	if (!s || !nd)
+		return 0;
 	for (__u32 j = 0; j < HR_G_NEEDLE; j++) {
 		__u8 c;
 
 		if (j >= nd->len)
 			break;
-		c = hay[(at + j) & (HR_G_STR - 1)];
-		if (sc->fold && c >= 'A' && c <= 'Z')
+		c = s->k.s[(at + j) & (HR_G_STR - 1)];
+		if (fold && c >= 'A' && c <= 'Z')
 			c |= 0x20;
 		if (c != nd->s[j])
 			return 0;
 	}
-	sc->found = 1;
 	return 1;
 }
 
-/* contains, icontains, endswith on the string `ins` names. No value: false.
- * On a cut string a miss proves nothing: the program tests HR_G_WHOLE. */
-static __always_inline int hr_g_substr(struct hr_g_scratch *s, const struct hr_g_ins *ins, __u64 ev)
+/* contains, icontains, endswith on the string `ins` names, one start
+ * position per step of the program's loop: 1 found, 0 not, 2 + p: go on at
+ * position p. No value: false. On a cut string a miss proves nothing: the
+ * program tests HR_G_WHOLE. `scan`: 0 at the instruction's first step, else
+ * the position + 1. */
+static __always_inline int hr_g_substr(struct hr_g_scratch *s, const struct hr_g_ins *ins, __u64 ev, __u32 scan)
 {
-	__u32 idx = ins->a, n = hr_g_load(s, ins, ev), len;
-	struct hr_g_scan sc = { .hay = s->k.s, .fold = ins->b == HR_GM_ICONTAINS };
+	struct hr_g_needle *nd;
+	__u32 idx = ins->a, at;
 
-	sc.nd = bpf_map_lookup_elem(&guard_needles, &idx);
-	if (!n || !sc.nd || sc.nd->len > HR_G_NEEDLE)
+	nd = bpf_map_lookup_elem(&guard_needles, &idx);
+	if (!nd || !nd->len || nd->len > HR_G_NEEDLE)
 		return 0;
-	len = n < HR_G_STR ? n - 1 : HR_G_STR;
-	if (sc.nd->len > len)
-		return 0;
-	if (ins->b == HR_GM_ENDSWITH) {
-		hr_g_at(len - sc.nd->len, &sc);
-		return sc.found;
+	if (!scan) {
+		__u32 n = hr_g_load(s, ins, ev);
+
+		if (!n)
+			return 0;
+		s->hay = n < HR_G_STR ? n - 1 : HR_G_STR;
+		if (nd->len > s->hay)
+			return 0;
+		at = ins->b == HR_GM_ENDSWITH ? s->hay - nd->len : 0;
+	} else {
+		at = scan - 1;
 	}
-	bpf_loop(len - sc.nd->len + 1, hr_g_at, &sc, 0);
-	return sc.found;
+	if (hr_g_match_at(at, idx, ins->b == HR_GM_ICONTAINS))
+		return 1;
+	if (ins->b == HR_GM_ENDSWITH || at + nd->len >= s->hay)
+		return 0;
+	return 2 + at + 1;
 }
 
 /* The string `ins` names has no value, or all of it is here. */
@@ -434,6 +442,37 @@ static __always_inline __u64 hr_g_age(__u64 ts)
 	return ts > start ? ts - start : 0;
 }
 
+/* The string tests of instruction pc of program slot. A global function,
+ * checked once apart from the loop's callback: its loops and lookups would
+ * multiply the callback's states, which the verifier explores until they
+ * settle. */
+__noinline int hr_g_strop(__u32 slot, __u32 pc, __u64 ev, __u32 scan)
+{
+	struct hr_g_scratch *s;
+	struct hr_g_prog *p;
+	struct hr_g_ins *ins;
+	__u32 zero = 0;
+
+	s = bpf_map_lookup_elem(&guard_scratch, &zero);
+	p = bpf_map_lookup_elem(&guard_progs, &slot);
+	if (!s || !p)
+		return 0;
+	/* The caller checked pc; the mask is a bound the verifier sees (in
+	 * asm: clang drops a C mask the caller's check makes redundant). */
+	_Static_assert(HR_G_INS == 128, "the mask below");
+	asm volatile("%0 &= 127" : "+r"(pc));
+	ins = &p->ins[pc];
+	switch (ins->op) {
+	case HR_G_STR_IN:
+		return hr_g_str_in(s, ins, ev);
+	case HR_G_SUBSTR:
+		return hr_g_substr(s, ins, ev, scan);
+	case HR_G_WHOLE:
+		return hr_g_whole(s, ins, ev);
+	}
+	return 0;
+}
+
 static long hr_g_step(__u64 i, void *ctx)
 {
 	struct hr_g_run *run = ctx;
@@ -455,7 +494,8 @@ static long hr_g_step(__u64 i, void *ctx)
 		r = (s->flags & ins->b) == ins->c;
 		break;
 	case HR_G_STR_IN:
-		r = hr_g_str_in(s, ins, run->ev);
+	case HR_G_WHOLE:
+		r = hr_g_strop(run->slot, pc, run->ev, 0);
 		break;
 	case HR_G_NUM: {
 		__u32 v = 0;
@@ -465,10 +505,13 @@ static long hr_g_step(__u64 i, void *ctx)
 		break;
 	}
 	case HR_G_SUBSTR:
-		r = hr_g_substr(s, ins, run->ev);
-		break;
-	case HR_G_WHOLE:
-		r = hr_g_whole(s, ins, run->ev);
+		r = hr_g_strop(run->slot, pc, run->ev, run->scan);
+		if (r >= 2) {
+			/* The same instruction, at the next position. */
+			run->scan = r - 1;
+			return 0;
+		}
+		run->scan = 0;
 		break;
 	case HR_G_AGE:
 		r = hr_g_age(run->ts) > ((__u64)ins->b << 32 | ins->c);
@@ -618,7 +661,9 @@ __noinline int hr_guard_eval(__u32 slot, __u32 nr, __u64 ts, __u64 ev)
 	s->args_len = -1;
 	if ((nr == 59 || nr == 322) && s->ret >= 0)
 		hr_g_read_argv(s);
-	bpf_loop(HR_G_INS, hr_g_step, &run, 0);
+	/* Each instruction is one step, a substring search one per start
+	 * position: the loop ends at the verdict, long before this bound. */
+	bpf_loop(HR_G_INS * (HR_G_STR + 1), hr_g_step, &run, 0);
 	if (run.verdict != HR_G_NOMATCH && (run.verdict & HR_G_KILL))
 		hr_g_kill(run.verdict & ~HR_G_KILL & (HR_G_RULES - 1), ts);
 	/* A failed call gave the task nothing to use: no need to stop it. */
