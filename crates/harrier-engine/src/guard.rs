@@ -102,6 +102,7 @@ pub fn compile(
     for s in syscalls {
         let Some(ty) = EventType::from_name(s.name) else { continue };
         let mut gen = Gen::default();
+        let mut kept = Vec::new();
         for (id, &ri) in enforced.iter().enumerate() {
             let r = rules.rule(ri);
             if !r.is_active() || !r.event_types.contains(ty) {
@@ -118,6 +119,16 @@ pub fn compile(
                 add_terms(&mut decisions[id].deferred, unknown);
                 continue;
             }
+            kept.push((id, g, unknown));
+        }
+        // One test every rule's match needs first: most events end there.
+        let pre = prefilter(kept.iter().map(|(_, g, _)| g));
+        if !matches!(pre, G::Const(true)) && !kept.is_empty() {
+            let start = gen.label();
+            gen.emit(&pre, T::Lbl(start), T::Abs(NO_MATCH), 0, &mut sets);
+            gen.place(start);
+        }
+        for (id, g, unknown) in kept {
             let (mark, needles) = (gen.ins.len(), sets.needles.len());
             let next = gen.label();
             gen.after = T::Lbl(next);
@@ -147,6 +158,56 @@ pub fn compile(
     }
     let needles = std::mem::take(&mut sets.needles);
     Ok(Plan { guard: Guard { programs, strings: sets.entries(), needles, rate, hold }, decisions })
+}
+
+/// A condition every event that can make one of `gs` hold meets, of the
+/// kernel's cheapest tests: per rule its most selective necessary test, the
+/// rules' string sets of one source merged. Unknown terms count as true, so
+/// an event it rejects could not match whatever user space says (no need to
+/// defer it either).
+fn prefilter<'a>(gs: impl Iterator<Item = &'a G>) -> G {
+    let mut any = Vec::new();
+    for g in gs {
+        match necessary(g) {
+            G::Const(true) => return G::Const(true),
+            G::Or(xs) => any.extend(xs),
+            x => any.push(x),
+        }
+    }
+    // Sets of one source merged: one lookup instead of one per rule.
+    let mut merged: Vec<G> = Vec::new();
+    for x in any {
+        if let G::Test(GOp::StrIn { src, dirs, .. }, es) = &x {
+            let same = merged.iter_mut().find_map(|m| match m {
+                G::Test(GOp::StrIn { src: s2, dirs: d2, .. }, e2) if s2 == src && d2 == dirs => Some(e2),
+                _ => None,
+            });
+            if let Some(e2) = same {
+                e2.extend(es.iter().cloned());
+                e2.sort();
+                e2.dedup();
+                continue;
+            }
+        }
+        merged.push(x);
+    }
+    simplify(G::Or(merged))
+}
+
+/// A test `g` implies (true when none is cheap to say).
+fn necessary(g: &G) -> G {
+    match g {
+        G::Const(b) => G::Const(*b),
+        G::Test(GOp::Defer { .. }, _) | G::Unknown(_) | G::Not(_) => G::Const(true),
+        G::Test(..) => g.clone(),
+        G::Or(xs) => simplify(G::Or(xs.iter().map(necessary).collect())),
+        G::And(xs) => xs
+            .iter()
+            .map(necessary)
+            .filter(|x| *x != G::Const(true))
+            .min_by(|a, b| likely(a).partial_cmp(&likely(b)).unwrap_or(std::cmp::Ordering::Equal))
+            .unwrap_or(G::Const(true)),
+    }
 }
 
 /// Whether some event makes `g` come out `want` without reaching an

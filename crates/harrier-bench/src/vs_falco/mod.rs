@@ -98,8 +98,20 @@ pub const FLOOR: &str = "harrier run, empty programs";
 pub const NO_ENTRY_COPIES: &str = "harrier run, no entry copies";
 pub const ENFORCING: &str = "harrier run, enforcing";
 /// Falco's stable rules `harrier rules check --enforce` finds decided in the kernel.
-pub const ENFORCED_RULES: [&str; 3] =
-    ["Read sensitive file untrusted", "Execution from /dev/shm", "Remove Bulk Data from Disk"];
+pub const ENFORCED_RULES: [&str; 12] = [
+    "Read sensitive file untrusted",
+    "Read sensitive file trusted after startup",
+    "Clear Log Activities",
+    "Execution from /dev/shm",
+    "Remove Bulk Data from Disk",
+    "Fileless execution via memfd_create",
+    "Search Private Keys or Passwords",
+    "Find AWS Credentials",
+    "Create Symlink Over Sensitive Files",
+    "Create Hardlink Over Sensitive Files",
+    "PTRACE attached to process",
+    "PTRACE anti-debug attempt",
+];
 
 /// One run of one workload under one setup.
 #[derive(Debug, Clone, Default)]

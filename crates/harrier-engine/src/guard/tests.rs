@@ -183,6 +183,11 @@ fn a_sensitive_read_by_an_untrusted_name_is_killed_in_the_kernel() {
     assert_eq!(run(&p.guard, OPENAT, &grand), Verdict::Pass);
     let orphan = Ev { ancestors: vec![], ..ev("hrsteal", "/etc/shadow") };
     assert_eq!(run(&p.guard, OPENAT, &orphan), Verdict::Kill(0));
+    // An open of any other path ends at the program's first test.
+    let open = p.guard.programs.iter().find(|p| p.nr == OPENAT).unwrap();
+    let path_test = |i: &Ins| matches!(i.op, GOp::StrIn { src: Src::Path, .. });
+    assert!(path_test(&open.ins[0]) && open.ins[0].f == 1, "{:?}", open.ins);
+    assert!(path_test(&open.ins[1]) && open.ins[1].f == NO_MATCH, "{:?}", open.ins);
 }
 
 #[test]
