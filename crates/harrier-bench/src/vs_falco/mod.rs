@@ -425,3 +425,29 @@ impl Drop for RemoveDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ENFORCED_RULES;
+    use harrier_engine::guard::{compile, Exempt};
+    use harrier_rules::ruleset::{LoadOptions, RuleSet};
+
+    /// The enforcing row enforces exactly the stable rules the kernel decides
+    /// (a lowering that decides more, or less, changes this list).
+    #[test]
+    fn the_enforcing_row_is_what_the_kernel_decides_of_the_stable_rules() {
+        let path = crate::rules_load::stable_rules().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rules = RuleSet::load(&[(path.as_str(), text)], &LoadOptions::default()).unwrap();
+        let interest = harrier_engine::interest::interest(&rules);
+        let active: Vec<u32> =
+            (0..rules.rules().len() as u32).filter(|&i| rules.rule(i).is_active()).collect();
+        let plan = compile(&rules, &active, &Exempt::default(), &interest.syscalls, 1, true).unwrap();
+        let mut decided: Vec<&str> =
+            plan.decisions.iter().filter(|d| d.user_space.is_none()).map(|d| d.rule.as_str()).collect();
+        let mut want = ENFORCED_RULES.to_vec();
+        decided.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(decided, want);
+    }
+}
