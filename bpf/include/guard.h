@@ -357,19 +357,12 @@ static __always_inline int hr_g_str_in(struct hr_g_scratch *s, const struct hr_g
 	return 1;
 }
 
-/* Whether needle idx starts at byte `at` of the loaded string (the scratch
- * key's). A global function: the verifier checks its loop once, apart from
- * the program loop's callback, whose states it would multiply. */
-__noinline int hr_g_match_at(__u32 at, __u32 idx, __u32 fold)
+/* Whether needle nd starts at byte `at` of the loaded string (the scratch
+ * key's). Inlined in hr_g_strop, a global function: a frame more would
+ * pass 6.1's 512-byte limit on the whole call chain's stack. */
+static __always_inline int hr_g_match_at(const struct hr_g_scratch *s, const struct hr_g_needle *nd,
+					 __u32 at, bool fold)
 {
-	struct hr_g_scratch *s;
-	struct hr_g_needle *nd;
-	__u32 zero = 0;
-
-	s = bpf_map_lookup_elem(&guard_scratch, &zero);
-	nd = bpf_map_lookup_elem(&guard_needles, &idx);
-	if (!s || !nd)
-		return 0;
 	for (__u32 j = 0; j < HR_G_NEEDLE; j++) {
 		__u8 c;
 
@@ -409,7 +402,7 @@ static __always_inline int hr_g_substr(struct hr_g_scratch *s, const struct hr_g
 	} else {
 		at = scan - 1;
 	}
-	if (hr_g_match_at(at, idx, ins->b == HR_GM_ICONTAINS))
+	if (hr_g_match_at(s, nd, at, ins->b == HR_GM_ICONTAINS))
 		return 1;
 	if (ins->b == HR_GM_ENDSWITH || at + nd->len >= s->hay)
 		return 0;
