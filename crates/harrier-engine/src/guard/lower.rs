@@ -7,6 +7,7 @@ use harrier_rules::ast::Op;
 use harrier_rules::events::EventType;
 use harrier_rules::expr::{CRhs, Check, Expr};
 use harrier_rules::fields::Field;
+use harrier_schema::falco_params::Kind;
 use harrier_schema::SyscallInfo;
 
 const O_ACCMODE: u32 = 3;
@@ -172,10 +173,7 @@ fn check(c: &Check, s: &SyscallInfo, ok: bool) -> Option<G> {
         Field::ProcName => negated(c, str_in(Src::Comm, entries(c)?)),
         // No parent: no value, and `!=` compares false then.
         Field::ProcPname if c.op != Op::Ne => str_in(Src::Ancestor(1), entries(c)?),
-        Field::ProcAname if c.op != Op::Ne => {
-            let n = c.sel.arg.index().filter(|n| (1..=MAX_DEPTH).contains(n))?;
-            str_in(Src::Ancestor(n as u8), entries(c)?)
-        }
+        Field::ProcAname if c.op != Op::Ne => str_in(ancestor(c)?, entries(c)?),
         Field::ProcExe if is_exec(s) => on_success(negated(c, str_in(Src::Exe, entries(c)?))),
         Field::ProcArgs if is_exec(s) => {
             // The kernel joins empty arguments with their spaces: a literal
@@ -210,10 +208,7 @@ fn check(c: &Check, s: &SyscallInfo, ok: bool) -> Option<G> {
             on_success(test(GOp::Num { off, mask: memfd, value: if want { memfd } else { 0 } }, vec![]))
         }
         Field::ProcDuration => duration(c)?,
-        Field::ProcExepath if is_exec(s) => {
-            let Place::Var { index, first } = place(s, "exe")? else { return None };
-            on_success(negated(c, str_in(Src::Param { index, first }, entries(c)?)))
-        }
+        Field::ProcExepath if is_exec(s) => on_success(negated(c, str_in(exepath(s)?, entries(c)?))),
         // The last part of an absolute path: it ends with "/name".
         Field::FdFilename if path && matches!(c.op, Op::Eq | Op::In | Op::Ne) => {
             let names = strings(c)?;
@@ -270,15 +265,9 @@ fn string_src(c: &Check, s: &SyscallInfo, path: bool) -> Option<(Src, bool)> {
         Field::FdName if path => (Src::Path, true),
         Field::ProcName => (Src::Comm, false),
         Field::ProcPname => (Src::Ancestor(1), false),
-        Field::ProcAname => {
-            let n = c.sel.arg.index().filter(|n| (1..=MAX_DEPTH).contains(n))?;
-            (Src::Ancestor(n as u8), false)
-        }
+        Field::ProcAname => (ancestor(c)?, false),
         Field::ProcExe if is_exec(s) => (Src::Exe, true),
-        Field::ProcExepath if is_exec(s) => match place(s, "exe")? {
-            Place::Var { index, first } => (Src::Param { index, first }, true),
-            Place::Fixed(_) => return None,
-        },
+        Field::ProcExepath if is_exec(s) => (exepath(s)?, true),
         // Arguments joined by the kernel: an empty one leaves two spaces.
         Field::ProcArgs if is_exec(s) => {
             if strings(c)?.iter().any(|l| l.windows(2).any(|w| w == b"  ")) {
@@ -286,17 +275,33 @@ fn string_src(c: &Check, s: &SyscallInfo, path: bool) -> Option<(Src, bool)> {
             }
             (Src::Args, true)
         }
-        Field::EvtArg => {
-            use harrier_schema::falco_params::Kind;
-            let key = c.sel.arg.key()?;
-            let fp = harrier_schema::falco_params::params(s.name)?.iter().find(|p| p.name == key)?;
-            match (fp.kind, place(s, fp.src)?) {
-                (Kind::Str, Place::Var { index, first }) => (Src::Param { index, first }, false),
-                _ => return None,
-            }
-        }
+        Field::EvtArg => match falco_param(c, s)? {
+            (Kind::Str, Place::Var { index, first }) => (Src::Param { index, first }, false),
+            _ => return None,
+        },
         _ => return None,
     })
+}
+
+/// `proc.aname[n]`'s ancestor, within the depth the kernel walks.
+fn ancestor(c: &Check) -> Option<Src> {
+    let n = c.sel.arg.index().filter(|n| (1..=MAX_DEPTH).contains(n))?;
+    Some(Src::Ancestor(n as u8))
+}
+
+/// `proc.exepath` at exec: the record's new image path.
+fn exepath(s: &SyscallInfo) -> Option<Src> {
+    match place(s, "exe")? {
+        Place::Var { index, first } => Some(Src::Param { index, first }),
+        Place::Fixed(_) => None,
+    }
+}
+
+/// `evt.arg.KEY` as Falco names it: its kind and where the record has it.
+fn falco_param(c: &Check, s: &SyscallInfo) -> Option<(Kind, Place)> {
+    let key = c.sel.arg.key()?;
+    let fp = harrier_schema::falco_params::params(s.name)?.iter().find(|p| p.name == key)?;
+    Some((fp.kind, place(s, fp.src)?))
 }
 
 /// `contains`, `icontains`, `endswith` (any of the literals). A string cut
@@ -368,7 +373,6 @@ fn place(s: &SyscallInfo, name: &str) -> Option<Place> {
 /// (as written when absolute: user space resolves a relative one), or
 /// ptrace's request by its names.
 fn arg(c: &Check, s: &SyscallInfo) -> Option<G> {
-    use harrier_schema::falco_params::Kind;
     let key = c.sel.arg.key()?;
     // An open's flags as Falco writes them ("O_TRUNC|O_CREAT|O_WRONLY"):
     // these names are no part of another's, so a name in the text is its bit.
@@ -377,8 +381,7 @@ fn arg(c: &Check, s: &SyscallInfo) -> Option<G> {
         let bit = crate::kfilter::open_flag_bit(&l.bytes)?;
         return Some(flags(bit, bit));
     }
-    let fp = harrier_schema::falco_params::params(s.name)?.iter().find(|p| p.name == key)?;
-    match (fp.kind, place(s, fp.src)?) {
+    match falco_param(c, s)? {
         (Kind::Str, Place::Var { index, first }) => {
             Some(negated(c, str_in(Src::Param { index, first }, entries(c)?)))
         }
