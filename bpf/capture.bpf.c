@@ -118,9 +118,38 @@ static __always_inline void hr_tail_to(void *ctx, __u32 nr)
 	bpf_tail_call(ctx, &exit_tails, nr);
 }
 
+/* The guard's program (guard.h), one per program type: a tail call may only
+ * go to a program of its caller's type and hook. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} guard_tails_tp SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} guard_tails_btf SEC(".maps");
+
 #include "emit.h"
 #include "task.h"
 #include "capture.gen.c"
+
+/* Loaded only with enforcement (Config::guard). */
+SEC("tracepoint")
+int hr_guard_tp(void *ctx)
+{
+	return hr_guard_run();
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(hr_guard_btf, struct pt_regs *regs, long ret)
+{
+	return hr_guard_run();
+}
 
 /* The one program on every syscall exit in dispatcher mode: no helper call
  * before the tail call, so an unselected syscall costs a few loads. */
@@ -145,7 +174,7 @@ static __always_inline int hr_do_generic(struct pt_regs *regs, long nr, long ret
 	hr_put_u64(&em, 48, HR_ARG(&em, r10));
 	hr_put_u64(&em, 56, HR_ARG(&em, r8));
 	hr_put_u64(&em, 64, HR_ARG(&em, r9));
-	if (hr_kf_drop(&em, nr, 0))
+	if (hr_kf_drop(&em, nr, 0, 24 + 6 * 8))
 		return hr_discard(&em, true);
 	return hr_submit_fixed(&em);
 }
@@ -153,13 +182,17 @@ static __always_inline int hr_do_generic(struct pt_regs *regs, long nr, long ret
 SEC("tracepoint")
 int hr_exit_generic(struct hr_exit_ctx *ctx)
 {
-	return hr_do_generic(0, ctx->nr, ctx->ret, false);
+	hr_do_generic(0, ctx->nr, ctx->ret, false);
+	hr_guard_finish(ctx, &guard_tails_tp);
+	return 0;
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(hr_tail_generic, struct pt_regs *regs, long ret)
 {
-	return hr_do_generic(regs, regs->orig_ax, ret, true);
+	hr_do_generic(regs, regs->orig_ax, ret, true);
+	hr_guard_finish(ctx, &guard_tails_btf);
+	return 0;
 }
 
 /* openat's handler on an fexit of its syscall function instead of its
@@ -169,7 +202,9 @@ int BPF_PROG(hr_tail_generic, struct pt_regs *regs, long ret)
 SEC("fexit/__x64_sys_openat")
 int BPF_PROG(hr_fexit_openat, struct pt_regs *regs, long ret)
 {
-	return hr_do_openat(ctx, regs, 257, ret, true);
+	hr_do_openat(ctx, regs, 257, ret, true);
+	hr_guard_finish(ctx, 0); /* enforcement is refused with this handler */
+	return 0;
 }
 
 /* ---- process life cycle (sched/task tracepoints: no syscall slow path) ---- */

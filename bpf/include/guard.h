@@ -25,6 +25,7 @@
 #define HR_G_STR	128	/* string bytes a set entry may have */
 #define HR_G_NEEDLES	64	/* substrings the programs search for */
 #define HR_G_NEEDLE	32	/* bytes a substring may have */
+#define HR_G_REC	128	/* bytes of a fixed-size record (the largest: 72) */
 
 #define HR_G_NOMATCH	0xffff	/* no rule matched */
 #define HR_G_KILL	0x8000	/* | rule: kill */
@@ -131,6 +132,14 @@ struct hr_g_scratch {
 	__s64 ret;
 	__u32 flags;
 	__u32 hay;		/* HR_G_SUBSTR: the loaded string's length */
+	/* Handed from the capture handler to the guard's tail program. */
+	__u64 ev;		/* the record's address (or rec's), read with probe reads */
+	__u64 ts;		/* the event's timestamp */
+	__u32 slot;
+	__u32 nr;
+	__u32 pending;		/* an event awaits the guard program */
+	__u32 pad;
+	__u8 rec[HR_G_REC];	/* a fixed record from a shared ring: its copy */
 };
 
 const volatile bool guard_enabled = 0;
@@ -637,17 +646,26 @@ static __always_inline void hr_g_read_argv(struct hr_g_scratch *s)
 	s->args_len = m == HR_G_STR - 1 && s->args[m - 1] ? HR_G_STR : (m ? m - 1 : 0);
 }
 
-/* The rest of a guarded event's evaluation: a function of its own, so the
- * verifier checks it once, not inlined in every handler. */
-__noinline int hr_guard_eval(__u32 slot, __u32 nr, __u64 ts, __u64 ev)
+/* The guard's own program, a tail call from the capture handler once its
+ * record is published: the capture programs carry none of this code, so a
+ * kernel that verifies every global function eagerly (6.1: the capture
+ * programs each verified it again, minutes under emulation) loads them as
+ * fast as without enforcement, and this is verified once per program type. */
+static __always_inline int hr_guard_run(void)
 {
-	struct hr_g_run run = { .slot = slot, .verdict = HR_G_NOMATCH, .ev = ev, .ts = ts };
+	struct hr_g_run run = { .verdict = HR_G_NOMATCH };
 	struct hr_g_scratch *s;
-	__u32 zero = 0;
+	__u32 zero = 0, nr;
 
 	s = bpf_map_lookup_elem(&guard_scratch, &zero);
-	run.p = bpf_map_lookup_elem(&guard_progs, &slot);
-	if (!s || !run.p)
+	if (!s)
+		return 0;
+	run.slot = s->slot;
+	run.ev = s->ev;
+	run.ts = s->ts;
+	nr = s->nr;
+	run.p = bpf_map_lookup_elem(&guard_progs, &run.slot);
+	if (!run.p)
 		return 0;
 	run.s = s;
 	s->exe_len = -1;
@@ -658,24 +676,24 @@ __noinline int hr_guard_eval(__u32 slot, __u32 nr, __u64 ts, __u64 ev)
 	 * position: the loop ends at the verdict, long before this bound. */
 	bpf_loop(HR_G_INS * (HR_G_STR + 1), hr_g_step, &run, 0);
 	if (run.verdict != HR_G_NOMATCH && (run.verdict & HR_G_KILL))
-		hr_g_kill(run.verdict & ~HR_G_KILL & (HR_G_RULES - 1), ts);
+		hr_g_kill(run.verdict & ~HR_G_KILL & (HR_G_RULES - 1), run.ts);
 	/* A failed call gave the task nothing to use: no need to stop it. */
 	else if (run.deferred && guard_hold && s->ret >= 0)
-		hr_g_hold(run.deferred - 1, ts);
+		hr_g_hold(run.deferred - 1, run.ts);
 	else if (run.deferred)
-		hr_g_note(run.deferred - 1, HR_GO_DEFERRED, ts, 0);
+		hr_g_note(run.deferred - 1, HR_GO_DEFERRED, run.ts, 0);
 	return 0;
 }
 
-/* Runs the program of syscall nr over the written event (path_off: its
- * kernel-resolved path, 0: none). An unguarded syscall costs a lookup. */
-static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off)
+/* What the guard program of syscall nr reads of the written event (path_off:
+ * its kernel-resolved path, 0: none; fixed: the size of a fixed-size record,
+ * 0: variable), in the per-CPU scratch. An unguarded syscall costs a lookup. */
+static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off, const __u32 fixed)
 {
 	struct hr_g_scratch *s;
 	struct hr_g_prog *p;
 	__u32 zero = 0, *slot, sl;
 	__u16 len = HR_VAR_ABSENT;
-	__u64 ev = 0;
 
 	if (!guard_enabled || nr >= HR_NR_SLOTS)
 		return;
@@ -706,9 +724,41 @@ static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off)
 			s->path_len = len;
 		}
 	}
-	/* A global function takes scalars: the record's address, read as one. */
-	bpf_probe_read_kernel(&ev, sizeof(ev), &em->ev);
-	hr_guard_eval(sl, nr, *(__u64 *)em->ev, ev);
+	s->slot = sl;
+	s->nr = nr;
+	s->ts = *(__u64 *)em->ev;
+	/* Once published, a shared ring's record may be consumed and its room
+	 * reused by another CPU before the guard reads it: read a copy. (A
+	 * per-CPU ring's room is reused only by this CPU, a variable record
+	 * of a shared ring is written in per-CPU scratch.) */
+	/* The address goes as a scalar: read as one. */
+	if (shared_rings && fixed) {
+		void *copy = s->rec;
+
+		bpf_probe_read_kernel(s->rec, fixed < HR_G_REC ? fixed : HR_G_REC, em->ev);
+		bpf_probe_read_kernel(&s->ev, sizeof(s->ev), &copy);
+	} else {
+		bpf_probe_read_kernel(&s->ev, sizeof(s->ev), &em->ev);
+	}
+	s->pending = 1;
+}
+
+/* After the handler published its event: the guard program, if the event
+ * awaits it (tails: this program type's array; 0: a handler the guard does
+ * not run on). */
+static __always_inline void hr_guard_finish(void *ctx, void *tails)
+{
+	struct hr_g_scratch *s;
+	__u32 zero = 0;
+
+	if (!guard_enabled)
+		return;
+	s = bpf_map_lookup_elem(&guard_scratch, &zero);
+	if (!s || !s->pending)
+		return;
+	s->pending = 0;
+	if (tails)
+		bpf_tail_call(ctx, tails, 0);
 }
 
 #endif

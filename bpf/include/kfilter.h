@@ -178,15 +178,15 @@ static __always_inline bool hr_kf_unused(struct hr_em *em, __u32 nr, __u32 path_
 	return true;
 }
 
-/* True: do not send this event. An event no rule can use cannot break an
- * enforced rule either (the filter is derived from every loaded rule): the
- * guard runs only on what is kept, so the opens no rule looks at cost it
- * nothing. */
-static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_off)
+/* True: do not send this event (fixed: a fixed-size record's size, 0:
+ * variable). An event no rule can use cannot break an enforced rule either
+ * (the filter is derived from every loaded rule): the guard runs only on
+ * what is kept, so the opens no rule looks at cost it nothing. */
+static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_off, const __u32 fixed)
 {
 	if (hr_kf_unused(em, nr, path_off))
 		return true;
-	hr_guard(em, nr, path_off);
+	hr_guard(em, nr, path_off, fixed);
 	return false;
 }
 

@@ -113,6 +113,9 @@ pub struct Session {
 
 /// openat's exit handler on an fexit (Config::fexit_openat).
 const FEXIT_OPENAT: &str = "hr_fexit_openat";
+/// The guard's programs (tail calls of the handlers), loaded with enforcement.
+const GUARD_TP: &str = "hr_guard_tp";
+const GUARD_BTF: &str = "hr_guard_btf";
 
 /// On Debian's 6.1 the handler on an fexit broke the processes it traced
 /// (ld.so segfaulted after their openat; the empty fexit did not): the cause
@@ -203,6 +206,17 @@ impl Session {
             }
             wanted.extend(a.enter_prog());
         }
+        if cfg.guard.is_some() {
+            if fexit_openat {
+                bail!("enforcement does not run on openat's fexit handler: drop one of the two");
+            }
+            // Tracepoint handlers in both modes (a syscall that never
+            // returns keeps its entry tracepoint), the dispatcher's on its own.
+            wanted.push(GUARD_TP.into());
+            if dispatcher {
+                wanted.push(GUARD_BTF.into());
+            }
+        }
         for mut p in open.open_object_mut().progs_mut() {
             let name = p.name().to_string_lossy().into_owned();
             p.set_autoload(wanted.contains(&name));
@@ -245,6 +259,7 @@ impl Session {
             crate::kfilter::install(&skel, f).context("writing the kernel filter")?;
         }
         if let Some(g) = &cfg.guard {
+            fill_guard_tails(&skel, dispatcher)?;
             crate::guard::install(&skel, g).context("writing the enforcement programs")?;
         }
 
@@ -659,6 +674,18 @@ fn fill_tail_slots(skel: &CaptureSkel, plan: &[Attachment]) -> Result<()> {
     for (nr, prog) in slots {
         let fd = fd_of(&prog)?;
         skel.maps.exit_tails.update(&nr.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)?;
+    }
+    Ok(())
+}
+
+/// The guard's programs into the arrays the handlers tail-call it through.
+fn fill_guard_tails(skel: &CaptureSkel, dispatcher: bool) -> Result<()> {
+    let zero = 0u32.to_ne_bytes();
+    let fd = skel.progs.hr_guard_tp.as_fd().as_raw_fd();
+    skel.maps.guard_tails_tp.update(&zero, &fd.to_ne_bytes(), MapFlags::ANY)?;
+    if dispatcher {
+        let fd = skel.progs.hr_guard_btf.as_fd().as_raw_fd();
+        skel.maps.guard_tails_btf.update(&zero, &fd.to_ne_bytes(), MapFlags::ANY)?;
     }
     Ok(())
 }

@@ -56,15 +56,27 @@ fn killed(o: &Output) -> bool {
 
 #[test]
 fn an_open_for_reading_is_killed_before_the_read_and_exempt_names_are_not() {
+    kill_and_exempt("kill", "auto");
+}
+
+/// The dispatcher's handlers reach the guard through their own program array.
+#[test]
+fn the_dispatchers_handlers_kill_as_the_per_syscall_ones_do() {
+    kill_and_exempt("kill-dispatcher", "dispatcher");
+}
+
+fn kill_and_exempt(name: &str, attach: &str) {
     if !bpf_available() {
         return;
     }
-    let dir = scratch("kill", &["hrsteal", "hrok", "cat"]);
+    let dir = scratch(name, &["hrsteal", "hrok", "cat"]);
     let config = dir.join("harrier.yaml");
     std::fs::write(&config, "enforce_exempt:\n  proc_names: [hrok]\n").unwrap();
     let rules = dir.join("rules.yaml");
     let (mut child, out, err) = harrier_run(&[
         "--json",
+        "--attach",
+        attach,
         "-c",
         config.to_str().unwrap(),
         "-r",

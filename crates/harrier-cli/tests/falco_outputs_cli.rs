@@ -237,10 +237,14 @@ fn snapshots_reach_an_https_receiver_over_mtls_with_falcos_http_options() {
             s.path("client.key")
         ),
     );
-    let out = nodriver(&cfg, "2", &[]);
+    // 4 s: under emulation (the test guests) the first snapshot and its mTLS
+    // handshake took over 2 (2026-12-02, 6.12 guest).
+    let out = nodriver(&cfg, "4", &[]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
-    let (headers, body) = rx.recv_timeout(Duration::from_secs(2)).expect("no request reached the receiver");
+    let (headers, body) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("no request reached the receiver ({e}); harrier's stderr:\n{stderr}"));
     assert_eq!(headers["user-agent"], "harrier-cli-test");
     assert_eq!(headers["content-encoding"], "gzip");
     let mut json = Vec::new();

@@ -147,9 +147,10 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
         "static __always_inline int hr_do_{name}(void *ctx, struct pt_regs *regs, long nr, long ret, const bool tail)\n{{\n\
          \tstruct hr_em em;\n\
          {kf_decl}\n{guard}\tif ({begin}(&em, {nr}, ret, {off}))\n\t\treturn 0;\n\
-         {regs}{stash}{body}\tif (hr_kf_drop(&em, {nr}, {kf_path}))\n\t\treturn hr_discard(&em, {fixed});\n\
+         {regs}{stash}{body}\tif (hr_kf_drop(&em, {nr}, {kf_path}, {fixed_size}))\n\t\treturn hr_discard(&em, {fixed});\n\
          \treturn {submit}(&em);\n}}\n\n",
         nr = sc.nr,
+        fixed_size = if fixed { off } else { 0 },
     );
     // A syscall that never returns has its handler on the entry tracepoint,
     // in both attach modes.
@@ -157,16 +158,16 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
         let _ = write!(
             out,
             "SEC(\"tracepoint\")\nint hr_exit_{name}(struct hr_enter_ctx *ctx)\n{{\n\
-             \treturn hr_do_{name}(ctx, 0, ctx->nr, 0, false);\n}}\n\n"
+             \thr_do_{name}(ctx, 0, ctx->nr, 0, false);\n\thr_guard_finish(ctx, &guard_tails_tp);\n\treturn 0;\n}}\n\n"
         );
         return;
     }
     let _ = write!(
         out,
         "SEC(\"tracepoint\")\nint hr_exit_{name}(struct hr_exit_ctx *ctx)\n{{\n\
-         \treturn hr_do_{name}(ctx, 0, ctx->nr, ctx->ret, false);\n}}\n\n\
+         \thr_do_{name}(ctx, 0, ctx->nr, ctx->ret, false);\n\thr_guard_finish(ctx, &guard_tails_tp);\n\treturn 0;\n}}\n\n\
          SEC(\"tp_btf/sys_exit\")\nint BPF_PROG(hr_tail_{name}, struct pt_regs *regs, long ret)\n{{\n\
-         \treturn hr_do_{name}(ctx, regs, regs->orig_ax, ret, true);\n}}\n\n"
+         \thr_do_{name}(ctx, regs, regs->orig_ax, ret, true);\n\thr_guard_finish(ctx, &guard_tails_btf);\n\treturn 0;\n}}\n\n"
     );
 }
 
