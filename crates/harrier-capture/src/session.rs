@@ -4,7 +4,7 @@
 use crate::aring::ArrayRings;
 use crate::attach::{self, AttachChoice, AttachMode, Attachment};
 use crate::empty::EmptyPrograms;
-use crate::merge::Merger;
+use crate::merge::Backlog;
 use crate::ring::Ring;
 use crate::stats::{ProgStats, Stats, UserCounters};
 use crate::tracefs;
@@ -84,8 +84,16 @@ impl Rings {
 struct Consumer {
     counters: UserCounters,
     sink: Option<EventSink>,
-    merger: Merger,
+    backlog: Backlog,
 }
+
+/// Records handed to the sink between two copies of the rings: a busy sink
+/// still empties the rings every few ms.
+const SLICE: usize = 512;
+
+/// How long one tick of the run loop hands out a backlog before its caller
+/// runs again (outputs, stats, signals).
+const TICK_BUDGET: Duration = Duration::from_millis(20);
 
 pub struct Session {
     // Field order is drop order: detach first, then free the object.
@@ -281,7 +289,7 @@ impl Session {
             kernel_filter_on: kernel_filter.is_some(),
             guard_on: cfg.guard.is_some(),
             guardian: None,
-            consumer: Consumer { counters: UserCounters::default(), sink, merger: Merger::default() },
+            consumer: Consumer { counters: UserCounters::default(), sink, backlog: Backlog::default() },
             stats_fd,
             attached,
             choice,
@@ -427,24 +435,55 @@ impl Session {
     }
 
     /// Hands every event waiting in the rings to the sink, in time order
-    /// across rings (see [`Merger`]). The hot path: count, then hand over;
-    /// decoding is the sink's choice. Without a sink, events are only counted.
+    /// across rings (see [`crate::merge`]). The hot path: count, then hand
+    /// over; decoding is the sink's choice. Without a sink, events are only
+    /// counted.
     pub fn drain(&mut self) -> Result<()> {
-        let Consumer { counters, sink, merger } = &mut self.consumer;
+        self.drain_within(None)
+    }
+
+    /// As [`Session::drain`], in slices with a copy of the rings before
+    /// each; with a budget, returns once it is spent and leaves the rest in
+    /// the backlog for the next call.
+    fn drain_within(&mut self, budget: Option<Duration>) -> Result<()> {
+        let t0 = Instant::now();
+        loop {
+            self.copy_rings()?;
+            let Consumer { sink, backlog, .. } = &mut self.consumer;
+            let Some(s) = sink.as_mut() else { return Ok(()) };
+            if backlog.is_empty() {
+                return Ok(());
+            }
+            backlog.take(SLICE, &mut |data| s(data));
+            if budget.is_some_and(|b| t0.elapsed() >= b) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Copies what the rings hold into the backlog (releasing them), unless
+    /// it is full: then they wait, and what they cannot hold the kernel
+    /// drops and counts.
+    fn copy_rings(&mut self) -> Result<()> {
+        let Consumer { counters, sink, backlog } = &mut self.consumer;
+        if !backlog.has_room() {
+            counters.backlog_full += 1;
+            return Ok(());
+        }
+        let keep = sink.is_some();
+        let fill = backlog.filling();
         for i in 0..self.rings.count() {
             self.rings.consume(i, &mut |data: &[u8]| {
                 if let Some(h) = Header::parse(data) {
                     counters.count(&h, data.len());
-                    if sink.is_some() {
-                        merger.push(h.ts, data);
+                    if keep {
+                        fill.push(h.ts, data);
                     }
                 }
             })?;
-            merger.end_run();
+            fill.end_run();
         }
-        if let Some(s) = sink.as_mut() {
-            merger.drain(&mut |data| s(data));
-        }
+        counters.backlog_peak = counters.backlog_peak.max(backlog.bytes() as u64);
         Ok(())
     }
 
@@ -471,9 +510,12 @@ impl Session {
 
     /// One tick of [`Session::run`], for callers with their own loop.
     pub fn sleep_and_drain(&mut self, pace: &mut Pace) -> Result<()> {
-        std::thread::sleep(pace.interval);
+        // With a backlog to hand out, no sleep: the sink is the bottleneck.
+        if self.consumer.backlog.is_empty() {
+            std::thread::sleep(pace.interval);
+        }
         let before = self.consumer.counters.bytes;
-        self.drain()?;
+        self.drain_within(Some(TICK_BUDGET))?;
         pace.update(self.consumer.counters.bytes - before, self.rings.count());
         Ok(())
     }

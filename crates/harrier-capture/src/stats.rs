@@ -16,6 +16,10 @@ pub struct UserCounters {
     pub bytes: u64,
     /// Process life-cycle events (not syscalls), included in `events`.
     pub meta_events: u64,
+    /// Drains that left the rings waiting: the backlog was full.
+    pub backlog_full: u64,
+    /// The most bytes copied out of the rings and not yet handed to the sink.
+    pub backlog_peak: u64,
     #[serde(skip)]
     pub per_syscall: Vec<u64>,
 }
@@ -26,6 +30,8 @@ impl Default for UserCounters {
             events: 0,
             bytes: 0,
             meta_events: 0,
+            backlog_full: 0,
+            backlog_peak: 0,
             per_syscall: vec![0; MAX_SYSCALL_NR as usize + 1],
         }
     }

@@ -51,7 +51,28 @@ struct Row {
     summary: Vec<String>,
 }
 
-fn flood(harrier: &Path, rules: &[String], dir: &Path, reads: u64, tag: &str) -> Result<Row> {
+/// The alerts file's size once it stopped growing for 2 s.
+fn settled_size(path: &Path) -> u64 {
+    let size = || std::fs::metadata(path).map_or(0, |m| m.len());
+    let mut last = (size(), Instant::now());
+    while last.1.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(100));
+        let n = size();
+        if n != last.0 {
+            last = (n, Instant::now());
+        }
+    }
+    last.0
+}
+
+fn flood(
+    harrier: &Path,
+    rules: &[String],
+    dir: &Path,
+    reads: u64,
+    with_http: bool,
+    tag: &str,
+) -> Result<Row> {
     let me = std::process::id();
     let http = Tally::new(&[READ, MEMFD], Some(me));
     let receiver = Receiver::start(http.clone())?;
@@ -60,7 +81,7 @@ fn flood(harrier: &Path, rules: &[String], dir: &Path, reads: u64, tag: &str) ->
     let mut spec = Spec::new(Kind::Harrier, harrier, dir, tag);
     spec.config = Some(config);
     spec.rules = rules.to_vec();
-    spec.http_url = Some(receiver.url.clone());
+    spec.http_url = with_http.then(|| receiver.url.clone());
     let mut sensor = Sensor::start(&spec)?;
     let kit = Kit::new()?;
     let action = |name: &str| ACTIONS.iter().find(|a| a.name == name).expect("a known action");
@@ -71,9 +92,13 @@ fn flood(harrier: &Path, rules: &[String], dir: &Path, reads: u64, tag: &str) ->
     }
     let reads_per_s = reads as f64 / t.elapsed().as_secs_f64();
     (action(MEMFD).run)(&kit)?;
-    // Until the receiver has them all, or nothing more comes for 3 s.
+    // Until the receiver has them all, or nothing more comes for 3 s; with
+    // no HTTP, until the file stops growing.
     let mut last = (u64::MAX, Instant::now());
-    while !http.wait_until(Duration::from_millis(500), |a| a[0] >= reads && a[1] >= 1) {
+    if !with_http {
+        settled_size(&spec.alerts_path());
+    }
+    while with_http && !http.wait_until(Duration::from_millis(500), |a| a[0] >= reads && a[1] >= 1) {
         let n = http.received.load(std::sync::atomic::Ordering::Relaxed);
         if n != last.0 {
             last = (n, Instant::now());
@@ -121,17 +146,22 @@ pub fn run(rules: &[String], harrier: Option<PathBuf>, dir: &Path, quick: bool) 
         "{} not found (cargo build --release -p harrier-cli)",
         harrier.display()
     );
-    let sizes: &[u64] = if quick { &[20_000] } else { &[20_000, 200_000] };
+    // (reads, with HTTP beside the file): the file alone is the flood of issue 30.
+    let cases: &[(u64, bool)] =
+        if quick { &[(20_000, true)] } else { &[(20_000, true), (200_000, true), (200_000, false)] };
     let mut rows = Vec::new();
     let mut notes = String::new();
-    for (i, &n) in sizes.iter().enumerate() {
+    for (i, &(n, with_http)) in cases.iter().enumerate() {
         eprintln!(
-            "bench-outputs: harrier run: {} reads of /etc/shadow, then a memfd binary",
-            num(n as f64, 0)
+            "bench-outputs: harrier run: {} reads of /etc/shadow, then a memfd binary ({})",
+            num(n as f64, 0),
+            if with_http { "file and HTTP" } else { "file only" }
         );
-        let r = flood(&harrier, &rules, dir, n, &format!("e2e{i}"))?;
+        let r = flood(&harrier, &rules, dir, n, with_http, &format!("e2e{i}"))?;
         let opt = |v: Option<u64>| v.map_or("-".into(), |v| num(v as f64, 0));
-        for (out, got) in [("file", &r.file), ("http", &r.http)] {
+        let outputs: &[(&str, &Vec<u64>)] =
+            if with_http { &[("file", &r.file), ("http", &r.http)] } else { &[("file (alone)", &r.file)] };
+        for &(out, got) in outputs {
             rows.push(vec![
                 format!("{} reads ({}/s) + 1 memfd exec", num(r.reads as f64, 0), num(r.reads_per_s, 0)),
                 out.into(),
@@ -164,7 +194,7 @@ pub fn run(rules: &[String], harrier: Option<PathBuf>, dir: &Path, quick: bool) 
         rows,
     };
     Ok(format!(
-        "\nThrough `harrier run` (outputs: a file and HTTP, default limits): the \
+        "\nThrough `harrier run` (outputs: a file and HTTP, or the file alone; default limits): the \
          reads are a tight loop of open(\"/etc/shadow\") in this process, the Critical a binary run \
          from a memfd right after.\n\n{}\n{notes}",
         t.markdown()

@@ -1,0 +1,101 @@
+//! A sink slower than the syscalls it is handed: the drain copies the rings
+//! out between slices of its work, so a burst many times a ring's size
+//! reaches it whole, in order.
+
+mod common;
+
+use common::{bpf_available, gettid};
+use harrier_capture::{parse_syscalls, Config};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Room for what the writer makes while the drain sleeps its longest (50 ms
+/// while the rings are quiet) or is not scheduled, and half the burst.
+const RING: usize = 2 << 20;
+
+/// A write(2) of 64 bytes to /dev/null, `fd` already open.
+fn write64(fd: i32) {
+    let buf = [0x5au8; 64];
+    unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+}
+
+fn spin(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn a_burst_of_many_rings_reaches_a_slow_sink_whole() {
+    if !bpf_available() {
+        return;
+    }
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&null);
+    // The writer makes one event per `period` (at most a ring per 100 ms at
+    // ~110 bytes each, or what a write takes here, with room for the
+    // sensor's cost); the sink takes 3 periods per event: it falls behind
+    // by 2/3 of the burst, 60,000 events, some 3 rings.
+    let t = Instant::now();
+    for _ in 0..2000 {
+        write64(fd);
+    }
+    let period = (t.elapsed() / 2000 * 3).max(Duration::from_micros(10));
+    let per_event = period * 3;
+    let n = 60_000u64;
+    let mut cfg = Config::new(parse_syscalls("write").unwrap());
+    cfg.pid = Some(std::process::id());
+    cfg.buffer_size = RING;
+    cfg.snaplen = 64;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let mut s = harrier_capture::Session::start(
+        &cfg,
+        Box::new(move |b| {
+            spin(per_event);
+            sink.lock().unwrap().push(b.to_vec());
+        }),
+    )
+    .expect("the sensor starts");
+    let done = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (done, written) = (done.clone(), written.clone());
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            for i in 0..n as u32 {
+                spin((t0 + period * i).saturating_duration_since(Instant::now()));
+                write64(fd);
+            }
+            written.store(n, Ordering::Relaxed);
+            done.store(true, Ordering::Relaxed);
+            gettid()
+        })
+    };
+    let mut pace = s.pace();
+    while !done.load(Ordering::Relaxed) {
+        s.sleep_and_drain(&mut pace).unwrap();
+    }
+    let tid = writer.join().unwrap();
+    let stats = s.stop().unwrap();
+    let c = common::Captured { events: std::mem::take(&mut *seen.lock().unwrap()), stats };
+    let (stats, k) = (&c.stats, c.stats.kernel_total());
+    assert_eq!(
+        k.dropped(),
+        0,
+        "nothing dropped in the kernel: {k:?}, {:?} (a sink of {per_event:?} per event)",
+        stats.user
+    );
+    let ours =
+        |e: &&harrier_schema::decode::SyscallEvent| e.param("fd").and_then(|v| v.as_i64()) == Some(fd as i64);
+    let writes: Vec<u64> = c.named(tid, "write").iter().filter(ours).map(|e| e.header.ts).collect();
+    assert_eq!(writes.len() as u64, written.load(Ordering::Relaxed), "every write reached the sink");
+    assert!(writes.windows(2).all(|w| w[0] <= w[1]), "in time order");
+    assert!(
+        stats.user.backlog_peak > RING as u64,
+        "the backlog held more than a ring ({} bytes): the sink was not the slower side",
+        stats.user.backlog_peak
+    );
+}
