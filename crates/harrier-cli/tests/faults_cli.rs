@@ -161,17 +161,22 @@ fn bpf_objects(pid: u32) -> BTreeSet<(&'static str, u32)> {
 
 /// Whether the kernel still has this object, whoever holds it (BPF_*_GET_FD_BY_ID).
 fn bpf_exists(kind: &str, id: u32) -> bool {
+    // BPF_{PROG,MAP,LINK}_GET_NEXT_ID: an fd by id would hold the object.
+    // On a prog array that fd's close is a second release of its last user
+    // reference, and while the first's deferred clear is still queued, the
+    // kernel's reference for it is taken again but put once: the map leaks
+    // (2026-12-02, 6.18: get-fd-by-id and close in a loop after kill -9
+    // left exit_tails and guard_tails_btf behind for good).
     let cmd: libc::c_long = match kind {
-        "prog" => 13,
-        "map" => 14,
-        _ => 30,
+        "prog" => 11,
+        "map" => 12,
+        _ => 31,
     };
-    // The id, next_id and open_flags of union bpf_attr.
-    let attr = [id, 0u32, 0u32];
-    let fd = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_ptr(), std::mem::size_of_val(&attr)) };
-    if fd >= 0 {
-        unsafe { libc::close(fd as i32) };
-        return true;
+    // The start_id and next_id of union bpf_attr.
+    let mut attr = [id - 1, 0u32, 0u32];
+    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), std::mem::size_of_val(&attr)) };
+    if r == 0 {
+        return attr[1] == id;
     }
     let e = std::io::Error::last_os_error();
     assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "looking BPF {kind} {id} up: {e}");
