@@ -17,6 +17,7 @@ pub mod guard;
 pub mod guardian;
 pub mod kfilter;
 mod merge;
+pub use merge::BACKLOG_BYTES;
 mod ring;
 mod session;
 mod stats;
@@ -106,8 +107,12 @@ pub struct Config {
     /// events cannot crowd them out; what it loses is counted as shed. 0:
     /// none. With the largest record's room it may take up to 2/3 of the ring.
     pub ring_reserve: usize,
-    /// Syscalls whose events may use the reserve.
+    /// Syscalls whose events may use the reserve (and are kept by a full backlog).
     pub priority_syscalls: Vec<u32>,
+    /// The most bytes copied out of the rings and waiting for the sink
+    /// ([`BACKLOG_BYTES`] by default); past it only priority events
+    /// are kept, the rest counted as `backlog_shed`.
+    pub backlog_bytes: usize,
     /// The floor of the attach plan: an empty program of the same type
     /// wherever a program would be linked (benchmarks; no events flow).
     pub empty_programs: bool,
@@ -134,6 +139,7 @@ impl Config {
             collect: Collect::all(),
             ring_reserve: 0,
             priority_syscalls: Vec::new(),
+            backlog_bytes: merge::BACKLOG_BYTES,
             empty_programs: false,
             fexit_openat: false,
         }

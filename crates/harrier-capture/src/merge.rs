@@ -14,9 +14,14 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// The most record bytes the backlog holds (both generations): about
-/// 300,000 open events, a burst's worth, within the sensor's memory target.
-pub const BACKLOG_BYTES: usize = 48 << 20;
+/// The most record bytes the backlog holds (both generations) before it
+/// keeps only priority events: about 250,000 open events, a burst's worth,
+/// within the sensor's memory target.
+pub const BACKLOG_BYTES: usize = 40 << 20;
+
+/// Past this share more of the limit, not even priority events are copied:
+/// the rings wait (their reserve is for those), the memory stays bounded.
+const PRIORITY_EXTRA: usize = 2; // limit / 2
 
 /// An arena this much larger than what it held is given back when empty.
 const KEEP_BYTES: usize = 8 << 20;
@@ -113,12 +118,31 @@ impl Merger {
 pub struct Backlog {
     out: Merger,
     fill: Merger,
+    /// The bytes it may hold (0: BACKLOG_BYTES).
+    cap: usize,
 }
 
 impl Backlog {
-    /// Whether the rings may be copied into it now.
+    pub fn new(cap: usize) -> Backlog {
+        Backlog { cap, ..Default::default() }
+    }
+
+    fn cap(&self) -> usize {
+        if self.cap == 0 {
+            BACKLOG_BYTES
+        } else {
+            self.cap
+        }
+    }
+
+    /// Whether ordinary records may still be copied into it.
     pub fn has_room(&self) -> bool {
-        self.out.bytes() + self.fill.bytes() < BACKLOG_BYTES
+        self.bytes() < self.cap()
+    }
+
+    /// Whether priority records may still be copied into it.
+    pub fn has_priority_room(&self) -> bool {
+        self.bytes() < self.cap() + self.cap() / PRIORITY_EXTRA
     }
 
     /// Where the next copies go (close each ring's batch with end_run).

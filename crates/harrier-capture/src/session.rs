@@ -85,6 +85,18 @@ struct Consumer {
     counters: UserCounters,
     sink: Option<EventSink>,
     backlog: Backlog,
+    /// By syscall number: kept by a full backlog (as by the ring reserve).
+    priority: Vec<bool>,
+}
+
+fn priority_table(nrs: &[u32]) -> Vec<bool> {
+    let mut t = vec![false; crate::NR_SLOTS];
+    for &nr in nrs {
+        if let Some(p) = t.get_mut(nr as usize) {
+            *p = true;
+        }
+    }
+    t
 }
 
 /// Records handed to the sink between two copies of the rings: a busy sink
@@ -289,7 +301,12 @@ impl Session {
             kernel_filter_on: kernel_filter.is_some(),
             guard_on: cfg.guard.is_some(),
             guardian: None,
-            consumer: Consumer { counters: UserCounters::default(), sink, backlog: Backlog::default() },
+            consumer: Consumer {
+                counters: UserCounters::default(),
+                sink,
+                backlog: Backlog::new(cfg.backlog_bytes),
+                priority: priority_table(&cfg.priority_syscalls),
+            },
             stats_fd,
             attached,
             choice,
@@ -417,6 +434,7 @@ impl Session {
     /// it), while events flow: e.g. after the rules were reloaded.
     pub fn set_priority_syscalls(&mut self, nrs: &[u32]) {
         set_priority(&mut self.skel, nrs);
+        self.consumer.priority = priority_table(nrs);
     }
 
     /// What the events collect (fixed at load).
@@ -461,13 +479,17 @@ impl Session {
         }
     }
 
-    /// Copies what the rings hold into the backlog (releasing them), unless
-    /// it is full: then they wait, and what they cannot hold the kernel
-    /// drops and counts.
+    /// Copies what the rings hold into the backlog, releasing them. A full
+    /// backlog keeps only the life cycle and the priority syscalls, and
+    /// counts the rest as shed: the rings keep flowing, so the events that
+    /// severe rules read are never lost to a flood of ordinary ones. Past
+    /// its priority room the rings wait (and the kernel's reserve and drop
+    /// counts take over).
     fn copy_rings(&mut self) -> Result<()> {
-        let Consumer { counters, sink, backlog } = &mut self.consumer;
-        if !backlog.has_room() {
-            counters.backlog_full += 1;
+        let Consumer { counters, sink, backlog, priority } = &mut self.consumer;
+        let full = !backlog.has_room();
+        counters.backlog_full += full as u64;
+        if !backlog.has_priority_room() {
             return Ok(());
         }
         let keep = sink.is_some();
@@ -476,9 +498,14 @@ impl Session {
             self.rings.consume(i, &mut |data: &[u8]| {
                 if let Some(h) = Header::parse(data) {
                     counters.count(&h, data.len());
-                    if keep {
-                        fill.push(h.ts, data);
+                    if !keep {
+                        return;
                     }
+                    if full && !h.is_meta() && !priority.get(h.kind as usize).copied().unwrap_or(false) {
+                        counters.backlog_shed += 1;
+                        return;
+                    }
+                    fill.push(h.ts, data);
                 }
             })?;
             fill.end_run();

@@ -16,10 +16,14 @@ pub struct UserCounters {
     pub bytes: u64,
     /// Process life-cycle events (not syscalls), included in `events`.
     pub meta_events: u64,
-    /// Drains that left the rings waiting: the backlog was full.
+    /// Copies made with the backlog full (only priority events kept).
     pub backlog_full: u64,
     /// The most bytes copied out of the rings and not yet handed to the sink.
     pub backlog_peak: u64,
+    /// Ordinary events copied out of the rings while the backlog was full
+    /// and not kept (the life cycle and priority syscalls always are);
+    /// counted in `events` too.
+    pub backlog_shed: u64,
     #[serde(skip)]
     pub per_syscall: Vec<u64>,
 }
@@ -32,6 +36,7 @@ impl Default for UserCounters {
             meta_events: 0,
             backlog_full: 0,
             backlog_peak: 0,
+            backlog_shed: 0,
             per_syscall: vec![0; MAX_SYSCALL_NR as usize + 1],
         }
     }
@@ -99,8 +104,12 @@ impl Stats {
     }
 
     /// Events lost anywhere: ring full, no ring, or a program that could not run.
+    /// Lost events: dropped in the kernel, missed by recursion, or shed
+    /// from a full backlog in user space.
     pub fn total_drops(&self) -> u64 {
-        self.kernel_total().dropped() + self.programs.iter().map(|p| p.recursion_misses).sum::<u64>()
+        self.kernel_total().dropped()
+            + self.programs.iter().map(|p| p.recursion_misses).sum::<u64>()
+            + self.user.backlog_shed
     }
 
     fn per_sec(&self, n: u64) -> f64 {

@@ -6,7 +6,7 @@ mod common;
 
 use common::{bpf_available, gettid};
 use harrier_capture::{parse_syscalls, Config};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,11 +27,22 @@ fn spin(d: Duration) {
     }
 }
 
-#[test]
-fn a_burst_of_many_rings_reaches_a_slow_sink_whole() {
-    if !bpf_available() {
-        return;
-    }
+/// What a flood left: the capture, the writer's tid, its writes and getpids.
+struct Flood {
+    c: common::Captured,
+    tid: u32,
+    fd: i32,
+    writes: u64,
+    getpids: u64,
+    per_event: Duration,
+}
+
+/// 60,000 writes (and a getpid every 100th, priority) from a thread to a
+/// sink that falls behind; a backlog of at most `backlog` bytes.
+fn flood(backlog: usize) -> Flood {
+    // One at a time: each sensor sees this whole process, the other test's writes too.
+    static ONE: Mutex<()> = Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
     let fd = std::os::fd::AsRawFd::as_raw_fd(&null);
     // The writer makes one event per `period` (at most a ring per 100 ms at
@@ -44,11 +55,13 @@ fn a_burst_of_many_rings_reaches_a_slow_sink_whole() {
     }
     let period = (t.elapsed() / 2000 * 3).max(Duration::from_micros(10));
     let per_event = period * 3;
-    let n = 60_000u64;
-    let mut cfg = Config::new(parse_syscalls("write").unwrap());
+    let n = 60_000u32;
+    let mut cfg = Config::new(parse_syscalls("write,getpid").unwrap());
     cfg.pid = Some(std::process::id());
     cfg.buffer_size = RING;
     cfg.snaplen = 64;
+    cfg.backlog_bytes = backlog;
+    cfg.priority_syscalls = vec![libc::SYS_getpid as u32];
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     let mut s = harrier_capture::Session::start(
@@ -60,16 +73,17 @@ fn a_burst_of_many_rings_reaches_a_slow_sink_whole() {
     )
     .expect("the sensor starts");
     let done = Arc::new(AtomicBool::new(false));
-    let written = Arc::new(AtomicU64::new(0));
     let writer = {
-        let (done, written) = (done.clone(), written.clone());
+        let done = done.clone();
         std::thread::spawn(move || {
             let t0 = Instant::now();
-            for i in 0..n as u32 {
+            for i in 0..n {
                 spin((t0 + period * i).saturating_duration_since(Instant::now()));
                 write64(fd);
+                if i % 100 == 0 {
+                    unsafe { libc::syscall(libc::SYS_getpid) };
+                }
             }
-            written.store(n, Ordering::Relaxed);
             done.store(true, Ordering::Relaxed);
             gettid()
         })
@@ -80,22 +94,59 @@ fn a_burst_of_many_rings_reaches_a_slow_sink_whole() {
     }
     let tid = writer.join().unwrap();
     let stats = s.stop().unwrap();
+    drop(null);
     let c = common::Captured { events: std::mem::take(&mut *seen.lock().unwrap()), stats };
-    let (stats, k) = (&c.stats, c.stats.kernel_total());
+    Flood { c, tid, fd, writes: n as u64, getpids: n.div_ceil(100) as u64, per_event }
+}
+
+impl Flood {
+    /// Timestamps of the writer's writes to /dev/null the sink got.
+    fn writes_seen(&self) -> Vec<u64> {
+        let ours = |e: &&harrier_schema::decode::SyscallEvent| {
+            e.param("fd").and_then(|v| v.as_i64()) == Some(self.fd as i64)
+        };
+        self.c.named(self.tid, "write").iter().filter(ours).map(|e| e.header.ts).collect()
+    }
+}
+
+#[test]
+fn a_burst_of_many_rings_reaches_a_slow_sink_whole() {
+    if !bpf_available() {
+        return;
+    }
+    let f = flood(harrier_capture::BACKLOG_BYTES);
+    let (stats, k) = (&f.c.stats, f.c.stats.kernel_total());
+    let per_event = f.per_event;
     assert_eq!(
         k.dropped(),
         0,
         "nothing dropped in the kernel: {k:?}, {:?} (a sink of {per_event:?} per event)",
         stats.user
     );
-    let ours =
-        |e: &&harrier_schema::decode::SyscallEvent| e.param("fd").and_then(|v| v.as_i64()) == Some(fd as i64);
-    let writes: Vec<u64> = c.named(tid, "write").iter().filter(ours).map(|e| e.header.ts).collect();
-    assert_eq!(writes.len() as u64, written.load(Ordering::Relaxed), "every write reached the sink");
+    let writes = f.writes_seen();
+    assert_eq!(writes.len() as u64, f.writes, "every write reached the sink");
     assert!(writes.windows(2).all(|w| w[0] <= w[1]), "in time order");
+    assert_eq!(f.c.named(f.tid, "getpid").len() as u64, f.getpids);
     assert!(
         stats.user.backlog_peak > RING as u64,
         "the backlog held more than a ring ({} bytes): the sink was not the slower side",
         stats.user.backlog_peak
     );
+}
+
+/// Past its limit the backlog sheds ordinary events, never the priority
+/// ones, and the rings keep flowing: nothing is dropped in the kernel.
+#[test]
+fn a_full_backlog_sheds_ordinary_events_and_keeps_the_priority_ones() {
+    if !bpf_available() {
+        return;
+    }
+    let f = flood(256 << 10);
+    let (u, k) = (&f.c.stats.user, f.c.stats.kernel_total());
+    assert_eq!(k.dropped(), 0, "nothing dropped in the kernel: {k:?}, {u:?}");
+    let writes = f.writes_seen().len() as u64;
+    assert!(u.backlog_shed > 0 && writes < f.writes, "the backlog shed: {u:?}");
+    assert_eq!(writes + u.backlog_shed, f.writes, "each write delivered or counted as shed");
+    assert_eq!(f.c.named(f.tid, "getpid").len() as u64, f.getpids, "every priority event kept");
+    assert_eq!(f.c.stats.total_drops(), u.backlog_shed);
 }

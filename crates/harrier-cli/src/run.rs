@@ -419,6 +419,8 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
             let sum = |f: fn(&harrier_schema::wire::CpuStats) -> u64| k.iter().map(f).sum::<u64>();
             (sum(|c| c.events), sum(|c| c.dropped()), sum(|c| c.filtered))
         });
+        // A full backlog's shedding is a drop as the kernel's are.
+        let drops = drops + s.user_counters().backlog_shed;
         if !e.check_drops(&mut drop_monitor, harrier_engine::monotonic_now(), events, drops) {
             drop_exit = true;
         }
@@ -496,10 +498,11 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
         let _ = stats_line.write(f, k.events, stats.total_drops(), &out_stats);
     }
     say!(
-        "harrier: {} events, {} kept back by the kernel filter, {} dropped in the kernel, {} alerts, {} events with no candidate rule",
+        "harrier: {} events, {} kept back by the kernel filter, {} dropped in the kernel, {} shed by a full backlog, {} alerts, {} events with no candidate rule",
         counters.events,
         stats.kernel_total().filtered,
-        stats.total_drops(),
+        stats.total_drops() - stats.user.backlog_shed,
+        stats.user.backlog_shed,
         counters.alerts,
         counters.events_without_rules
     );

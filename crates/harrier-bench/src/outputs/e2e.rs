@@ -65,14 +65,16 @@ fn settled_size(path: &Path) -> u64 {
     last.0
 }
 
-fn flood(
-    harrier: &Path,
-    rules: &[String],
-    dir: &Path,
+/// A flood: `reads` opens of /etc/shadow, paced at `rate` per second if
+/// given (else as fast as this process goes), then the memfd exec.
+struct Flood {
     reads: u64,
+    rate: Option<f64>,
     with_http: bool,
-    tag: &str,
-) -> Result<Row> {
+}
+
+fn flood(harrier: &Path, rules: &[String], dir: &Path, f: &Flood, tag: &str) -> Result<Row> {
+    let Flood { reads, rate, with_http } = *f;
     let me = std::process::id();
     let http = Tally::new(&[READ, MEMFD], Some(me));
     let receiver = Receiver::start(http.clone())?;
@@ -87,7 +89,13 @@ fn flood(
     let action = |name: &str| ACTIONS.iter().find(|a| a.name == name).expect("a known action");
     let read = action(READ);
     let t = Instant::now();
-    for _ in 0..reads {
+    let period = rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    for i in 0..reads {
+        if let Some(p) = period {
+            while t.elapsed() < p * i as u32 {
+                std::hint::spin_loop();
+            }
+        }
         (read.run)(&kit)?;
     }
     let reads_per_s = reads as f64 / t.elapsed().as_secs_f64();
@@ -132,6 +140,9 @@ fn flood(
     })
 }
 
+/// The steady rates tried, reads (alerts) per second, 5 s each.
+const RATES: [u64; 4] = [50_000, 100_000, 150_000, 200_000];
+
 pub fn run(rules: &[String], harrier: Option<PathBuf>, dir: &Path, quick: bool) -> Result<String> {
     let rules = match rules {
         [] => vec![crate::rules_load::stable_rules()?],
@@ -146,18 +157,27 @@ pub fn run(rules: &[String], harrier: Option<PathBuf>, dir: &Path, quick: bool) 
         "{} not found (cargo build --release -p harrier-cli)",
         harrier.display()
     );
-    // (reads, with HTTP beside the file): the file alone is the flood of issue 30.
-    let cases: &[(u64, bool)] =
-        if quick { &[(20_000, true)] } else { &[(20_000, true), (200_000, true), (200_000, false)] };
+    // Bursts with HTTP beside the file and the file alone, then the file alone
+    // at steady rates for 5 s each: the highest rate delivered whole.
+    let burst = |reads, with_http| Flood { reads, rate: None, with_http };
+    let mut cases = vec![burst(20_000, true)];
+    if !quick {
+        cases.extend([burst(200_000, true), burst(200_000, false)]);
+        for rate in RATES {
+            cases.push(Flood { reads: rate * 5, rate: Some(rate as f64), with_http: false });
+        }
+    }
     let mut rows = Vec::new();
     let mut notes = String::new();
-    for (i, &(n, with_http)) in cases.iter().enumerate() {
+    for (i, case) in cases.iter().enumerate() {
+        let (n, with_http) = (case.reads, case.with_http);
         eprintln!(
-            "bench-outputs: harrier run: {} reads of /etc/shadow, then a memfd binary ({})",
+            "bench-outputs: harrier run: {} reads of /etc/shadow{}, then a memfd binary ({})",
             num(n as f64, 0),
+            case.rate.map_or(String::new(), |r| format!(" at {}/s", num(r, 0))),
             if with_http { "file and HTTP" } else { "file only" }
         );
-        let r = flood(&harrier, &rules, dir, n, with_http, &format!("e2e{i}"))?;
+        let r = flood(&harrier, &rules, dir, case, &format!("e2e{i}"))?;
         let opt = |v: Option<u64>| v.map_or("-".into(), |v| num(v as f64, 0));
         let outputs: &[(&str, &Vec<u64>)] =
             if with_http { &[("file", &r.file), ("http", &r.http)] } else { &[("file (alone)", &r.file)] };
@@ -185,7 +205,7 @@ pub fn run(rules: &[String], harrier: Option<PathBuf>, dir: &Path, quick: bool) 
             "output",
             "alerts the engine raised (all processes)",
             "delivered: reads + Critical (this process's)",
-            "kernel drops",
+            "drops (kernel, full backlog)",
             "harrier peak RSS MB",
             "SIGINT to final stats / to exit, s",
         ]

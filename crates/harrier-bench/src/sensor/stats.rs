@@ -106,12 +106,14 @@ pub fn final_counters(lines: &[String]) -> Option<Counters> {
         } else if let Some(rest) =
             l.strip_prefix("harrier: ").filter(|l| l.contains(" dropped in the kernel"))
         {
-            // "N events, F kept back by the kernel filter, D dropped in the kernel, A alerts, .."
+            // "N events, F kept back by the kernel filter, D dropped in the kernel,
+            // S shed by a full backlog, A alerts, ..": drops are D + S.
             let parts: Vec<&str> = rest.split(", ").collect();
             let lead = |suffix: &str| {
                 parts.iter().find_map(|p| p.strip_suffix(suffix)).and_then(|n| n.trim().parse::<u64>().ok())
             };
-            let (events, drops) = (lead(" events")?, lead(" dropped in the kernel")?);
+            let (events, kernel) = (lead(" events")?, lead(" dropped in the kernel")?);
+            let drops = kernel + lead(" shed by a full backlog").unwrap_or(0);
             let filtered = lead(" kept back by the kernel filter").unwrap_or(0);
             c = Some(Counters { syscalls: events + filtered, events, drops });
         }
@@ -177,10 +179,10 @@ mod tests {
         assert_eq!(final_counters(&falco), Some(Counters { syscalls: 98765, events: 98765, drops: 12 }));
         let harrier = vec![
             "harrier: 1200 rules loaded".to_string(),
-            "harrier: 5000 events, 300 kept back by the kernel filter, 2 dropped in the kernel, 9 alerts, 10 events with no candidate rule".to_string(),
+            "harrier: 5000 events, 300 kept back by the kernel filter, 2 dropped in the kernel, 1 shed by a full backlog, 9 alerts, 10 events with no candidate rule".to_string(),
         ];
         assert!(is_final_stats_line(&harrier[1]) && !is_final_stats_line(&harrier[0]));
-        assert_eq!(final_counters(&harrier), Some(Counters { syscalls: 5300, events: 5000, drops: 2 }));
+        assert_eq!(final_counters(&harrier), Some(Counters { syscalls: 5300, events: 5000, drops: 3 }));
         assert_eq!(final_counters(&["nothing".to_string()]), None);
     }
 }
