@@ -99,9 +99,13 @@ fn priority_table(nrs: &[u32]) -> Vec<bool> {
     t
 }
 
-/// Records handed to the sink between two copies of the rings: a busy sink
-/// still empties the rings every few ms.
+/// The rings are copied again after this many records handed to the sink,
+/// or this long, whichever comes first: a busy sink still empties them
+/// every few ms, however slow its events.
 const SLICE: usize = 512;
+const SLICE_TIME: Duration = Duration::from_millis(2);
+/// Records between two looks at the clock.
+const CLOCK_EVERY: usize = 32;
 
 /// How long one tick of the run loop hands out a backlog before its caller
 /// runs again (outputs, stats, signals).
@@ -472,7 +476,12 @@ impl Session {
             if backlog.is_empty() {
                 return Ok(());
             }
-            backlog.take(SLICE, &mut |data| s(data));
+            let slice = Instant::now();
+            for _ in 0..SLICE / CLOCK_EVERY {
+                if backlog.take(CLOCK_EVERY, &mut |data| s(data)) || slice.elapsed() >= SLICE_TIME {
+                    break;
+                }
+            }
             if budget.is_some_and(|b| t0.elapsed() >= b) {
                 return Ok(());
             }

@@ -343,7 +343,7 @@ fn records_survive_many_laps_of_a_small_ring(mode: AttachMode) {
     // 8 times, however many events a slow (emulated) drain lost to drops.
     let received = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let seen = received.clone();
-    let mut s = harrier_capture::Session::start(
+    let s = harrier_capture::Session::start(
         &cfg,
         Box::new(move |b| {
             seen.fetch_add(b.len() as u64, Ordering::Relaxed);
@@ -377,12 +377,7 @@ fn records_survive_many_laps_of_a_small_ring(mode: AttachMode) {
             gettid()
         })
     };
-    let mut pace = s.pace();
-    while !done.load(Ordering::Relaxed) {
-        s.sleep_and_drain(&mut pace).unwrap();
-    }
-    let tid = writer.join().unwrap();
-    let stats = s.stop().unwrap();
+    let (tid, stats) = common::drain_until_done(s, &done, writer);
     let events = std::mem::take(&mut *events.lock().unwrap());
     let c = common::Captured { events, stats };
     let writes = c.named(tid, "write");

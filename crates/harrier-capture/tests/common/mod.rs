@@ -79,6 +79,21 @@ pub fn capture_with(mut cfg: Config, work: impl FnOnce()) -> Captured {
     Captured { events, stats }
 }
 
+/// Drains `s` on its timer until `writer` (a thread returning its tid)
+/// sets `done`, then stops it: (the writer's tid, the final stats).
+pub fn drain_until_done(
+    mut s: Session,
+    done: &std::sync::atomic::AtomicBool,
+    writer: std::thread::JoinHandle<u32>,
+) -> (u32, Stats) {
+    let mut pace = s.pace();
+    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        s.sleep_and_drain(&mut pace).unwrap();
+    }
+    let tid = writer.join().unwrap();
+    (tid, s.stop().unwrap())
+}
+
 pub fn capture(syscalls: &str, work: impl FnOnce()) -> Captured {
     let mut cfg = Config::new(parse_syscalls(syscalls).unwrap());
     cfg.pid = Some(std::process::id());
