@@ -10,9 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Room for what the writer makes while the drain sleeps its longest (50 ms
-/// while the rings are quiet) or is not scheduled, and half the burst.
-const RING: usize = 2 << 20;
+/// A sixth of the burst: it must hold what the writer makes while the drain
+/// sleeps its longest (50 ms while the rings are quiet) or waits for a CPU.
+const RING: usize = 1 << 20;
+
+/// The writer's pace makes a ring last at least this long.
+const RING_LASTS: Duration = Duration::from_millis(200);
 
 /// A write(2) of 64 bytes to /dev/null, `fd` already open.
 fn write64(fd: i32) {
@@ -48,15 +51,15 @@ fn flood(backlog: usize) -> Flood {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
     let fd = std::os::fd::AsRawFd::as_raw_fd(&null);
-    // The writer makes one event per `period` (at most a ring per 100 ms at
-    // ~110 bytes each, or what a write takes here, with room for the
+    // The writer makes one event per `period` (at most a ring per RING_LASTS
+    // at ~110 bytes each, or what a write takes here, with room for the
     // sensor's cost); the sink takes 3 periods per event: it falls behind
-    // by 2/3 of the burst, 60,000 events, some 3 rings.
+    // by 2/3 of the burst, 60,000 events, some 6 rings.
     let t = Instant::now();
     for _ in 0..2000 {
         write64(fd);
     }
-    let period = (t.elapsed() / 2000 * 3).max(Duration::from_micros(10));
+    let period = (t.elapsed() / 2000 * 3).max(RING_LASTS / (RING / 110) as u32);
     let per_event = period * 3;
     let n = 60_000u32;
     let mut cfg = Config::new(parse_syscalls("write,getpid").unwrap());
@@ -168,9 +171,9 @@ fn a_full_backlog_sheds_ordinary_events_and_keeps_the_priority_ones() {
     if !bpf_available() {
         return;
     }
-    // Half a ring: what one copy adds past the limit (a slice's worth of
-    // events) stays within the priority room even when this machine is busy.
-    let f = flood(1 << 20);
+    // Two rings: one copy (at most a ring) never takes it past its priority
+    // room, half as much again, so the rings never wait on it.
+    let f = flood(2 * RING);
     let (u, k) = (&f.c.stats.user, f.c.stats.kernel_total());
     f.check_kernel_drops();
     let writes = f.writes_seen().len() as u64;
