@@ -727,11 +727,11 @@ static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off,
 	s->slot = sl;
 	s->nr = nr;
 	s->ts = *(__u64 *)em->ev;
-	/* Once published, a shared ring's record may be consumed and its room
-	 * reused by another CPU before the guard reads it: read a copy. (A
-	 * per-CPU ring's room is reused only by this CPU, a variable record
-	 * of a shared ring is written in per-CPU scratch.) */
-	/* The address goes as a scalar: read as one. */
+	/* The address goes as a scalar, read as one. Once published, a shared
+	 * ring's record may be consumed and its room reused by another CPU
+	 * before the guard reads it: the guard gets a copy. (A per-CPU ring's
+	 * room is reused only by this CPU; a variable record of a shared ring
+	 * is written in per-CPU scratch.) */
 	if (shared_rings && fixed) {
 		void *copy = s->rec;
 

@@ -7,9 +7,10 @@
 //! A flood must not fill the kernel's rings while the sink is busy with a
 //! big batch: the [`Backlog`] hands a batch out in slices and copies the
 //! rings again between them, into a second generation that is handed out
-//! once the first is done (all of its records are newer). The copies are
-//! bounded by [`BACKLOG_BYTES`]; past that the rings wait, and what they
-//! cannot hold is dropped and counted in the kernel, as without a backlog.
+//! once the first is done (all of its records are newer). Past its limit
+//! ([`BACKLOG_BYTES`] by default) it takes only priority records (the
+//! session sheds the rest and counts them); past half as much again the
+//! rings wait, and what they cannot hold the kernel drops and counts.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -18,10 +19,6 @@ use std::collections::BinaryHeap;
 /// keeps only priority events: about 250,000 open events, a burst's worth,
 /// within the sensor's memory target.
 pub const BACKLOG_BYTES: usize = 40 << 20;
-
-/// Past this share more of the limit, not even priority events are copied:
-/// the rings wait (their reserve is for those), the memory stays bounded.
-const PRIORITY_EXTRA: usize = 2; // limit / 2
 
 /// An arena this much larger than what it held is given back when empty.
 const KEEP_BYTES: usize = 8 << 20;
@@ -114,35 +111,28 @@ impl Merger {
 
 /// Records copied out of the rings and not yet handed to the sink: `out` is
 /// being handed out, `fill` takes the next copies.
-#[derive(Default)]
 pub struct Backlog {
     out: Merger,
     fill: Merger,
-    /// The bytes it may hold (0: BACKLOG_BYTES).
+    /// The bytes it holds before it takes only priority records.
     cap: usize,
 }
 
 impl Backlog {
     pub fn new(cap: usize) -> Backlog {
-        Backlog { cap, ..Default::default() }
-    }
-
-    fn cap(&self) -> usize {
-        if self.cap == 0 {
-            BACKLOG_BYTES
-        } else {
-            self.cap
-        }
+        Backlog { out: Merger::default(), fill: Merger::default(), cap }
     }
 
     /// Whether ordinary records may still be copied into it.
     pub fn has_room(&self) -> bool {
-        self.bytes() < self.cap()
+        self.bytes() < self.cap
     }
 
-    /// Whether priority records may still be copied into it.
+    /// Whether priority records may still be copied into it: half the limit
+    /// more, so the rings wait (their reserve is for those) and the memory
+    /// stays bounded however many there are.
     pub fn has_priority_room(&self) -> bool {
-        self.bytes() < self.cap() + self.cap() / PRIORITY_EXTRA
+        self.bytes() < self.cap + self.cap / 2
     }
 
     /// Where the next copies go (close each ring's batch with end_run).
@@ -172,7 +162,7 @@ impl Backlog {
 
 #[cfg(test)]
 mod tests {
-    use super::{Backlog, Merger};
+    use super::{Backlog, Merger, BACKLOG_BYTES};
 
     #[test]
     fn runs_merge_by_timestamp_and_ties_keep_run_order() {
@@ -212,7 +202,7 @@ mod tests {
 
     #[test]
     fn copies_made_while_a_batch_is_handed_out_come_after_it() {
-        let mut b = Backlog::default();
+        let mut b = Backlog::new(BACKLOG_BYTES);
         for (ts, tag) in [(1, b'a'), (3, b'b'), (5, b'c')] {
             b.filling().push(ts, &[tag]);
         }

@@ -89,6 +89,8 @@ struct Consumer {
     priority: Vec<bool>,
 }
 
+/// By syscall number, whether it is in `nrs`: the reserve's table (.bss)
+/// and the backlog's.
 fn priority_table(nrs: &[u32]) -> Vec<bool> {
     let mut t = vec![false; crate::NR_SLOTS];
     for &nr in nrs {
@@ -275,7 +277,8 @@ impl Session {
         }
         set_cpu_rings(&skel, ncpus, cfg.cpus_per_buffer)?;
         let mut skel = skel;
-        set_priority(&mut skel, &cfg.priority_syscalls);
+        let priority = priority_table(&cfg.priority_syscalls);
+        set_priority(&mut skel, &priority);
         if dispatcher {
             fill_tail_slots(&skel, &plan)?;
         }
@@ -309,7 +312,7 @@ impl Session {
                 counters: UserCounters::default(),
                 sink,
                 backlog: Backlog::new(cfg.backlog_bytes),
-                priority: priority_table(&cfg.priority_syscalls),
+                priority,
             },
             stats_fd,
             attached,
@@ -437,8 +440,9 @@ impl Session {
     /// Marks the syscalls whose events may use the ring reserve (others lose
     /// it), while events flow: e.g. after the rules were reloaded.
     pub fn set_priority_syscalls(&mut self, nrs: &[u32]) {
-        set_priority(&mut self.skel, nrs);
-        self.consumer.priority = priority_table(nrs);
+        let table = priority_table(nrs);
+        set_priority(&mut self.skel, &table);
+        self.consumer.priority = table;
     }
 
     /// What the events collect (fixed at load).
@@ -770,11 +774,10 @@ fn fill_guard_tails(skel: &CaptureSkel, dispatcher: bool) -> Result<()> {
 
 /// Writes the ring reserve's priority table through the .bss mapping (the
 /// programs read it per event; a byte store is atomic).
-fn set_priority(skel: &mut CaptureSkel, nrs: &[u32]) {
+fn set_priority(skel: &mut CaptureSkel, table: &[bool]) {
     let Some(bss) = skel.maps.bss_data.as_deref_mut() else { return };
-    for (nr, p) in bss.priority.iter_mut().enumerate() {
-        let on = nrs.contains(&(nr as u32)) as u8;
-        unsafe { std::ptr::write_volatile(p, on) };
+    for (p, &on) in bss.priority.iter_mut().zip(table) {
+        unsafe { std::ptr::write_volatile(p, on as u8) };
     }
 }
 

@@ -103,9 +103,8 @@ impl Stats {
         t
     }
 
-    /// Events lost anywhere: ring full, no ring, or a program that could not run.
-    /// Lost events: dropped in the kernel, missed by recursion, or shed
-    /// from a full backlog in user space.
+    /// Events lost anywhere: dropped in the kernel (ring full, no ring,
+    /// shed), a program that could not run, or shed by a full backlog.
     pub fn total_drops(&self) -> u64 {
         self.kernel_total().dropped()
             + self.programs.iter().map(|p| p.recursion_misses).sum::<u64>()

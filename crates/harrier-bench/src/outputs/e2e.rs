@@ -51,8 +51,8 @@ struct Row {
     summary: Vec<String>,
 }
 
-/// The alerts file's size once it stopped growing for 2 s.
-fn settled_size(path: &Path) -> u64 {
+/// Until the alerts file stopped growing for 2 s.
+fn wait_until_settled(path: &Path) {
     let size = || std::fs::metadata(path).map_or(0, |m| m.len());
     let mut last = (size(), Instant::now());
     while last.1.elapsed() < Duration::from_secs(2) {
@@ -62,7 +62,6 @@ fn settled_size(path: &Path) -> u64 {
             last = (n, Instant::now());
         }
     }
-    last.0
 }
 
 /// A flood: `reads` opens of /etc/shadow, paced at `rate` per second if
@@ -104,7 +103,7 @@ fn flood(harrier: &Path, rules: &[String], dir: &Path, f: &Flood, tag: &str) -> 
     // no HTTP, until the file stops growing.
     let mut last = (u64::MAX, Instant::now());
     if !with_http {
-        settled_size(&spec.alerts_path());
+        wait_until_settled(&spec.alerts_path());
     }
     while with_http && !http.wait_until(Duration::from_millis(500), |a| a[0] >= reads && a[1] >= 1) {
         let n = http.received.load(std::sync::atomic::Ordering::Relaxed);
