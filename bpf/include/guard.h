@@ -26,6 +26,7 @@
 #define HR_G_NEEDLES	64	/* substrings the programs search for */
 #define HR_G_NEEDLE	32	/* bytes a substring may have */
 #define HR_G_REC	128	/* bytes of a fixed-size record (the largest: 72) */
+#define HR_G_QUICK	8	/* atoms of a program's quick test */
 
 #define HR_G_NOMATCH	0xffff	/* no rule matched */
 #define HR_G_KILL	0x8000	/* | rule: kill */
@@ -72,10 +73,28 @@ struct hr_g_ins {
 	__u32 a, b, c;
 };
 
+enum hr_g_atom_kind {
+	HR_GQ_HEAD = 1,		/* (the path's first 8 bytes, NULs past its end & mask) == value */
+	HR_GQ_FLAGS,		/* (flags & mask) == value */
+};
+
+struct hr_g_atom {
+	__u64 mask, value;
+	__u32 kind;
+	__u32 pad;
+};
+
+/* The quick test: a necessary condition of the program's prefilter, made
+ * in the capture handler, so that most events never reach the guard
+ * program (no copies, no tail call). quick_ok: only a call that succeeded
+ * goes on; then, if quick_n, one atom must hold. */
 struct hr_g_prog {
 	__u16 n;
 	__u16 flags_off;	/* record offset of the u32 flags parameter, 0: none */
-	__u32 pad;
+	__u8 quick_ok;
+	__u8 quick_n;
+	__u16 pad;
+	struct hr_g_atom quick[HR_G_QUICK];
 	struct hr_g_ins ins[HR_G_INS];
 };
 
@@ -685,14 +704,49 @@ static __always_inline int hr_guard_run(void)
 	return 0;
 }
 
+/* Whether the event passes the program's quick test (flags: the call's). */
+static __always_inline bool hr_g_quick(const struct hr_g_prog *p, struct hr_em *em, __u32 path_off, __u32 flags)
+{
+	/* The path's length and first bytes, read at once. */
+	struct {
+		__u16 len;
+		__u8 head[8];
+	} __attribute__((packed)) at = { .len = HR_VAR_ABSENT };
+	bool path = false;
+	__u64 head = 0;
+
+	if (p->quick_ok && em->ret < 0)
+		return false;
+	if (!p->quick_n)
+		return true;
+	if (path_off && em->ret >= 0) {
+		bpf_probe_read_kernel(&at, sizeof(at), em->ev + (path_off & 0x3fff));
+		path = at.len != HR_VAR_ABSENT;
+		__builtin_memcpy(&head, at.head, 8);
+		/* What follows a short path is the record's next bytes: as NULs. */
+		if (at.len < 8)
+			head &= (1ULL << (8 * at.len)) - 1;
+	}
+	for (__u32 i = 0; i < HR_G_QUICK; i++) {
+		const struct hr_g_atom *a = &p->quick[i];
+
+		if (i >= p->quick_n)
+			break;
+		if (a->kind == HR_GQ_HEAD ? path && (head & a->mask) == a->value : (flags & a->mask) == a->value)
+			return true;
+	}
+	return false;
+}
+
 /* What the guard program of syscall nr reads of the written event (path_off:
  * its kernel-resolved path, 0: none; fixed: the size of a fixed-size record,
- * 0: variable), in the per-CPU scratch. An unguarded syscall costs a lookup. */
+ * 0: variable), in the per-CPU scratch. An unguarded syscall costs a lookup,
+ * an event the quick test rejects two and a few loads. */
 static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off, const __u32 fixed)
 {
 	struct hr_g_scratch *s;
 	struct hr_g_prog *p;
-	__u32 zero = 0, *slot, sl;
+	__u32 zero = 0, *slot, sl, flags = 0;
 	__u16 len = HR_VAR_ABSENT;
 
 	if (!guard_enabled || nr >= HR_NR_SLOTS)
@@ -702,13 +756,17 @@ static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off,
 		return;
 	sl = *slot - 1;
 	p = bpf_map_lookup_elem(&guard_progs, &sl);
+	if (!p)
+		return;
+	if (p->flags_off)
+		bpf_probe_read_kernel(&flags, 4, em->ev + (p->flags_off & 255));
+	if (!hr_g_quick(p, em, path_off, flags))
+		return;
 	s = bpf_map_lookup_elem(&guard_scratch, &zero);
-	if (!p || !s)
+	if (!s)
 		return;
 	s->ret = em->ret;
-	s->flags = 0;
-	if (p->flags_off)
-		bpf_probe_read_kernel(&s->flags, 4, em->ev + (p->flags_off & 255));
+	s->flags = flags;
 	s->path_len = -1;
 	if (path_off && em->ret >= 0) {
 		bpf_probe_read_kernel(&len, 2, em->ev + (path_off & 0x3fff));

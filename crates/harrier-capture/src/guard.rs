@@ -18,6 +18,8 @@ pub const MAX_STR: usize = 128;
 pub const MAX_NEEDLES: usize = 64;
 /// Bytes a substring may have (`HR_G_NEEDLE`).
 pub const MAX_NEEDLE: usize = 32;
+/// Atoms of a program's quick test (`HR_G_QUICK`).
+pub const MAX_ATOMS: usize = 8;
 
 /// Jump targets beyond the program: a verdict.
 pub const NO_MATCH: u16 = 0xffff;
@@ -105,6 +107,72 @@ pub struct Ins {
 pub struct Program {
     pub nr: u32,
     pub ins: Vec<Ins>,
+    pub quick: Quick,
+}
+
+/// What the capture handler tests before it hands an event to the guard
+/// program: a condition every event the program can act on meets. The
+/// default lets every event on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Quick {
+    /// Only a call that succeeded goes on.
+    pub ok: bool,
+    /// Then one of these must hold (None: no test).
+    pub atoms: Option<Vec<Atom>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Atom {
+    /// The path's first 8 bytes (as a native u64, NULs past its end), masked.
+    Head { mask: u64, value: u64 },
+    Flags { mask: u32, value: u32 },
+}
+
+impl Atom {
+    /// The head atom of a string's first bytes (at most 8; with `nul`, its
+    /// end too when it fits); None: no byte to test.
+    pub fn head(bytes: &[u8], nul: bool) -> Option<Atom> {
+        let mut b = bytes.to_vec();
+        if nul {
+            b.push(0);
+        }
+        let n = b.len().min(8);
+        if n == 0 {
+            return None;
+        }
+        let (mut m, mut v) = ([0u8; 8], [0u8; 8]);
+        m[..n].fill(0xff);
+        v[..n].copy_from_slice(&b[..n]);
+        Some(Atom::Head { mask: u64::from_ne_bytes(m), value: u64::from_ne_bytes(v) })
+    }
+
+    /// The same test on the first `n` bytes only (a flags atom is kept).
+    pub fn cut(self, n: usize) -> Option<Atom> {
+        match self {
+            Atom::Head { mask, value } => {
+                let v = value.to_ne_bytes();
+                let len = mask.to_ne_bytes().iter().take_while(|&&b| b == 0xff).count();
+                // A NUL byte is the string's end: a shorter cut drops it.
+                let k = len.min(n);
+                let nul = k > 0 && v[k - 1] == 0;
+                Atom::head(&v[..k - nul as usize], nul)
+            }
+            f => Some(f),
+        }
+    }
+
+    /// Whether the event's path head (None: no path) and flags pass.
+    pub fn holds(self, head: Option<&[u8]>, flags: u32) -> bool {
+        match self {
+            Atom::Head { mask, value } => head.is_some_and(|h| {
+                let mut b = [0u8; 8];
+                let n = h.len().min(8);
+                b[..n].copy_from_slice(&h[..n]);
+                u64::from_ne_bytes(b) & mask == value
+            }),
+            Atom::Flags { mask, value } => flags & mask == value,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -185,7 +253,9 @@ impl Outcome {
 
 // Layouts of guard.h.
 const INS_SIZE: usize = 20;
-const PROG_SIZE: usize = 8 + MAX_INS * INS_SIZE;
+const ATOM_SIZE: usize = 24;
+const INS_AT: usize = 8 + MAX_ATOMS * ATOM_SIZE;
+const PROG_SIZE: usize = INS_AT + MAX_INS * INS_SIZE;
 const KEY_SIZE: usize = 8 + MAX_STR;
 const LOG_SIZE: usize = 24;
 
@@ -242,8 +312,24 @@ fn prog_bytes(p: &Program) -> Result<Vec<u8>> {
     v[0..2].copy_from_slice(&(p.ins.len() as u16).to_ne_bytes());
     let flags_off = crate::kfilter::flags_offset(p.nr).unwrap_or(0) as u16;
     v[2..4].copy_from_slice(&flags_off.to_ne_bytes());
+    let atoms = p.quick.atoms.as_deref().unwrap_or(&[]);
+    if atoms.len() > MAX_ATOMS || p.quick.atoms.as_ref().is_some_and(|a| a.is_empty()) {
+        bail!("syscall {}: a quick test of {} atoms (1 to {MAX_ATOMS} allowed)", p.nr, atoms.len());
+    }
+    v[4] = p.quick.ok as u8;
+    v[5] = atoms.len() as u8;
+    for (k, a) in atoms.iter().enumerate() {
+        let (mask, value, kind) = match *a {
+            Atom::Head { mask, value } => (mask, value, 1u32),
+            Atom::Flags { mask, value } => (mask as u64, value as u64, 2),
+        };
+        let at = 8 + k * ATOM_SIZE;
+        v[at..at + 8].copy_from_slice(&mask.to_ne_bytes());
+        v[at + 8..at + 16].copy_from_slice(&value.to_ne_bytes());
+        v[at + 16..at + 20].copy_from_slice(&kind.to_ne_bytes());
+    }
     for (k, i) in p.ins.iter().enumerate() {
-        v[8 + k * INS_SIZE..8 + (k + 1) * INS_SIZE].copy_from_slice(&ins_bytes(i));
+        v[INS_AT + k * INS_SIZE..INS_AT + (k + 1) * INS_SIZE].copy_from_slice(&ins_bytes(i));
     }
     Ok(v)
 }
@@ -390,6 +476,29 @@ mod tests {
         assert_eq!((u32::from_ne_bytes(k[0..4].try_into().unwrap()), v), (8 * (4 + 11), 11));
         assert!(key_bytes(1, &Entry::Exact(vec![b'a'; MAX_STR])).is_err());
         assert!(key_bytes(1, &Entry::Prefix(vec![b'a'; MAX_STR])).is_ok());
+    }
+
+    #[test]
+    fn head_atoms_end_strings_with_their_nul_and_cut_cleanly() {
+        let shadow = Atom::head(b"/etc/shadow", true).unwrap();
+        assert!(shadow.holds(Some(b"/etc/shadow"), 0));
+        assert!(!shadow.holds(Some(b"/var/tmp/x"), 0) && !shadow.holds(None, 0));
+        let root = Atom::head(b"/", true).unwrap();
+        assert!(root.holds(Some(b"/"), 0) && !root.holds(Some(b"/a"), 0));
+        // Cut to 1 byte, "/" loses its NUL: any absolute path.
+        assert_eq!(root.cut(1), Atom::head(b"/", false));
+        assert_eq!(shadow.cut(5), Atom::head(b"/etc/", false));
+        assert_eq!(Atom::head(b"", false), None);
+        let p = Program {
+            nr: 257,
+            ins: vec![],
+            quick: Quick { ok: true, atoms: Some(vec![shadow, Atom::Flags { mask: 0o1000, value: 0o1000 }]) },
+        };
+        let b = prog_bytes(&p).unwrap();
+        assert_eq!((b[4], b[5]), (1, 2));
+        assert_eq!(&b[8 + 8..8 + 16], &b"/etc/sha"[..]);
+        assert_eq!(u32::from_ne_bytes(b[8 + ATOM_SIZE + 16..8 + ATOM_SIZE + 20].try_into().unwrap()), 2);
+        assert!(prog_bytes(&Program { quick: Quick { ok: false, atoms: Some(vec![]) }, ..p }).is_err());
     }
 
     #[test]

@@ -281,8 +281,8 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
         }
         cfg.guard = e.guard.clone();
     }
-    // A capture file keeps every parameter; otherwise what the rules read.
-    // A capture file (-w, or capture on alert) keeps every parameter.
+    // A capture file (-w, or capture on alert) keeps every parameter;
+    // otherwise what the rules read.
     if a.write.write.is_none() && c.capture.is_none() {
         let env = harrier_engine::needs_env(&rules);
         cfg.collect = harrier_engine::collect::collect(&rules, &interest.syscalls, env);

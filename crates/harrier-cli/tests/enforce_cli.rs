@@ -147,6 +147,53 @@ fn an_exec_from_dev_shm_is_killed_before_the_program_runs_and_dry_run_kills_noth
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The sensor breaks its own kill rule (it reads its rule file again on
+/// SIGHUP) and lives on: the kernel never acts on it. The same read by
+/// another process is killed, so the rule is live while the sensor reads.
+#[test]
+fn the_sensor_breaking_its_own_kill_rule_is_not_killed() {
+    if !bpf_available() {
+        return;
+    }
+    let dir = scratch("self", &["hrsteal"]);
+    let rules = dir.join("self.yaml");
+    std::fs::write(
+        &rules,
+        format!(
+            "- rule: Read the rule file\n  desc: t\n  condition: evt.type = openat and evt.is_open_read = true \
+             and fd.num >= 0 and fd.name = {}\n  output: read %fd.name by %proc.name pid %proc.pid\n  \
+             priority: WARNING\n",
+            rules.display()
+        ),
+    )
+    .unwrap();
+    let (mut child, out, err) =
+        harrier_run(&["--json", "-r", rules.to_str().unwrap(), "--enforce", "Read the rule file=kill"]);
+    let plan = wait_for(&err, "enforce (kill) 'Read the rule file'");
+    assert!(plan.contains(": kernel (openat)"), "{plan}");
+    wait_for(&err, "rules loaded");
+
+    let o = Command::new(dir.join("hrsteal")).arg(&rules).output().unwrap();
+    assert!(killed(&o), "the rule is not live: hrsteal was not killed: {:?}", o.status);
+    assert!(wait_for(&out, "\"rule\"").contains("\"enforce.action\":\"killed\""));
+
+    let sensor = child.0.id();
+    unsafe { libc::kill(sensor as i32, libc::SIGHUP) };
+    wait_for(&err, "reloaded: 1 rules evaluated");
+    let alert = wait_for(&out, "\"rule\"");
+    assert!(alert.contains(&format!("pid {sensor}")), "not the sensor's read: {alert}");
+    assert!(
+        alert.contains("\"enforce.action\":\"not killed\"") && alert.contains("protected process"),
+        "{alert}"
+    );
+    // Alive, and still enforcing.
+    let o = Command::new(dir.join("hrsteal")).arg(&rules).output().unwrap();
+    assert!(killed(&o), "hrsteal was not killed after the reload: {:?}", o.status);
+    unsafe { libc::kill(sensor as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success(), "the sensor did not live to stop cleanly");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The task's state letter in /proc (T: stopped).
 fn state(pid: u32) -> Option<char> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -21,6 +21,7 @@ use harrier_schema::SyscallInfo;
 use std::collections::BTreeMap;
 
 mod lower;
+mod quick;
 #[cfg(test)]
 mod tests;
 
@@ -121,7 +122,9 @@ pub fn compile(
             }
             kept.push((id, g, unknown));
         }
-        // One test every rule's match needs first: most events end there.
+        // The capture handler's test first, then one test every rule's
+        // match needs: most events end at one of them.
+        let quick = quick::of(kept.iter().map(|(_, g, _)| g));
         let pre = prefilter(kept.iter().map(|(_, g, _)| g));
         if !matches!(pre, G::Const(true)) && !kept.is_empty() {
             let start = gen.label();
@@ -145,7 +148,7 @@ pub fn compile(
             add_terms(&mut decisions[id].deferred, unknown);
         }
         if !gen.ins.is_empty() {
-            programs.push(Program { nr: s.nr, ins: gen.resolve() });
+            programs.push(Program { nr: s.nr, ins: gen.resolve(), quick });
         }
     }
     for d in decisions.iter_mut().filter(|d| d.syscalls.is_empty()) {

@@ -78,9 +78,23 @@ fn value(e: &Ev, src: &Src) -> Option<Vec<u8>> {
     Some(s.as_bytes().to_vec())
 }
 
-/// guard.h's loop, in Rust.
+/// The capture handler's quick test, then guard.h's loop, in Rust. Every
+/// test's event checks that the quick test never rejects what the program
+/// would kill.
 pub(crate) fn run(g: &Guard, nr: u32, e: &Ev) -> Verdict {
     let Some(p) = g.programs.iter().find(|p| p.nr == nr) else { return Verdict::Pass };
+    let head = e.path.filter(|_| e.ret >= 0).map(str::as_bytes);
+    let q = &p.quick;
+    let passes = (!q.ok || e.ret >= 0) && q.atoms.as_ref().is_none_or(|a| a.iter().any(|x| x.holds(head, e.flags)));
+    let v = run_program(g, p, e);
+    if !passes {
+        assert!(!matches!(v, Verdict::Kill(_)), "the quick test {q:?} rejects a kill: {v:?}");
+        return Verdict::Pass;
+    }
+    v
+}
+
+fn run_program(g: &Guard, p: &Program, e: &Ev) -> Verdict {
     let (mut pc, mut deferred) = (0usize, None);
     loop {
         let Ins { op, t, f } = &p.ins[pc];
@@ -326,4 +340,33 @@ fn a_memfd_executable_and_the_process_age_are_the_kernels_to_tell() {
     assert_eq!(run(&p.guard, OPENAT, &old), Verdict::Kill(1));
     assert_eq!(run(&p.guard, OPENAT, &Ev { age: 5_000_000_000, ..old.clone() }), Verdict::Pass);
     assert_eq!(run(&p.guard, OPENAT, &Ev { comm: "nginx", ..old }), Verdict::Pass);
+}
+
+#[test]
+fn most_opens_end_at_the_handlers_quick_test() {
+    let p = plan(&Exempt::default());
+    let open = p.guard.programs.iter().find(|p| p.nr == OPENAT).unwrap();
+    let q = &open.quick;
+    let head = |s: &str| q.atoms.as_ref().unwrap().iter().any(|a| a.holds(Some(s.as_bytes()), 0));
+    assert!(q.ok, "a failed open goes no further: {q:?}");
+    assert!(head("/etc/shadow") && head("/etc/sudoers.d/x") && head("/etc/pam.d/sshd"), "{q:?}");
+    assert!(!head("/var/tmp/x") && !head("/etc/hosts") && !head("/usr/lib/libc.so.6"), "{q:?}");
+}
+
+#[test]
+fn a_quick_test_over_its_atoms_cuts_its_heads_shorter() {
+    let names: Vec<String> = (0..12).map(|i| format!("/d{i:02}/secret")).collect();
+    let y = format!(
+        "- rule: Many\n  desc: t\n  condition: evt.type = openat and fd.num >= 0 and fd.name in ({})\n  output: o\n  priority: WARNING\n",
+        names.join(", ")
+    );
+    let p = compiled(&y, &["openat"]);
+    let q = &p.guard.programs[0].quick;
+    let atoms = q.atoms.as_ref().unwrap();
+    assert!(atoms.len() <= harrier_capture::guard::MAX_ATOMS && atoms.len() > 1, "{q:?}");
+    for n in &names {
+        assert!(atoms.iter().any(|a| a.holds(Some(n.as_bytes()), 0)), "{n} rejected by {q:?}");
+        assert_eq!(run(&p.guard, OPENAT, &ev("x", Box::leak(n.clone().into_boxed_str()))), Verdict::Kill(0));
+    }
+    assert_eq!(run(&p.guard, OPENAT, &ev("x", "/etc/other")), Verdict::Pass);
 }
