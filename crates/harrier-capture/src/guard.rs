@@ -448,11 +448,14 @@ pub(crate) fn held(map: &dyn MapCore) -> Vec<Held> {
 /// Lets a held task go on (SIGCONT to its process), or forgets one that was
 /// killed: its entry goes either way.
 pub(crate) fn release(map: &dyn MapCore, h: &Held, resume: bool) {
+    // The entry goes first: once resumed, the thread may be held again at
+    // once under the same key, and a delete after SIGCONT would drop that
+    // new entry and leave the thread stopped for good (seen under make test).
+    let _ = map.delete(&h.tid.to_ne_bytes());
     if resume {
         // SAFETY: kill(2) with plain integers.
         unsafe { libc::kill(h.tgid as i32, libc::SIGCONT) };
     }
-    let _ = map.delete(&h.tid.to_ne_bytes());
 }
 
 pub(crate) fn add_host_cgroups(skel: &crate::session::CaptureSkel, ids: &[u64]) -> Result<()> {

@@ -226,6 +226,13 @@ fn a_rule_the_kernel_defers_holds_the_task_until_user_space_decides_and_a_dead_s
     // The exception holds: held, then resumed.
     let o = hrpy(&["-"]);
     assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("TOPSECRET"), "{o:?}");
+    // Held again right after each resume, 40 times: every hold is let go.
+    let again: Vec<PathBuf> = (0..40).map(|_| dir.join("held")).collect();
+    let mut args: Vec<&std::ffi::OsStr> = again.iter().map(|p| p.as_os_str()).collect();
+    args.push("-".as_ref());
+    let o = Command::new(dir.join("hrpy")).args(&args).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).matches("TOPSECRET").count(), 40, "{o:?}");
 
     // The sensor stopped: the task stays held. The sensor killed: it goes on.
     let sensor = child.0.id() as i32;
