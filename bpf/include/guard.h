@@ -84,10 +84,11 @@ struct hr_g_atom {
 	__u32 pad;
 };
 
-/* The quick test: a necessary condition of the program's prefilter, made
- * in the capture handler, so that most events never reach the guard
- * program (no copies, no tail call). quick_ok: only a call that succeeded
- * goes on; then, if quick_n, one atom must hold. */
+/* The quick test: a condition every event the program can act on meets
+ * (derived from its rules), made in the capture handler, so that most
+ * events never reach the guard program (no copies, no tail call).
+ * quick_ok: only a call that succeeded goes on; then, if quick_n, one atom
+ * must hold. */
 struct hr_g_prog {
 	__u16 n;
 	__u16 flags_off;	/* record offset of the u32 flags parameter, 0: none */
@@ -704,7 +705,7 @@ static __always_inline int hr_guard_run(void)
 	return 0;
 }
 
-/* Whether the event passes the program's quick test (flags: the call's). */
+/* Whether the event passes the program's atoms (flags: the call's). */
 static __always_inline bool hr_g_quick(const struct hr_g_prog *p, struct hr_em *em, __u32 path_off, __u32 flags)
 {
 	/* The path's length and first bytes, read at once. */
@@ -715,8 +716,6 @@ static __always_inline bool hr_g_quick(const struct hr_g_prog *p, struct hr_em *
 	bool path = false;
 	__u64 head = 0;
 
-	if (p->quick_ok && em->ret < 0)
-		return false;
 	if (!p->quick_n)
 		return true;
 	if (path_off && em->ret >= 0) {
@@ -756,7 +755,8 @@ static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off,
 		return;
 	sl = *slot - 1;
 	p = bpf_map_lookup_elem(&guard_progs, &sl);
-	if (!p)
+	/* A failed call the program cannot act on costs no read. */
+	if (!p || (p->quick_ok && em->ret < 0))
 		return;
 	if (p->flags_off)
 		bpf_probe_read_kernel(&flags, 4, em->ev + (p->flags_off & 255));

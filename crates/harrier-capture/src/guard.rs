@@ -124,8 +124,14 @@ pub struct Quick {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Atom {
     /// The path's first 8 bytes (as a native u64, NULs past its end), masked.
-    Head { mask: u64, value: u64 },
-    Flags { mask: u32, value: u32 },
+    Head {
+        mask: u64,
+        value: u64,
+    },
+    Flags {
+        mask: u32,
+        value: u32,
+    },
 }
 
 impl Atom {
@@ -147,17 +153,17 @@ impl Atom {
     }
 
     /// The same test on the first `n` bytes only (a flags atom is kept).
-    pub fn cut(self, n: usize) -> Option<Atom> {
+    pub fn cut(self, n: usize) -> Atom {
         match self {
             Atom::Head { mask, value } => {
-                let v = value.to_ne_bytes();
-                let len = mask.to_ne_bytes().iter().take_while(|&&b| b == 0xff).count();
-                // A NUL byte is the string's end: a shorter cut drops it.
-                let k = len.min(n);
-                let nul = k > 0 && v[k - 1] == 0;
-                Atom::head(&v[..k - nul as usize], nul)
+                let keep = if n >= 8 {
+                    u64::MAX
+                } else {
+                    u64::from_ne_bytes(std::array::from_fn(|i| if i < n { 0xff } else { 0 }))
+                };
+                Atom::Head { mask: mask & keep, value: value & keep }
             }
-            f => Some(f),
+            f => f,
         }
     }
 
@@ -489,8 +495,8 @@ mod tests {
         let root = Atom::head(b"/", true).unwrap();
         assert!(root.holds(Some(b"/"), 0) && !root.holds(Some(b"/a"), 0));
         // Cut to 1 byte, "/" loses its NUL: any absolute path.
-        assert_eq!(root.cut(1), Atom::head(b"/", false));
-        assert_eq!(shadow.cut(5), Atom::head(b"/etc/", false));
+        assert_eq!(Some(root.cut(1)), Atom::head(b"/", false));
+        assert_eq!(Some(shadow.cut(5)), Atom::head(b"/etc/", false));
         assert_eq!(Atom::head(b"", false), None);
         let p = Program {
             nr: 257,

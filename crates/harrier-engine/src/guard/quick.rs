@@ -19,10 +19,7 @@ pub(crate) fn of<'a>(gs: impl Iterator<Item = &'a G>) -> Quick {
 fn fit(q: Quick) -> Quick {
     let Some(atoms) = q.atoms else { return q };
     for n in (1..=8).rev() {
-        let mut cut: Vec<Atom> = atoms.iter().filter_map(|a| a.cut(n)).collect();
-        if cut.len() < atoms.len() {
-            break; // a head cut to nothing: any path
-        }
+        let mut cut: Vec<Atom> = atoms.iter().map(|a| a.cut(n)).collect();
         cut.sort();
         cut.dedup();
         if cut.len() <= MAX_ATOMS {
