@@ -22,6 +22,8 @@
 #include "harrier.h"
 #include "percpu.h"
 #include "dpath.h"
+#include "tree/inval.h"
+#include "tree/dircache.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -55,6 +57,12 @@ const volatile __u32 skip_params[HR_NR_SLOTS] = {};
 const volatile __u32 skip_params_ok[HR_NR_SLOTS] = {};
 const volatile __u8 no_entry[HR_NR_SLOTS] = {};
 
+/* The path cache (tree/dircache.h): on where the kernel has the hooks that
+ * invalidate it (tree/inval.h), attached with it; names a walk takes before
+ * it looks a directory up. */
+const volatile bool dircache = 0;
+const volatile __u32 dc_after = 2;
+
 /* Per-CPU state: counters, which ring this CPU writes, event and path scratch. */
 struct hr_cpu {
 	struct hr_cpu_stats stats;
@@ -63,6 +71,7 @@ struct hr_cpu {
 	struct hr_dwalk walk;	/* dpath.h */
 	__u8 ev[HR_SCRATCH];
 	__u8 path[HR_PATHBUF];
+	struct hr_dcval dc;	/* a path cache entry being stored */
 };
 
 HR_CPU_STATE_MAP(struct hr_cpu);
@@ -204,6 +213,73 @@ int BPF_PROG(hr_fexit_openat, struct pt_regs *regs, long ret)
 {
 	hr_do_openat(ctx, regs, 257, ret, true);
 	hr_guard_finish(ctx, 0); /* enforcement is refused with this handler */
+	return 0;
+}
+
+/* ---- what invalidates the path cache (tree/inval.h), loaded with it ---- */
+
+SEC("tp_btf/inode_set_ctime_to_ts")
+int BPF_PROG(hr_tree_ctime_set, struct inode *inode, struct timespec64 *ts)
+{
+	hr_tree_changed_now(inode);
+	return 0;
+}
+
+SEC("tp_btf/ctime_ns_xchg")
+int BPF_PROG(hr_tree_ctime_xchg, struct inode *inode, __u32 old, __u32 new, __u32 cur)
+{
+	hr_tree_changed_now(inode);
+	return 0;
+}
+
+SEC("tp_btf/ctime_xchg_skip")
+int BPF_PROG(hr_tree_ctime_skip, struct inode *inode, struct timespec64 *ts)
+{
+	hr_tree_changed_now(inode);
+	return 0;
+}
+
+/* Before 6.13 (no ctime tracepoints), where the kernel has BPF trampolines:
+ * the two vfs_* calls that move or free a directory, at entry (before the
+ * d_move), with the inodes fswatch's vfs.h hooks record for them. Every path
+ * to them goes through these (syscalls, io_uring, nfsd, overlayfs). The
+ * first argument (user_namespace before 6.3, mnt_idmap since) is unused. */
+SEC("fentry/vfs_rmdir")
+int BPF_PROG(hr_tree_f_rmdir, void *idmap, struct inode *dir, struct dentry *victim)
+{
+	struct inode *inode = HR_RD(HR_CAST(victim, struct dentry), d_inode);
+
+	if (inode)
+		hr_tree_changed_now(inode);
+	hr_tree_changed_now(dir);
+	return 0;
+}
+
+SEC("fentry/vfs_rename")
+int BPF_PROG(hr_tree_f_rename, struct renamedata *rd)
+{
+	struct dentry *from, *to;
+	struct inode *inode;
+
+	rd = HR_CAST(rd, struct renamedata);
+	from = HR_CAST(HR_RD(rd, old_dentry), struct dentry);
+	to = HR_CAST(HR_RD(rd, new_dentry), struct dentry);
+	hr_tree_changed_now(HR_RD(from, d_parent, d_inode));
+	hr_tree_changed_now(HR_RD(to, d_parent, d_inode));
+	inode = HR_RD(from, d_inode);
+	if (inode)
+		hr_tree_changed_now(inode);
+	inode = HR_RD(to, d_inode);
+	if (inode)
+		hr_tree_changed_now(inode);
+	return 0;
+}
+
+/* Attached to the exits of rename, renameat, renameat2, rmdir and unlinkat. */
+SEC("tracepoint")
+int hr_tree_sys_exit(struct hr_exit_ctx *ctx)
+{
+	hr_tree_exit(bpf_get_current_task_btf(), ctx->nr);
 	return 0;
 }
 

@@ -49,6 +49,9 @@ const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 const volatile __u32 hooks = FW_HOOKS_CTIME;	/* enum fw_hooks (state.h) */
 
+#include "tree/tree.h"
+#include "tree/inval.h"
+#include "tree/dircache.h"
 #include "fswatch/state.h"
 #include "fswatch/syscalls.h"
 #include "fswatch/inodes.h"
@@ -56,7 +59,6 @@ const volatile __u32 hooks = FW_HOOKS_CTIME;	/* enum fw_hooks (state.h) */
 #include "fswatch/walk.h"
 #include "fswatch/dirrefs.h"
 #include "fswatch/cache.h"
-#include "fswatch/inval.h"
 #include "fswatch/chain.h"
 #include "fswatch/mount.h"
 #include "fswatch/event.h"
@@ -93,7 +95,7 @@ int fw_sys_exit(struct fw_exit_ctx *ctx)
 	t = bpf_get_current_task_btf();
 	/* Before any filter: every process's renames and rmdirs count. */
 	if (vcache)
-		fw_vc_exit(t, nr);
+		hr_tree_exit(t, nr);
 	if (!s.kind)
 		return 0;
 	if (!fw_tgid_ok(t) || !(c = fw_cpu_get()))
@@ -114,11 +116,11 @@ int fw_sys_exit(struct fw_exit_ctx *ctx)
 		c->stats.failed++;
 		return 0;
 	}
-	if (nr == 263 && (fw_arg(regs, 2) & AT_REMOVEDIR_))
+	if (nr == 263 && (hr_reg_arg(regs, 2) & HR_AT_REMOVEDIR))
 		s.kind = FW_EV_RMDIR;
 	if (!(event_mask & (1u << s.kind)))
 		return 0;	/* unlinkat: the other one of unlink and rmdir */
-	if (nr == 280 && !fw_arg(regs, 1)) /* utimensat(fd, NULL, ...) */
+	if (nr == 280 && !hr_reg_arg(regs, 1)) /* utimensat(fd, NULL, ...) */
 		s.cls = FW_C_FD_ARG;
 	if (!p && s.cls != FW_C_FD_RET && s.cls != FW_C_FD_ARG) {
 		/* No inode changed that a hook saw: in flight when the hooks
@@ -146,17 +148,17 @@ int fw_sys_exit(struct fw_exit_ctx *ctx)
 	switch (s.cls) {
 	case FW_C_FD_RET:
 	case FW_C_FD_ARG:
-		f = fw_fd_file(t, s.cls == FW_C_FD_RET ? ret : (int)fw_arg(regs, 0));
+		f = fw_fd_file(t, s.cls == FW_C_FD_RET ? ret : (int)hr_reg_arg(regs, 0));
 		if (!f)
 			goto unresolved;
-		f = FW_CAST(f, struct file);
-		a = FW_RD(f, f_path.dentry);
+		f = HR_CAST(f, struct file);
+		a = HR_RD(f, f_path.dentry);
 		pl->dentry[0] = (__u64)a;
-		pl->mnt[0] = (__u64)fw_real_mount(FW_RD(f, f_path.mnt));
+		pl->mnt[0] = (__u64)hr_real_mount(HR_RD(f, f_path.mnt));
 		/* open: created if its directory's ctime changed; the vfs_*
 		 * hooks see no create by open (vfs.h): the kernel's own mark. */
 		if (hooks != FW_HOOKS_CTIME && s.cls == FW_C_FD_RET) {
-			if (FW_RD(f, f_mode) & FMODE_CREATED_)
+			if (HR_RD(f, f_mode) & FMODE_CREATED_)
 				pl->extra[0] = FW_F_CREATED;
 		} else if (p && s.cls == FW_C_FD_RET) {
 			__u64 pi = (__u64)BPF_CORE_READ(a, d_parent, d_inode);
@@ -241,7 +243,7 @@ int fw_sys_exit(struct fw_exit_ctx *ctx)
 
 		bpf_map_update_elem(&watched, &k, &one, BPF_ANY);
 		__sync_fetch_and_or(&watch_bits[(b >> 6) & (FW_WATCH_BITS / 64 - 1)], 1ULL << (b & 63));
-		fw_gen_bump();	/* "unwatched" verdicts below it are wrong now */
+		hr_tree_bump();	/* "unwatched" verdicts below it are wrong now */
 	}
 	fw_emit(s.kind, nr, ret);
 	return 0;

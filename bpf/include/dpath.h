@@ -5,28 +5,24 @@
  * per-CPU buffer. What a syscall really opened, whatever its path argument
  * said.
  *
- * Kernel objects are read with plain loads through bpf_core_cast where the
- * kernel has bpf_rdonly_cast (6.2+: the verifier makes them fault-safe, no
- * helper call) and with bpf_probe_read_kernel before. A helper call costs
- * ~20 ns on this kind of host (SRSO "safe RET"): the plain loads took an
- * open's exit handler from ~800 to ~520 ns. The choice is made per kernel at
- * load time (bpf_ksym_exists: libbpf resolves the weak kfunc or leaves it
- * out, the verifier drops the other branch).
+ * Kernel objects are read as tree/tree.h's hr_kread says: plain loads where
+ * the kernel has bpf_rdonly_cast (they took an open's exit handler from ~800
+ * to ~520 ns), probe reads before. The walk stops early at a directory the
+ * path cache holds (tree/dircache.h, hr_dwalk_cached in emit.h).
  */
 #ifndef HARRIER_DPATH_H
 #define HARRIER_DPATH_H
 
-#define hr_has_cast() bpf_ksym_exists(bpf_rdonly_cast)
-
-/* `field` of the `type` object at address p (a pointer or a scalar). */
-#define hr_kread(p, type, field)                                                        \
-	(hr_has_cast() ? bpf_core_cast((void *)(p), type)->field                         \
-		       : BPF_CORE_READ((type *)(void *)(p), field))
+#include "tree/tree.h"
 
 /* Flags a walk leaves in struct hr_dwalk (what the path is). */
 #define HR_DW_DISCONNECTED 1	/* a file system's own root, not a mount's: memfd:, anon files */
 #define HR_DW_DETACHED 2	/* ended at a mount tree's top, not at the task's root */
 #define HR_DW_TRUNCATED 4	/* longer than the buffer: the leading part is missing */
+#define HR_DW_DONE 8		/* the walk is over */
+#define HR_DW_ROOT 16		/* it ended at the task's root */
+#define HR_DW_UNSURE 32		/* with `check`: it climbed a deleted directory or a file system
+				 * that can move directories behind the kernel's back (not cacheable) */
 
 /* Where a walk is. In a per-CPU map value, not on the stack: the verifier
  * then does not track it across bpf_loop iterations, and the loop verifies in
@@ -39,12 +35,9 @@ struct hr_dwalk {
 	__s32 pos;		/* start of the path built so far, counting down from HR_PATH_MAX */
 	__u32 flags;
 	__u64 task;		/* the current task, from the caller (saves a helper call) */
+	__u32 check;		/* flag what may not be cached (HR_DW_UNSURE): a walk to store */
+	__u32 pad;
 };
-
-static __always_inline struct mount *hr_real_mount(struct vfsmount *m)
-{
-	return m ? (struct mount *)((void *)m - bpf_core_field_offset(struct mount, mnt)) : 0;
-}
 
 /* Sets w up for a walk of (d, vfsmnt) as task t sees it; false: nothing to walk. */
 static __always_inline bool hr_dwalk_init(struct hr_dwalk *w, void *d, void *vfsmnt, struct task_struct *t)
@@ -55,6 +48,7 @@ static __always_inline bool hr_dwalk_init(struct hr_dwalk *w, void *d, void *vfs
 	w->root_mnt = (__u64)hr_real_mount(t->fs->root.mnt);
 	w->pos = HR_PATH_MAX;
 	w->flags = 0;
+	w->check = 0;
 	return d && vfsmnt;
 }
 
@@ -130,8 +124,12 @@ static __always_inline long hr_dstep(struct hr_dwalk *w, __u8 *buf)
 	__u32 len;
 	__s32 pos;
 
-	if (!d || (d == w->root_dentry && m == w->root_mnt))
+	if (!d)
 		return 1;
+	if (d == w->root_dentry && m == w->root_mnt) {
+		w->flags |= HR_DW_ROOT;
+		return 1;
+	}
 	if (d == (__u64)hr_kread(m, struct mount, mnt.mnt_root)) {
 		__u64 up = (__u64)hr_kread(m, struct mount, mnt_parent);
 
@@ -151,6 +149,10 @@ static __always_inline long hr_dstep(struct hr_dwalk *w, __u8 *buf)
 		w->flags |= HR_DW_DISCONNECTED;
 		parent = 0;
 	}
+	/* Unhashed but not a root: removed; a file system's root is never hashed. */
+	if (w->check && (!hr_kread(d, struct dentry, d_hash.pprev) ||
+			 !hr_local_fs(HR_RD(HR_CAST(d, struct dentry), d_sb, s_magic))))
+		w->flags |= HR_DW_UNSURE;
 	len = hr_kread(d, struct dentry, d_name.len) & 255;
 	name = hr_kread(d, struct dentry, d_name.name);
 	if (!len && !parent && w->pos == HR_PATH_MAX && hr_dpipe_name(w, buf, d))

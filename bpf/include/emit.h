@@ -532,7 +532,84 @@ static long hr_walk_cb(__u32 i, void *ctx)
 {
 	struct hr_cpu *c = hr_cpu_get();
 
-	return c ? hr_dstep(&c->walk, c->path) : 1;
+	if (!c || !hr_dstep(&c->walk, c->path))
+		return !c;
+	c->walk.flags |= HR_DW_DONE;
+	return 1;
+}
+
+/*
+ * The rest of walk w through the path cache (tree/dircache.h): the first
+ * dc_after steps as usual, then, unless the root is two names away or less
+ * (a lookup costs about four steps), the directory reached is looked up; on a hit its cached path goes
+ * below the names so far, on a miss the walk goes on to the root and what it
+ * wrote from that directory up is stored, if nothing can have moved a
+ * directory meanwhile (inval.h: busy, the generation) and every directory
+ * climbed is one that only this kernel's syscalls move.
+ */
+static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct *t)
+{
+	struct hr_dwalk *w = &c->walk;
+	struct hr_dvalid want;
+	struct hr_dcval *v;
+	struct hr_dkey k;
+	struct dentry *d;
+	struct mount *m;
+	__s32 start, at;
+	__u64 gen, n, up;
+	__s64 busy;
+	__u32 len;
+
+	bpf_loop(dc_after, hr_walk_cb, 0, 0);
+	if (w->flags & HR_DW_DONE)
+		return;
+	/* Two names or fewer to the root: walking them costs less than a lookup. */
+	up = (__u64)hr_kread(w->dentry, struct dentry, d_parent);
+	if (w->dentry == w->root_dentry || up == w->root_dentry ||
+	    (__u64)hr_kread(up, struct dentry, d_parent) == w->root_dentry) {
+		bpf_loop(HR_PATH_MAX / 2, hr_walk_cb, 0, 0);
+		return;
+	}
+	d = HR_CAST(w->dentry, struct dentry);
+	m = HR_CAST(w->mnt, struct mount);
+	hr_dkey_of(&k, d, m);
+	gen = hr_dc_gen(&busy);
+	hr_dvalid_now(&want, m, t, gen);
+	if (!busy && k.mnt_uid) {
+		v = bpf_map_lookup_elem(&dirpaths, &k);
+		if (v && hr_dvalid_same(&v->v, &want)) {
+			len = v->len;
+			at = w->pos - (__s32)len;
+			if (len > 0 && len < HR_DC_MAX && at >= 0) {
+				n = len;
+				hr_clamp(n, HR_DC_MAX - 1);
+				bpf_probe_read_kernel(c->path + HR_DHEAD + (at & (HR_PATH_MAX - 1)), n, v->path);
+				if (hr_dc_kept(v, gen)) {
+					c->stats.dir_hits++;
+					w->pos = at;
+					return;
+				}
+			}
+		}
+	}
+	c->stats.dir_misses++;
+	start = w->pos;
+	w->check = 1;
+	bpf_loop(HR_PATH_MAX / 2, hr_walk_cb, 0, 0);
+	if (busy || !k.mnt_uid || (w->flags & (HR_DW_DISCONNECTED | HR_DW_DETACHED | HR_DW_TRUNCATED |
+					       HR_DW_UNSURE)) || !(w->flags & HR_DW_ROOT))
+		return;
+	at = w->pos;
+	len = start - at;
+	if (len == 0 || len >= HR_DC_MAX || at < 0)
+		return;
+	c->dc.v = want;
+	c->dc.len = len;
+	c->dc.teach_in = 0;
+	n = len;
+	hr_clamp(n, HR_DC_MAX - 1);
+	bpf_probe_read_kernel(c->dc.path, n, c->path + HR_DHEAD + (at & (HR_PATH_MAX - 1)));
+	bpf_map_update_elem(&dirpaths, &k, &c->dc, BPF_ANY);
 }
 
 /* The file behind descriptor fd of task t (an address), or 0. */
@@ -590,7 +667,10 @@ __attribute__((noinline)) int hr_dwalk_run(int what, __s64 fd)
 	}
 	if (!hr_dwalk_init(&c->walk, d, m, t))
 		return 0;
-	bpf_loop(HR_PATH_MAX / 2, hr_walk_cb, 0, 0);
+	if (dircache)
+		hr_dwalk_cached(c, t);
+	else
+		bpf_loop(HR_PATH_MAX / 2, hr_walk_cb, 0, 0);
 	return 1;
 }
 

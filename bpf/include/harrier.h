@@ -55,6 +55,8 @@ struct hr_cpu_stats {
 	__u64 read_faults;	/* user memory could not be read: field left empty */
 	__u64 truncated;	/* a variable field did not fit in the event */
 	__u64 filtered;		/* not sent: the kernel-side filter (kfilter.h) */
+	__u64 dir_hits;		/* walks that stopped at a cached directory (tree/dircache.h) */
+	__u64 dir_misses;	/* walks that looked the cache up and missed */
 };
 
 /* Dispatcher tail-call slots: x86_64 syscall numbers stay below this

@@ -7,127 +7,34 @@
  * sends the event to the walk with names, which checks again), so every way
  * a directory's ancestors can change must make its entry invalid:
  *
- * - fw_gen, a generation every entry must match, is bumped when a directory
+ * - hr_tree_gen, a generation every entry must match, is bumped when a directory
  *   is renamed or removed (inval.h: a directory's ctime change outside the
  *   syscalls known to leave the tree's shape alone; a rename whose moved
  *   entry is not proven a file), and by --follow;
- * - fw_busy counts rename/rmdir syscalls between their first ctime change
+ * - hr_tree_busy counts rename/rmdir syscalls between their first ctime change
  *   (before the kernel's d_move) and their exit: while one is in flight the
  *   cache is neither read nor written, so no walk of the old tree survives it;
  * - the entry holds the mount namespace's event counter (bumped by the kernel
  *   on every mount, umount, move and pivot_root in it) and the task's root
  *   (chroot): either differing is a miss;
  * - the key holds the mount's never-reused id (mnt_id_unique, 6.8+; before,
- *   fw_mnt_uid) and the inode number, which only a removal (that bumps the
+ *   hr_mnt_uid) and the inode number, which only a removal (that bumps the
  *   generation) frees;
  * - directories of file systems whose directories can move behind the
- *   kernel's back (not in fw_local_fs: NFS, FUSE...) are never cached.
+ *   kernel's back (not in hr_local_fs: NFS, FUSE...) are never cached.
  */
 #ifndef HARRIER_FSWATCH_CACHE_H
 #define HARRIER_FSWATCH_CACHE_H
 
 #define FW_VCACHE_MAX 16384	/* directories per CPU (LRU) */
 
-/* Bumped (atomically) by the invalidations above; user space never writes them. */
-__u64 fw_gen = 1;
-__s64 fw_busy = 0;
-
 /* Per CPU: no cache line shared between CPUs; user space sets the size (1: off). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
 	__uint(max_entries, FW_VCACHE_MAX);
-	__type(key, struct fw_vkey);
-	__type(value, struct fw_verdict);
+	__type(key, struct hr_dkey);
+	__type(value, struct hr_dvalid);
 } verdicts SEC(".maps");
-
-/* The path cache: per directory (the same key), its absolute path up to
- * FW_PCACHE_MAX bytes, so that a watched event's walk with names stops at
- * the leaf's directory: the cost no longer grows with depth. Same validity
- * as the verdicts. Per CPU: an entry is only read and written by its CPU
- * (another CPU's eviction zeroes it, which the generation check after the
- * copy sees). User space sets the size (1: off). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
-	__uint(max_entries, 1024);
-	__type(key, struct fw_vkey);
-	__type(value, struct fw_pcval);
-} dirpaths SEC(".maps");
-
-static __always_inline void fw_gen_bump(void)
-{
-	__sync_fetch_and_add(&fw_gen, 1);
-}
-
-/* Before 6.18 (mount.h's fw_ns_id) a namespace's never-reused id was its `seq`. */
-struct mnt_namespace___seq {
-	__u64 seq;
-} __attribute__((preserve_access_index));
-
-/*
- * A mount's never-reused id: 6.8+'s mnt_id_unique. Before, the never-reused
- * sequence number of its namespace above its mount id: an id is reused only
- * after an umount, which moves that namespace's event counter, and every
- * entry holds the counter (fw_vc_expect). 0: unknown, the cache is not used.
- */
-static __always_inline __u64 fw_mnt_uid(struct mount *m)
-{
-	struct mnt_namespace___seq *ns;
-
-	if (bpf_core_field_exists(struct mount, mnt_id_unique))
-		return FW_RD(m, mnt_id_unique);
-	ns = (void *)FW_RD(m, mnt_ns);
-	if (!ns || !bpf_core_field_exists(ns->seq))
-		return 0;
-	return BPF_CORE_READ(ns, seq) << 32 | (__u32)FW_RD(m, mnt_id);
-}
-
-/* What an entry must match besides its key: the generation (read by the
- * caller, before busy), the mount namespace's event counter, the root. */
-static __always_inline void fw_vc_expect(struct fw_verdict *e, struct mount *m, struct task_struct *t,
-					 __u64 gen)
-{
-	/* Plain loads (the verifier makes them fault-safe): a helper call per
-	 * field would cost more than the map lookup this serves. */
-	struct mnt_namespace *ns = FW_RD(m, mnt_ns);
-	struct fs_struct *fs = t->fs;
-	struct mount *rm = fw_real_mount(fs->root.mnt);
-
-	e->gen = gen;
-	e->ns_event = ns ? FW_RD(ns, event) : 0;
-	e->root_uid = rm ? fw_mnt_uid(FW_CAST(rm, struct mount)) : 0;
-	e->root_ino = fs->root.dentry->d_inode->i_ino;
-	e->watched = 0;
-}
-
-/* Whether the entry `have` still holds: stored with the generation, mount
- * namespace and root that `want` (fw_vc_expect) expects now. */
-static __always_inline bool fw_vc_same(const struct fw_verdict *have, const struct fw_verdict *want)
-{
-	return have->gen == want->gen && have->ns_event == want->ns_event &&
-	       have->root_uid == want->root_uid && have->root_ino == want->root_ino;
-}
-
-/* The syscalls that change directories' ctimes but never move or free one
- * (x86_64 numbers; anything else changing a directory invalidates). */
-static __always_inline bool fw_shape_safe(long nr, struct pt_regs *regs)
-{
-	switch (nr) {
-	case 2: case 85: case 257: case 437:		/* open, creat, openat, openat2 */
-	case 83: case 258: case 133: case 259:		/* mkdir(at), mknod(at) */
-	case 86: case 265: case 88: case 266:		/* link(at), symlink(at) */
-	case 87:					/* unlink */
-	case 90: case 91: case 268: case 452:		/* chmod family */
-	case 92: case 93: case 94: case 260:		/* chown family */
-	case 132: case 235: case 261: case 280:		/* utime family */
-	case 188: case 189: case 190: case 197: case 198: case 199: case 463: case 466: /* xattrs */
-	case 49:					/* bind (a unix socket's node) */
-		return true;
-	/* Not ioctl: btrfs deletes subvolumes with one. */
-	case 263:					/* unlinkat: not with AT_REMOVEDIR */
-		return !(fw_arg(regs, 2) & AT_REMOVEDIR_);
-	}
-	return false;
-}
 
 /*
  * The watch check (no names) of d in mount m, through the cache: the leaf
@@ -139,43 +46,43 @@ static __always_inline void fw_check_cached(struct fw_cpu *c, struct dentry *d0,
 					    struct task_struct *t, __u32 depth)
 {
 	struct fw_walk *w = &c->walk;
-	struct fw_vkey k = {};
-	struct fw_verdict e, *v;
+	struct hr_dkey k = {};
+	struct hr_dvalid e, *v;
 	struct dentry *d, *dir;
 	struct mount *m;
 	__u64 gen, busy, watched;
 
 	if (!d0 || !m0)
 		goto climb;
-	d = FW_CAST(d0, struct dentry);
-	m = FW_CAST(m0, struct mount);
+	d = HR_CAST(d0, struct dentry);
+	m = HR_CAST(m0, struct mount);
 	dir = d;
 	if (depth == 0) {
 		/* The leaf may be watched itself; files are not cached. */
-		if (fw_is_watched(FW_RD(d, d_sb, s_dev), FW_RD(d, d_inode, i_ino))) {
+		if (fw_is_watched(HR_RD(d, d_sb, s_dev), HR_RD(d, d_inode, i_ino))) {
 			w->watched = 1;
 			return;
 		}
 		/* A mount's root or the task's root: their parent is elsewhere. */
-		dir = FW_RD(d, d_parent);
-		if (d == FW_RD(m, mnt.mnt_root) || dir == d || d == t->fs->root.dentry)
+		dir = HR_RD(d, d_parent);
+		if (d == HR_RD(m, mnt.mnt_root) || dir == d || d == t->fs->root.dentry)
 			goto climb;
 	}
-	k.mnt_uid = fw_mnt_uid(m);
+	k.mnt_uid = hr_mnt_uid(m);
 	if (!k.mnt_uid)
 		goto climb;
-	k.ino = FW_RD(dir, d_inode, i_ino);
-	k.dev = FW_RD(dir, d_sb, s_dev);
+	k.ino = HR_RD(dir, d_inode, i_ino);
+	k.dev = HR_RD(dir, d_sb, s_dev);
 	/* The generation before busy (inval.h writes them the other way round). */
-	gen = *(volatile __u64 *)&fw_gen;
+	gen = *(volatile __u64 *)&hr_tree_gen;
 	asm volatile("" ::: "memory");
-	busy = *(volatile __s64 *)&fw_busy;
-	fw_vc_expect(&e, m, t, gen);
+	busy = *(volatile __s64 *)&hr_tree_busy;
+	hr_dvalid_now(&e, m, t, gen);
 	if (!busy) {
 		struct fw_rval *r;
 
 		v = bpf_map_lookup_elem(&verdicts, &k);
-		if (v && fw_vc_same(v, &e)) {
+		if (v && hr_dvalid_same(v, &e)) {
 			watched = v->watched;
 			asm volatile("" ::: "memory");
 			/* Still ours: an eviction by another CPU zeroes this CPU's copy. */
@@ -211,7 +118,7 @@ climb:
  * the generation and busy count read in that order (inval.h writes them the
  * other way round). */
 struct fw_dir_probe {
-	struct fw_vkey k;
+	struct hr_dkey k;
 	struct dentry *dir;
 	struct mount *m;
 	__u64 gen, busy, leaf_watched;
@@ -239,14 +146,14 @@ static __always_inline int fw_dir_probe(struct fw_cpu *c, __u32 b, struct dentry
 		*done = fw_walk_run(c);
 		return 0;
 	}
-	/* Locals, not p's fields, in FW_RD: BPF_CORE_READ would relocate
+	/* Locals, not p's fields, in HR_RD: BPF_CORE_READ would relocate
 	 * those too, against a kernel that has no struct fw_dir_probe. */
-	d = FW_CAST(d0, struct dentry);
-	m = FW_CAST(m0, struct mount);
+	d = HR_CAST(d0, struct dentry);
+	m = HR_CAST(m0, struct mount);
 	p->m = m;
 	if (depth == 0) {
 		/* A mount's root or the task's root: their parent is elsewhere. */
-		if (d == FW_RD(m, mnt.mnt_root) || FW_RD(d, d_parent) == d || (__u64)d0 == w->root_dentry) {
+		if (d == HR_RD(m, mnt.mnt_root) || HR_RD(d, d_parent) == d || (__u64)d0 == w->root_dentry) {
 			*done = fw_walk_run(c);
 			return 0;
 		}
@@ -256,15 +163,15 @@ static __always_inline int fw_dir_probe(struct fw_cpu *c, __u32 b, struct dentry
 			return 0;
 		}
 	}
-	d = FW_CAST(w->dentry, struct dentry);
+	d = HR_CAST(w->dentry, struct dentry);
 	p->dir = d;
 	p->leaf_watched = w->watched;
-	p->k.mnt_uid = fw_mnt_uid(m);
-	p->k.ino = FW_RD(d, d_inode, i_ino);
-	p->k.dev = FW_RD(d, d_sb, s_dev);
-	p->gen = *(volatile __u64 *)&fw_gen;
+	p->k.mnt_uid = hr_mnt_uid(m);
+	p->k.ino = HR_RD(d, d_inode, i_ino);
+	p->k.dev = HR_RD(d, d_sb, s_dev);
+	p->gen = *(volatile __u64 *)&hr_tree_gen;
 	asm volatile("" ::: "memory");
-	p->busy = *(volatile __s64 *)&fw_busy;
+	p->busy = *(volatile __s64 *)&hr_tree_busy;
 	return 1;
 }
 
@@ -290,7 +197,7 @@ static __always_inline __s32 fw_walk_names_cached(struct fw_cpu *c, __u32 b, str
 {
 	struct fw_walk *w = &c->walk;
 	struct fw_dir_probe p = {};
-	struct fw_pcval *v;
+	struct hr_dcval *v;
 	__u64 gen, watched;
 	__s32 at, start, done;
 	__u32 len;
@@ -299,7 +206,7 @@ static __always_inline __s32 fw_walk_names_cached(struct fw_cpu *c, __u32 b, str
 	if (!fw_dir_probe(c, b, d0, m0, t, pos, depth, &p, &done))
 		return done;
 	gen = p.gen;
-	fw_vc_expect(&c->pval.v, p.m, t, gen);
+	hr_dvalid_now(&c->pval.v, p.m, t, gen);
 	if (!p.busy && p.k.mnt_uid) {
 		/* The reader has the directory's path: the event refers to it. */
 		if (fw_dref_hit(c, b, &p.k, &c->pval.v, &watched)) {
@@ -308,12 +215,12 @@ static __always_inline __s32 fw_walk_names_cached(struct fw_cpu *c, __u32 b, str
 			return w->pos;
 		}
 		v = bpf_map_lookup_elem(&dirpaths, &p.k);
-		if (v && fw_vc_same(&v->v, &c->pval.v)) {
+		if (v && hr_dvalid_same(&v->v, &c->pval.v)) {
 			len = v->len;
 			at = w->pos - (__s32)len;
-			if (len > 0 && len < FW_PCACHE_MAX && at >= 0) {
+			if (len > 0 && len < HR_DC_MAX && at >= 0) {
 				n = len;
-				fw_clamp(n, FW_PCACHE_MAX - 1);
+				hr_clamp(n, HR_DC_MAX - 1);
 				bpf_probe_read_kernel(FW_BUF(c, w->buf) + (at & (FW_PATH_MAX - 1)), n, v->path);
 				watched = v->v.watched;
 				asm volatile("" ::: "memory");
@@ -341,12 +248,12 @@ static __always_inline __s32 fw_walk_names_cached(struct fw_cpu *c, __u32 b, str
 	if (fw_dir_storable(w, &p)) {
 		at = w->pos;
 		len = start - at;
-		if (len > 0 && len < FW_PCACHE_MAX && at >= 0) {
+		if (len > 0 && len < HR_DC_MAX && at >= 0) {
 			c->pval.len = len;
 			c->pval.v.watched = w->watched;
 			c->pval.teach_in = FW_TEACH_EVERY;
 			n = len;
-			fw_clamp(n, FW_PCACHE_MAX - 1);
+			hr_clamp(n, HR_DC_MAX - 1);
 			bpf_probe_read_kernel(c->pval.path, n, FW_BUF(c, w->buf) + (at & (FW_PATH_MAX - 1)));
 			bpf_map_update_elem(&dirpaths, &p.k, &c->pval, BPF_ANY);
 			fw_teach_set(c, b, &p.k, &c->pval.v, len, w->watched);

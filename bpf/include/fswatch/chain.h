@@ -7,10 +7,10 @@
  * no longer costs more with depth. An entry is valid while nothing that
  * decides what the walk would write changed:
  *
- * - the verdict cache's rules (cache.h): the generation fw_gen (a directory
+ * - the verdict cache's rules (cache.h): the generation hr_tree_gen (a directory
  *   renamed, moved or removed anywhere), the mount namespace's event
  *   counter, the task's root, local file systems only, never while a rename
- *   or rmdir is in flight (fw_busy);
+ *   or rmdir is in flight (hr_tree_busy);
  * - fw_frag_writes (walk.h): no `fragments` entry written since. An LRU
  *   eviction happens only on an insert, so no fragment of the chain can have
  *   gone either; and a walk that writes a chain differently (a task in a
@@ -22,7 +22,7 @@
 #define HARRIER_FSWATCH_CHAIN_H
 
 struct fw_chain {
-	struct fw_verdict v;
+	struct hr_dvalid v;
 	__u64 writes;	/* fw_frag_writes when the walk began */
 };
 
@@ -30,7 +30,7 @@ struct fw_chain {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
 	__uint(max_entries, FW_VCACHE_MAX);
-	__type(key, struct fw_vkey);
+	__type(key, struct hr_dkey);
 	__type(value, struct fw_chain);
 } fchains SEC(".maps");
 
@@ -55,11 +55,11 @@ static __always_inline __s32 fw_walk_frags_cached(struct fw_cpu *c, __u32 b, str
 		return done;
 	/* Before the walk, so the walk's own writes make its entry a miss once. */
 	writes = *(volatile __u64 *)&fw_frag_writes;
-	fw_vc_expect(&e.v, p.m, t, p.gen);
+	hr_dvalid_now(&e.v, p.m, t, p.gen);
 	e.writes = writes;
 	if (!p.busy && p.k.mnt_uid) {
 		v = bpf_map_lookup_elem(&fchains, &p.k);
-		if (v && fw_vc_same(&v->v, &e.v) && v->writes == writes) {
+		if (v && hr_dvalid_same(&v->v, &e.v) && v->writes == writes) {
 			watched = v->v.watched;
 			asm volatile("" ::: "memory");
 			/* Still ours: an eviction by another CPU zeroes this CPU's copy. */

@@ -34,7 +34,7 @@ struct {
 	__type(value, struct fw_rval);
 } rdirs SEC(".maps");
 
-static __always_inline void fw_rkey_of(struct fw_rkey *rk, const struct fw_vkey *k, const struct fw_verdict *now)
+static __always_inline void fw_rkey_of(struct fw_rkey *rk, const struct hr_dkey *k, const struct hr_dvalid *now)
 {
 	rk->mnt_uid = k->mnt_uid;
 	rk->ino = k->ino;
@@ -45,8 +45,8 @@ static __always_inline void fw_rkey_of(struct fw_rkey *rk, const struct fw_vkey 
 }
 
 /* The reader's entry for directory k if it holds its path as it is now
- * (`now`: fw_vc_expect's generation, namespace counter and root). */
-static __always_inline struct fw_rval *fw_rdir(const struct fw_vkey *k, const struct fw_verdict *now)
+ * (`now`: hr_dvalid_now's generation, namespace counter and root). */
+static __always_inline struct fw_rval *fw_rdir(const struct hr_dkey *k, const struct hr_dvalid *now)
 {
 	struct fw_rkey rk;
 	struct fw_rval *v;
@@ -62,8 +62,8 @@ static __always_inline struct fw_rval *fw_rdir(const struct fw_vkey *k, const st
 
 /* Whether the reader holds path b's directory (key k) as it is now; if so
  * the plan refers to it and *watched is its verdict. */
-static __always_inline bool fw_dref_hit(struct fw_cpu *c, __u32 b, const struct fw_vkey *k,
-					const struct fw_verdict *now, __u64 *watched)
+static __always_inline bool fw_dref_hit(struct fw_cpu *c, __u32 b, const struct hr_dkey *k,
+					const struct hr_dvalid *now, __u64 *watched)
 {
 	struct fw_rval *v = fw_rdir(k, now);
 
@@ -80,8 +80,8 @@ static __always_inline bool fw_dref_hit(struct fw_cpu *c, __u32 b, const struct 
 
 /* Path b's first dir_len bytes are directory k's path, valid in state `now`:
  * the event teaches it. */
-static __always_inline void fw_teach_set(struct fw_cpu *c, __u32 b, const struct fw_vkey *k,
-					 const struct fw_verdict *now, __u32 dir_len, __u64 watched)
+static __always_inline void fw_teach_set(struct fw_cpu *c, __u32 b, const struct hr_dkey *k,
+					 const struct hr_dvalid *now, __u32 dir_len, __u64 watched)
 {
 	struct fw_teach *t;
 
@@ -106,8 +106,8 @@ static __always_inline __u32 fw_put_dref(struct fw_cpu *c, __u8 *ev, __u64 off, 
 		return 0;
 	b &= 1;
 	n = (FW_PATH_MAX - pos) & (2 * FW_PATH_MAX - 1);
-	fw_clamp(n, FW_NAME_MAX);
-	fw_clamp(at, FW_FIXED_END + 2 + FW_PATH_MAX);
+	hr_clamp(n, FW_NAME_MAX);
+	hr_clamp(at, FW_FIXED_END + 2 + FW_PATH_MAX);
 	*(__u16 *)(ev + at) = FW_PATH_DREF | (FW_DREF + n);
 	*(__u32 *)(ev + at + 2) = c->plan.dref[b][0];
 	*(__u32 *)(ev + at + 6) = c->plan.dref[b][1];
@@ -116,7 +116,7 @@ static __always_inline __u32 fw_put_dref(struct fw_cpu *c, __u8 *ev, __u64 off, 
 }
 
 /* The whole path inline after what teaches its directory. A taught
- * directory's path is shorter than FW_PCACHE_MAX, so the record stays within
+ * directory's path is shorter than HR_DC_MAX, so the record stays within
  * FW_EVENT_MAX. */
 static __always_inline __u32 fw_put_teach(struct fw_cpu *c, __u8 *ev, __u64 off, __u32 b, __s32 pos)
 {
@@ -126,8 +126,8 @@ static __always_inline __u32 fw_put_teach(struct fw_cpu *c, __u8 *ev, __u64 off,
 		return 0;
 	b &= 1;
 	n = (FW_PATH_MAX - pos) & (2 * FW_PATH_MAX - 1);
-	fw_clamp(n, FW_PCACHE_MAX + FW_NAME_MAX);
-	fw_clamp(at, FW_FIXED_END + 2 + FW_PATH_MAX);
+	hr_clamp(n, HR_DC_MAX + FW_NAME_MAX);
+	hr_clamp(at, FW_FIXED_END + 2 + FW_PATH_MAX);
 	*(__u16 *)(ev + at) = FW_PATH_TEACH | (FW_TEACH + n);
 	__builtin_memcpy(ev + at + 2, &c->plan.teach[b], FW_TEACH);
 	bpf_probe_read_kernel(ev + at + 2 + FW_TEACH, n, FW_BUF(c, b) + (pos & (FW_PATH_MAX - 1)));

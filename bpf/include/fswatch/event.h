@@ -99,8 +99,8 @@ static __always_inline __u32 fw_copy_path(struct fw_cpu *c, __u8 *ev, __u64 off,
 	if (pos < 0 || pos > FW_PATH_MAX)
 		return 0;
 	n = (FW_PATH_MAX - pos) & (2 * FW_PATH_MAX - 1);
-	fw_clamp(n, FW_PATH_MAX);
-	fw_clamp(at, FW_FIXED_END + 2 + FW_PATH_MAX);
+	hr_clamp(n, FW_PATH_MAX);
+	hr_clamp(at, FW_FIXED_END + 2 + FW_PATH_MAX);
 	*(__u16 *)(ev + at) = n;
 	bpf_probe_read_kernel(ev + at + 2, n, FW_BUF(c, b) + (pos & (FW_PATH_MAX - 1)));
 	return 2 + n;
@@ -123,8 +123,8 @@ static __always_inline __u32 fw_put_frag(struct fw_cpu *c, __u8 *ev, __u64 off, 
 	if (pos < 0 || pos > FW_PATH_MAX)
 		return 0;
 	n = (FW_PATH_MAX - pos) & (2 * FW_PATH_MAX - 1);
-	fw_clamp(n, FW_PATH_MAX);
-	fw_clamp(at, FW_FIXED_END + 2 + FW_PATH_MAX);	/* the first path may be inline (dirrefs.h) */
+	hr_clamp(n, FW_PATH_MAX);
+	hr_clamp(at, FW_FIXED_END + 2 + FW_PATH_MAX);	/* the first path may be inline (dirrefs.h) */
 	if (r) {
 		seq = ++c->frag_seq;
 		head = r->head;
@@ -161,8 +161,8 @@ static __always_inline __u32 fw_put_fref(struct fw_cpu *c, __u8 *ev, __u64 off, 
 	if (pos < 0 || pos > FW_PATH_MAX)
 		return 0;
 	n = (FW_PATH_MAX - pos) & (2 * FW_PATH_MAX - 1);
-	fw_clamp(n, FW_NAME_MAX);
-	fw_clamp(at, FW_FIXED_END + 2 + FW_FKEY + FW_NAME_MAX);
+	hr_clamp(n, FW_NAME_MAX);
+	hr_clamp(at, FW_FIXED_END + 2 + FW_FKEY + FW_NAME_MAX);
 	*(__u16 *)(ev + at) = FW_FKEY + n;
 	__builtin_memcpy(ev + at + 2, &c->plan.pkey[b & 1], FW_FKEY);
 	bpf_probe_read_kernel(ev + at + 2 + FW_FKEY, n, FW_BUF(c, b) + (pos & (FW_PATH_MAX - 1)));

@@ -36,10 +36,6 @@ static __always_inline bool fw_hashed(struct dentry *d)
 	return BPF_CORE_READ(d, d_hash.pprev) != 0;
 }
 
-/* inval.h: whether an inode's change invalidates the verdict and path caches. */
-static __always_inline void fw_vc_changed(struct task_struct *t, struct inode *inode, struct pt_regs *regs,
-					  long nr);
-
 /* Adds inode to the record (once), with the name and parent of `alias`
  * (NULL: its newest dentry) as they are now. */
 static __always_inline void fw_record(struct fw_pending *p, struct inode *inode, struct dentry *alias)
@@ -58,26 +54,26 @@ static __always_inline void fw_record(struct fw_pending *p, struct inode *inode,
 		return;
 	}
 	s = &p->slots[n & (FW_SLOTS - 1)];
-	/* Plain loads where the kernel has the cast (FW_CAST): only the
+	/* Plain loads where the kernel has the cast (HR_CAST): only the
 	 * name's bytes need a helper. */
-	inode = FW_CAST(inode, struct inode);
+	inode = HR_CAST(inode, struct inode);
 	s->inode = (__u64)inode;
-	s->ino = FW_RD(inode, i_ino);
-	s->dev = FW_RD(inode, i_sb, s_dev);
-	s->is_dir = (FW_RD(inode, i_mode) & S_IFMT_) == S_IFDIR_;
+	s->ino = HR_RD(inode, i_ino);
+	s->dev = HR_RD(inode, i_sb, s_dev);
+	s->is_dir = (HR_RD(inode, i_mode) & HR_S_IFMT) == HR_S_IFDIR;
 	s->parent_inode = 0;
 	s->name_len = 0;
 	if (!alias) {
-		struct hlist_node *first = FW_RD(inode, i_dentry.first);
+		struct hlist_node *first = HR_RD(inode, i_dentry.first);
 
 		if (first)
 			alias = (struct dentry *)((void *)first - bpf_core_field_offset(struct dentry, d_u));
 	}
 	if (alias) {
-		alias = FW_CAST(alias, struct dentry);
-		s->parent_inode = (__u64)FW_RD(alias, d_parent, d_inode);
-		q.name = FW_RD(alias, d_name.name);
-		q.len = FW_RD(alias, d_name.len);
+		alias = HR_CAST(alias, struct dentry);
+		s->parent_inode = (__u64)HR_RD(alias, d_parent, d_inode);
+		q.name = HR_RD(alias, d_name.name);
+		q.len = HR_RD(alias, d_name.len);
 		{
 			__u32 len = q.len & (FW_NAME_MAX - 1);
 
@@ -109,7 +105,7 @@ static __always_inline struct fw_pending *fw_changed(struct inode *inode, struct
 		nr = regs->orig_ax;
 	/* A directory moved or removed: the caches' entries go (inval.h). */
 	if (vcache)
-		fw_vc_changed(t, inode, regs, nr);
+		hr_tree_changed(t, inode, regs, nr);
 	if (!regs)
 		return 0;
 	sy = fw_sys_of(nr);

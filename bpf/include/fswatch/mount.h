@@ -157,15 +157,15 @@ static __always_inline struct mount *fw_hint(struct task_struct *t, struct pt_re
 	char first = 0;
 
 	if (s.path >= 0)
-		bpf_probe_read_user(&first, 1, (void *)fw_arg(regs, s.path));
+		bpf_probe_read_user(&first, 1, (void *)hr_reg_arg(regs, s.path));
 	if (first == '/')
-		return fw_real_mount(BPF_CORE_READ(t, fs, root.mnt));
+		return hr_real_mount(BPF_CORE_READ(t, fs, root.mnt));
 	if (s.dirfd >= 0)
-		dirfd = (int)fw_arg(regs, s.dirfd);
+		dirfd = (int)hr_reg_arg(regs, s.dirfd);
 	if (dirfd == AT_FDCWD_)
-		return fw_real_mount(BPF_CORE_READ(t, fs, pwd.mnt));
+		return hr_real_mount(BPF_CORE_READ(t, fs, pwd.mnt));
 	f = fw_fd_file(t, dirfd);
-	return f ? fw_real_mount(BPF_CORE_READ(f, f_path.mnt)) : 0;
+	return f ? hr_real_mount(BPF_CORE_READ(f, f_path.mnt)) : 0;
 }
 
 /* The plan's hint, worked out once, when a pick needs it. */

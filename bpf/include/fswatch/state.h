@@ -7,26 +7,7 @@
 #ifndef HARRIER_FSWATCH_STATE_H
 #define HARRIER_FSWATCH_STATE_H
 
-#define FW_PCACHE_MAX 1024	/* the longest directory path the path cache keeps (cache.h) */
-#define FW_PATHBUF (FW_PATH_MAX + FW_PCACHE_MAX)	/* room past FW_PATH_MAX for masked copies */
-
-/*
- * Kernel objects behind a pointer the verifier does not type (one kept in a
- * map, a kprobe's argument): 6.2+ casts it once (bpf_core_cast, the
- * bpf_rdonly_cast kfunc) and reads fields with plain loads the verifier makes
- * fault-safe; 6.1 has no such cast, so each field there is a
- * bpf_probe_read_kernel (BPF_CORE_READ). The choice is a load-time constant
- * the verifier sees, so it drops the other branch, and with it 6.1's call to
- * a kfunc it lacks (libbpf leaves it poisoned, never reached). A __kconfig
- * extern that user space sets at open (src/watcher.rs), not a const volatile:
- * clang may load it once per function instead of once per field.
- */
-extern const bool CONFIG_HARRIER_PLAIN_LOADS __kconfig;
-#define FW_CAST(p, T) (CONFIG_HARRIER_PLAIN_LOADS ? bpf_core_cast((void *)(p), T) : (T *)(void *)(p))
-#define FW_RD(p, ...) (CONFIG_HARRIER_PLAIN_LOADS ? ___arrow(p, __VA_ARGS__) : BPF_CORE_READ(p, __VA_ARGS__))
-
-/* Bounds v by max in a way clang cannot fold away and the verifier follows. */
-#define fw_clamp(v, max) asm volatile("if %0 <= %1 goto +1; %0 = %1" : "+r"(v) : "i"(max))
+#define FW_PATHBUF (FW_PATH_MAX + HR_DC_MAX)	/* room past FW_PATH_MAX for masked copies */
 
 /* Path buffer b of this CPU (struct fw_cpu). */
 #define FW_BUF(c, b) ((c)->path + ((b) & 1) * FW_PATHBUF)
@@ -107,32 +88,6 @@ struct fw_mscan {
 	__u32 hint_seen;	/* the hint's root was met */
 };
 
-/* The verdict and path caches' key: a directory (cache.h). */
-struct fw_vkey {
-	__u64 mnt_uid;
-	__u64 ino;
-	__u32 dev;
-	__u32 pad;
-};
-
-/* What a cached entry must match besides its key, and the verdict. */
-struct fw_verdict {
-	__u64 gen;
-	__u64 ns_event;
-	__u64 root_uid;	/* the task's root: mount id, inode */
-	__u64 root_ino;
-	__u64 watched;
-};
-
-/* The path cache's value: a directory's absolute path (ringbuf and
- * single-fragment modes) and its verdict. */
-struct fw_pcval {
-	struct fw_verdict v;
-	__u32 len;
-	__u32 teach_in;	/* hits until this entry's next event teaches the reader (dirrefs.h) */
-	char path[FW_PCACHE_MAX];
-};
-
 struct fw_cpu {
 	struct fw_stats stats;
 	struct fw_walk walk;
@@ -142,7 +97,7 @@ struct fw_cpu {
 	__u64 frag_seq;	/* single-fragment: paths this CPU has put in its path ring */
 	struct fw_fkey fkey;	/* fragments: the key being written, and its value */
 	struct fw_frag frag;
-	struct fw_pcval pval;	/* a path cache entry being written */
+	struct hr_dcval pval;	/* a path cache entry being written */
 };
 
 HR_CPU_STATE_MAP(struct fw_cpu);

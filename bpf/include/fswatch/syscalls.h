@@ -25,9 +25,6 @@ struct fw_sys {
 };
 
 #define AT_FDCWD_ -100
-#define AT_REMOVEDIR_ 0x200
-#define S_IFMT_ 00170000
-#define S_IFDIR_ 0040000
 
 /* x86_64 syscall numbers. */
 static __always_inline struct fw_sys fw_sys_of(long nr)
@@ -117,20 +114,6 @@ static __always_inline __u32 fw_idx(__s8 i)
 	__u32 v = i < 0 ? 0 : i;
 
 	return v > 5 ? 5 : v;
-}
-
-/* Argument i of the syscall in flight, from the task's saved user registers
- * (the kernel leaves them as they were at entry). */
-static __always_inline __u64 fw_arg(struct pt_regs *regs, int i)
-{
-	switch (i) {
-	case 0: return regs->di;
-	case 1: return regs->si;
-	case 2: return regs->dx;
-	case 3: return regs->r10;
-	case 4: return regs->r8;
-	default: return regs->r9;
-	}
 }
 
 #endif

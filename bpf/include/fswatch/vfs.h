@@ -34,8 +34,8 @@ static __always_inline void fw_vfs_remove(struct inode *dir, struct dentry *vict
 {
 	struct inode *inode;
 
-	victim = FW_CAST(victim, struct dentry);
-	inode = FW_RD(victim, d_inode);
+	victim = HR_CAST(victim, struct dentry);
+	inode = HR_RD(victim, d_inode);
 	if (inode)
 		fw_changed(inode, victim);
 	fw_changed(dir, 0);
@@ -57,8 +57,8 @@ static __always_inline void fw_vfs_link(struct dentry *old, struct inode *dir)
 {
 	struct inode *inode;
 
-	old = FW_CAST(old, struct dentry);
-	inode = FW_RD(old, d_inode);
+	old = HR_CAST(old, struct dentry);
+	inode = HR_RD(old, d_inode);
 	if (inode)
 		fw_changed(inode, old);
 	fw_changed(dir, 0);
@@ -71,15 +71,15 @@ static __always_inline void fw_vfs_rename(struct renamedata *rd)
 	struct dentry *from, *to;
 	struct inode *inode;
 
-	rd = FW_CAST(rd, struct renamedata);
-	from = FW_CAST(FW_RD(rd, old_dentry), struct dentry);
-	to = FW_CAST(FW_RD(rd, new_dentry), struct dentry);
-	fw_changed(FW_RD(from, d_parent, d_inode), 0);
-	fw_changed(FW_RD(to, d_parent, d_inode), 0);
-	inode = FW_RD(from, d_inode);
+	rd = HR_CAST(rd, struct renamedata);
+	from = HR_CAST(HR_RD(rd, old_dentry), struct dentry);
+	to = HR_CAST(HR_RD(rd, new_dentry), struct dentry);
+	fw_changed(HR_RD(from, d_parent, d_inode), 0);
+	fw_changed(HR_RD(to, d_parent, d_inode), 0);
+	inode = HR_RD(from, d_inode);
 	if (inode)
 		fw_changed(inode, from);
-	inode = FW_RD(to, d_inode);
+	inode = HR_RD(to, d_inode);
 	if (inode)
 		fw_changed(inode, to);
 }
@@ -89,8 +89,8 @@ static __always_inline void fw_vfs_setattr(struct dentry *d)
 {
 	struct inode *inode;
 
-	d = FW_CAST(d, struct dentry);
-	inode = FW_RD(d, d_inode);
+	d = HR_CAST(d, struct dentry);
+	inode = HR_RD(d, d_inode);
 	if (inode)
 		fw_changed(inode, d);
 }
@@ -104,9 +104,9 @@ static __always_inline void fw_record_new(struct fw_pending *p)
 
 	if (hooks == FW_HOOKS_CTIME || !p || !p->new_dentry)
 		return;
-	d = FW_CAST(p->new_dentry, struct dentry);
+	d = HR_CAST(p->new_dentry, struct dentry);
 	p->new_dentry = 0;
-	inode = FW_RD(d, d_inode);
+	inode = HR_RD(d, d_inode);
 	if (inode)
 		fw_record(p, inode, 0);
 }

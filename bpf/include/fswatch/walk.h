@@ -9,11 +9,6 @@
 #ifndef HARRIER_FSWATCH_WALK_H
 #define HARRIER_FSWATCH_WALK_H
 
-static __always_inline struct mount *fw_real_mount(struct vfsmount *m)
-{
-	return m ? (struct mount *)((void *)m - bpf_core_field_offset(struct mount, mnt)) : 0;
-}
-
 /* (dev, ino) is watched: the summary bit first (one load), the map only on a hit. */
 static __always_inline bool fw_is_watched(__u32 dev, __u64 ino)
 {
@@ -27,48 +22,22 @@ static __always_inline bool fw_is_watched(__u32 dev, __u64 ino)
 
 /* The walk reads the kernel's objects with plain loads through
  * bpf_core_cast (the verifier makes them fault-safe): a helper call per
- * field would cost more than the rest of a step (6.1 has no cast: FW_CAST). */
+ * field would cost more than the rest of a step (6.1 has no cast: HR_CAST). */
 static __always_inline void fw_check_watch(struct fw_walk *w, struct dentry *d)
 {
 	if (w->watched || (!recursive && w->depth > 1))
 		return;
-	if (fw_is_watched(FW_RD(d, d_sb, s_dev), FW_RD(d, d_inode, i_ino)))
+	if (fw_is_watched(HR_RD(d, d_sb, s_dev), HR_RD(d, d_inode, i_ino)))
 		w->watched = 1;
-}
-
-/*
- * File systems whose directories move only through this kernel's syscalls
- * (the verdict cache's invalidations see them all). Network and FUSE file
- * systems are not among them: a server can rename behind our back. (Not
- * d_revalidate: ext4 sets it for fscrypt on every dentry.)
- */
-static __always_inline bool fw_local_fs(unsigned long magic)
-{
-	switch (magic) {
-	case 0xEF53:		/* ext2/3/4 */
-	case 0x58465342:	/* xfs */
-	case 0x9123683E:	/* btrfs */
-	case 0x01021994:	/* tmpfs */
-	case 0x858458f6:	/* ramfs */
-	case 0xF2F52010:	/* f2fs */
-	case 0xca451a4e:	/* bcachefs */
-	case 0x794c7630:	/* overlayfs */
-	case 0xE0F5E1E2:	/* erofs */
-	case 0x73717368:	/* squashfs */
-	case 0x4d44:		/* vfat */
-	case 0x2011BAB0:	/* exfat */
-		return true;
-	}
-	return false;
 }
 
 #define FW_FRAGS_ON (resolution == FW_RES_FRAGS)
 
 static __always_inline void fw_key_of(struct fw_fkey *k, struct dentry *d, struct mount *m, bool has_mnt)
 {
-	k->dev = FW_RD(d, d_sb, s_dev);
-	k->mnt_id = has_mnt ? FW_RD(m, mnt_id) : 0;
-	k->ino = FW_RD(d, d_inode, i_ino);
+	k->dev = HR_RD(d, d_sb, s_dev);
+	k->mnt_id = has_mnt ? HR_RD(m, mnt_id) : 0;
+	k->ino = HR_RD(d, d_inode, i_ino);
 }
 
 /* fragments: bumped after every insert or rewrite of a `fragments` entry
@@ -134,8 +103,8 @@ static long fw_walk_step(__u32 i, void *ctx)
 	w = &c->walk;
 	if (!w->dentry || (w->check && (w->watched || (!recursive && w->depth > 1))))
 		return 1;
-	d = FW_CAST(w->dentry, struct dentry);
-	mnt = FW_CAST(w->mnt, struct mount);
+	d = HR_CAST(w->dentry, struct dentry);
+	mnt = HR_CAST(w->mnt, struct mount);
 	frags = FW_FRAGS_ON && !w->check;
 	if (frags) {
 		fw_key_of(&c->fkey, d, mnt, w->mnt != 0);
@@ -144,7 +113,7 @@ static long fw_walk_step(__u32 i, void *ctx)
 			fw_set_pkey(w, &c->fkey);
 		__builtin_memset(&c->frag.parent, 0, sizeof(c->frag.parent));
 	}
-	if (!fw_local_fs(FW_RD(d, d_sb, s_magic)))
+	if (!hr_local_fs(HR_RD(d, d_sb, s_magic)))
 		w->cacheable = 0;	/* NFS, FUSE...: may move without a local syscall */
 	if (w->dentry == w->root_dentry && w->mnt == w->root_mnt) {
 		w->at_root = 1;
@@ -155,8 +124,8 @@ static long fw_walk_step(__u32 i, void *ctx)
 			fw_frag_put(c, 0, 0);	/* the top */
 		return 1;
 	}
-	if (w->mnt && w->dentry == (__u64)FW_RD(mnt, mnt.mnt_root)) {
-		__u64 up = (__u64)FW_RD(mnt, mnt_parent);
+	if (w->mnt && w->dentry == (__u64)HR_RD(mnt, mnt.mnt_root)) {
+		__u64 up = (__u64)HR_RD(mnt, mnt_parent);
 
 		fw_check_watch(w, d);
 		if (up == w->mnt) {
@@ -167,11 +136,11 @@ static long fw_walk_step(__u32 i, void *ctx)
 				fw_frag_put(c, 0, 0);
 			return 1;
 		}
-		w->dentry = (__u64)FW_RD(mnt, mnt_mountpoint);
+		w->dentry = (__u64)HR_RD(mnt, mnt_mountpoint);
 		w->mnt = up;
 		if (frags) {
 			/* A mount's root: no name of its own, its mountpoint's place. */
-			fw_key_of(&c->frag.parent, FW_CAST(w->dentry, struct dentry), FW_CAST(up, struct mount),
+			fw_key_of(&c->frag.parent, HR_CAST(w->dentry, struct dentry), HR_CAST(up, struct mount),
 				  true);
 			if (w->inline_left)
 				fw_set_pkey(w, &c->frag.parent);
@@ -181,7 +150,7 @@ static long fw_walk_step(__u32 i, void *ctx)
 		return 0;
 	}
 	fw_check_watch(w, d);
-	parent = FW_RD(d, d_parent);
+	parent = HR_RD(d, d_parent);
 	if (w->check) {
 		w->depth++;
 		if ((__u64)parent == w->dentry)
@@ -245,7 +214,7 @@ static __always_inline bool fw_walk_init(struct fw_cpu *c, __u32 b, struct dentr
 					 struct task_struct *t, __s32 pos, __u32 depth, bool check)
 {
 	struct fw_walk *w = &c->walk;
-	struct mount *root = fw_real_mount(BPF_CORE_READ(t, fs, root.mnt));
+	struct mount *root = hr_real_mount(BPF_CORE_READ(t, fs, root.mnt));
 
 	w->root_dentry = (__u64)BPF_CORE_READ(t, fs, root.dentry);
 	w->dentry = (__u64)d;

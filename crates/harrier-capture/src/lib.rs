@@ -12,6 +12,7 @@
 pub mod aring;
 pub mod attach;
 pub mod collect;
+pub mod dircache;
 mod empty;
 pub mod guard;
 pub mod guardian;
@@ -121,6 +122,9 @@ pub struct Config {
     /// trampoline, kernels that have them). Per-syscall attach only; refused
     /// before 6.12 (on 6.1 it crashed the traced processes: README Kernels).
     pub fexit_openat: bool,
+    /// Walks stop at a directory the path cache holds ([`dircache`]), where
+    /// the kernel has the hooks that invalidate it. On by default.
+    pub dir_cache: bool,
 }
 
 impl Config {
@@ -142,6 +146,7 @@ impl Config {
             backlog_bytes: merge::BACKLOG_BYTES,
             empty_programs: false,
             fexit_openat: false,
+            dir_cache: true,
         }
     }
 

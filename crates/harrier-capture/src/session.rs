@@ -3,6 +3,7 @@
 
 use crate::aring::ArrayRings;
 use crate::attach::{self, AttachChoice, AttachMode, Attachment};
+use crate::dircache::{self, DirCache};
 use crate::empty::EmptyPrograms;
 use crate::merge::Backlog;
 use crate::ring::Ring;
@@ -133,6 +134,8 @@ pub struct Session {
     ncpus: usize,
     /// openat's exit on its fexit program (Config::fexit_openat).
     fexit_openat: bool,
+    /// Whether the walks use the path cache, and why not.
+    dir_cache: DirCache,
     /// With enforcement's hold: resumes held tasks if this process dies.
     guardian: Option<crate::guardian::Guardian>,
 }
@@ -214,6 +217,8 @@ impl Session {
             rodata.guard_hold = g.hold;
         }
         cfg.collect.write(&mut rodata.skip_params, &mut rodata.skip_params_ok, &mut rodata.no_entry);
+        let dir_cache = DirCache::choose(cfg.dir_cache, cfg.empty_programs);
+        rodata.dircache = dir_cache.is_on();
 
         // Only the programs the chosen mode uses are loaded (verified).
         let mut wanted: Vec<String> = LIFE_CYCLE.iter().map(|s| s.to_string()).collect();
@@ -243,10 +248,12 @@ impl Session {
                 wanted.push(GUARD_BTF.into());
             }
         }
+        wanted.extend(dir_cache.programs().into_iter().map(String::from));
         for mut p in open.open_object_mut().progs_mut() {
             let name = p.name().to_string_lossy().into_owned();
             p.set_autoload(wanted.contains(&name));
         }
+        open.maps.dirpaths.set_max_entries(dir_cache.entries(ncpus))?;
 
         let opts = libbpf_sys::bpf_map_create_opts {
             sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
@@ -322,7 +329,9 @@ impl Session {
             started: Instant::now(),
             ncpus,
             fexit_openat,
+            dir_cache,
         };
+        session.attach_dir_cache()?;
         session.attach(&plan)?;
         Ok(session)
     }
@@ -354,6 +363,28 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// The path cache's hooks, before any walk can store an entry: the exits
+    /// first (a record a ctime hook opens is always closed by its exit).
+    fn attach_dir_cache(&mut self) -> Result<()> {
+        if !self.dir_cache.is_on() {
+            return Ok(());
+        }
+        let names: Vec<String> = dircache::EXITS.iter().map(|n| format!("sys_exit_{n}")).collect();
+        for (name, id) in names.iter().zip(tracefs::tracepoint_ids("syscalls", &names)?) {
+            let id = id.ok_or_else(|| anyhow!("this kernel has no syscalls:{name} tracepoint"))?;
+            self.link(dircache::EXIT_PROG, Some(id))?;
+        }
+        for name in self.dir_cache.hooks() {
+            self.link(name, None)?;
+        }
+        Ok(())
+    }
+
+    /// Whether walks use the path cache ("path cache: on" or why not).
+    pub fn dir_cache(&self) -> &DirCache {
+        &self.dir_cache
     }
 
     /// Links program `name` at the perf tracepoint `tracepoint`, or where its
@@ -651,6 +682,7 @@ impl Session {
             programs: self.prog_stats(),
             run_time_stats: self.stats_fd.is_some(),
             attach_mode: self.choice.mode.to_string(),
+            dir_cache: self.dir_cache.describe(),
             user: self.consumer.counters.clone(),
         })
     }

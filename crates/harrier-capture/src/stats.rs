@@ -93,6 +93,8 @@ pub struct Stats {
     pub run_time_stats: bool,
     /// "per-syscall" or "dispatcher".
     pub attach_mode: String,
+    /// "path cache: on (its hooks)", or off and why (crate::dircache).
+    pub dir_cache: String,
     pub user: UserCounters,
 }
 
@@ -131,6 +133,7 @@ impl Stats {
                 "read_faults": k.read_faults,
                 "truncated": k.truncated,
                 "filtered": k.filtered,
+                "dir_cache": {"hits": k.dir_hits, "misses": k.dir_misses},
                 "per_cpu": self.per_cpu.iter().enumerate().map(|(i, c)| json!({
                     "cpu": i, "events": c.events, "drops": c.dropped(), "drops_by_reason": drops(c),
                 })).collect::<Vec<_>>(),
@@ -141,6 +144,7 @@ impl Stats {
             })).collect::<Vec<_>>(),
             "run_time_stats": self.run_time_stats,
             "attach_mode": self.attach_mode,
+            "dir_cache": self.dir_cache,
             "user": {
                 "events": self.user.events,
                 "meta_events": self.user.meta_events,
@@ -174,6 +178,7 @@ impl Stats {
             "  toctou fallbacks: {}  stash failures: {}  read faults: {}  truncated: {}  filtered in kernel: {}",
             k.toctou_fallbacks, k.stash_fails, k.read_faults, k.truncated, k.filtered
         );
+        let _ = writeln!(s, "  {}: {} hits, {} misses", self.dir_cache, k.dir_hits, k.dir_misses);
         if self.run_time_stats {
             let _ = writeln!(
                 s,

@@ -54,6 +54,10 @@ pub struct CaptureArgs {
     /// BPF program on the machine while on, so it is off by default.
     #[arg(long)]
     bpf_stats: bool,
+    /// Walk every path to the root: no path cache (benchmarks; it is on
+    /// where the kernel has the hooks that keep it exact).
+    #[arg(long)]
+    no_dir_cache: bool,
     #[command(flatten)]
     write: crate::file_out::WriteArgs,
 }
@@ -138,6 +142,7 @@ fn config(a: &CaptureArgs) -> Result<Config> {
     cfg.cpus_per_buffer = a.cpus_per_buffer;
     cfg.attach = a.attach;
     cfg.run_time_stats = a.bpf_stats;
+    cfg.dir_cache = !a.no_dir_cache;
     if let Some(pid) = a.pid {
         check_pid(pid)?;
     }

@@ -60,6 +60,10 @@ pub struct RunArgs {
     /// Per-program BPF run-time stats (costs every BPF program on the machine ~57 ns per run).
     #[arg(long)]
     pub(crate) bpf_stats: bool,
+    /// Walk every path to the root: no path cache (benchmarks; it is on
+    /// where the kernel has the hooks that keep it exact).
+    #[arg(long)]
+    pub(crate) no_dir_cache: bool,
     /// Ring size per CPU (default 8M, or the config's engine buf_size_preset).
     #[arg(long)]
     pub(crate) buffer_size: Option<String>,
@@ -254,6 +258,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     let mut cfg = Config::new(interest.syscalls.clone());
     cfg.attach = a.attach;
     cfg.run_time_stats = a.bpf_stats;
+    cfg.dir_cache = !a.no_dir_cache;
     cfg.empty_programs = a.empty_programs;
     cfg.buffer_size = match (&a.buffer_size, c.buffer_size) {
         (Some(s), _) => parse_size(s)?,

@@ -212,7 +212,7 @@ impl FragMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{F_UNRESOLVED, SOURCE_SHIFT};
+    use crate::wire::F_UNRESOLVED;
     use harrier_capture::testing::bpf_available;
 
     /// A BPF hash map shaped like `fragments` (root: CAP_BPF).

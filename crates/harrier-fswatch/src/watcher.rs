@@ -129,15 +129,15 @@ pub struct Watcher {
     order: Vec<(u64, u32, u32)>,
 }
 
-/// Entries of the per-CPU verdict and path caches (bpf/include/fswatch/cache.h):
+/// Entries of the per-CPU verdict and path caches (bpf/include/fswatch/cache.h, bpf/include/tree/dircache.h):
 /// about 4 MiB of verdicts and 16 MiB of paths in all whatever the CPU count
 /// (each entry holds one value per CPU), 1 where a cache is off.
 fn cache_sizes(cfg: &Config, ncpus: usize) -> (u32, u32) {
     if !cfg.uses_verdict_cache() {
         return (1, 1);
     }
-    const VERDICT: usize = 48; // struct fw_verdict and the LRU's per-CPU slot
-    const PATH: usize = 1024 + 48; // struct fw_pcval
+    const VERDICT: usize = 48; // struct hr_dvalid and the LRU's per-CPU slot
+    const PATH: usize = 1024 + 48; // struct hr_dcval
     let per = |budget: usize, size: usize, max: usize| (budget / (size * ncpus)).clamp(64, max) as u32;
     let paths = if cfg.resolution == Resolution::Fragments { 1 } else { per(16 << 20, PATH, 4096) };
     (per(4 << 20, VERDICT, 16384), paths)
@@ -171,16 +171,9 @@ impl Watcher {
 
         let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
-        // How BPF reads kernel objects (bpf/include/fswatch/state.h's FW_CAST):
-        // a __kconfig extern, which libbpf sets from this text at open.
-        let kconfig = format!("CONFIG_HARRIER_PLAIN_LOADS={}\n", if choice.plain_loads { 'y' } else { 'n' });
-        let kconfig = std::ffi::CString::new(kconfig).expect("no NUL");
-        let opts = libbpf_sys::bpf_object_open_opts {
-            sz: std::mem::size_of::<libbpf_sys::bpf_object_open_opts>() as _,
-            kconfig: kconfig.as_ptr(),
-            ..Default::default()
-        };
-        let mut open = FswatchSkelBuilder::default().open_opts(opts, storage).map_err(privileges)?;
+        // How BPF reads kernel objects (plain loads or probe reads) it decides
+        // itself at load (bpf/include/tree/tree.h's HR_CAST); `choice` says which.
+        let mut open = FswatchSkelBuilder::default().open(storage).map_err(privileges)?;
         let rodata = open.maps.rodata_data.as_deref_mut().ok_or_else(|| anyhow!("no .rodata"))?;
         rodata.filter_tgid = cfg.pid.unwrap_or(0);
         rodata.event_mask = cfg.events;
@@ -263,7 +256,7 @@ impl Watcher {
                 .maps
                 .data_data
                 .as_deref()
-                .map(|d| std::ptr::addr_of!(d.fw_gen).cast::<std::sync::atomic::AtomicU64>());
+                .map(|d| std::ptr::addr_of!(d.hr_tree_gen).cast::<std::sync::atomic::AtomicU64>());
             // SAFETY: the .data mapping and the map live as long as the
             // skeleton; DirRefs uses them only from drain() (it has no Drop).
             unsafe { DirRefs::new(skel.maps.rdirs.as_fd().as_raw_fd(), gen, MAX_DIRS) }
@@ -440,7 +433,7 @@ impl Watcher {
     /// object's mmapped .data; 0 if libbpf could not map it.
     pub fn generation(&self) -> u64 {
         // The kernel bumps it behind our back: read it afresh each time.
-        self.skel.maps.data_data.as_deref().map_or(0, |d| unsafe { std::ptr::read_volatile(&d.fw_gen) })
+        self.skel.maps.data_data.as_deref().map_or(0, |d| unsafe { std::ptr::read_volatile(&d.hr_tree_gen) })
     }
 
     /// Run-time statistics of each attached program: (name, runs, ns), as

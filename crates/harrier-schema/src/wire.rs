@@ -63,10 +63,14 @@ pub struct CpuStats {
     pub truncated: u64,
     /// Not sent: dropped by the kernel-side filter (counted in `events` too).
     pub filtered: u64,
+    /// Path walks that stopped at a directory the path cache held
+    /// (bpf/include/tree/dircache.h), and those that looked and missed.
+    pub dir_hits: u64,
+    pub dir_misses: u64,
 }
 
 impl CpuStats {
-    pub const SIZE: usize = 9 * 8;
+    pub const SIZE: usize = 11 * 8;
 
     pub fn from_bytes(b: &[u8]) -> CpuStats {
         let u = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
@@ -78,6 +82,8 @@ impl CpuStats {
             read_faults: u(6),
             truncated: u(7),
             filtered: u(8),
+            dir_hits: u(9),
+            dir_misses: u(10),
         }
     }
 
@@ -91,6 +97,8 @@ impl CpuStats {
         self.read_faults += o.read_faults;
         self.truncated += o.truncated;
         self.filtered += o.filtered;
+        self.dir_hits += o.dir_hits;
+        self.dir_misses += o.dir_misses;
     }
 
     pub fn dropped(&self) -> u64 {

@@ -85,7 +85,8 @@ pub(crate) fn run(g: &Guard, nr: u32, e: &Ev) -> Verdict {
     let Some(p) = g.programs.iter().find(|p| p.nr == nr) else { return Verdict::Pass };
     let head = e.path.filter(|_| e.ret >= 0).map(str::as_bytes);
     let q = &p.quick;
-    let passes = (!q.ok || e.ret >= 0) && q.atoms.as_ref().is_none_or(|a| a.iter().any(|x| x.holds(head, e.flags)));
+    let passes =
+        (!q.ok || e.ret >= 0) && q.atoms.as_ref().is_none_or(|a| a.iter().any(|x| x.holds(head, e.flags)));
     let v = run_program(g, p, e);
     if !passes {
         assert!(!matches!(v, Verdict::Kill(_)), "the quick test {q:?} rejects a kill: {v:?}");
