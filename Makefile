@@ -75,6 +75,12 @@ bench-hooks: build
 	HARRIER_VM_CPUS=1 HARRIER_VM_QEMU_OPTS="-icount shift=0" bash scripts/test-kernels.sh exec $(or $(KERNEL),6.12) \
 		target/release/harrier-bench hook-costs $(BENCH_ARGS)
 
+# An open's exit by the depth of its file, with and without the path cache
+# (harrier-bench path-depth); writes docs/bench/path-depth.md and .png.
+.PHONY: bench-paths
+bench-paths: build
+	target/release/harrier-bench path-depth --out docs/bench $(BENCH_ARGS)
+
 bench-bypass: build
 	bash scripts/bench-bypass.sh
 

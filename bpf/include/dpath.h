@@ -150,9 +150,12 @@ static __always_inline long hr_dstep(struct hr_dwalk *w, __u8 *buf)
 		parent = 0;
 	}
 	/* Unhashed but not a root: removed; a file system's root is never hashed. */
-	if (w->check && (!hr_kread(d, struct dentry, d_hash.pprev) ||
-			 !hr_local_fs(HR_RD(HR_CAST(d, struct dentry), d_sb, s_magic))))
-		w->flags |= HR_DW_UNSURE;
+	if (w->check) {
+		__u64 sb = (__u64)hr_kread(d, struct dentry, d_sb);
+
+		if (!hr_kread(d, struct dentry, d_hash.pprev) || !hr_local_fs(hr_kread(sb, struct super_block, s_magic)))
+			w->flags |= HR_DW_UNSURE;
+	}
 	len = hr_kread(d, struct dentry, d_name.len) & 255;
 	name = hr_kread(d, struct dentry, d_name.name);
 	if (!len && !parent && w->pos == HR_PATH_MAX && hr_dpipe_name(w, buf, d))

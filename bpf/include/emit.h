@@ -556,7 +556,7 @@ static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct
 	struct dentry *d;
 	struct mount *m;
 	__s32 start, at;
-	__u64 gen, n, up;
+	__u64 gen, n, up, at_d;
 	__s64 busy;
 	__u32 len;
 
@@ -564,8 +564,10 @@ static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct
 	if (w->flags & HR_DW_DONE)
 		return;
 	/* Two names or fewer to the root: walking them costs less than a lookup. */
-	up = (__u64)hr_kread(w->dentry, struct dentry, d_parent);
-	if (w->dentry == w->root_dentry || up == w->root_dentry ||
+	/* Locals in hr_kread: on 6.1 BPF_CORE_READ would relocate w's fields too. */
+	at_d = w->dentry;
+	up = (__u64)hr_kread(at_d, struct dentry, d_parent);
+	if (at_d == w->root_dentry || up == w->root_dentry ||
 	    (__u64)hr_kread(up, struct dentry, d_parent) == w->root_dentry) {
 		bpf_loop(HR_PATH_MAX / 2, hr_walk_cb, 0, 0);
 		return;

@@ -27,9 +27,7 @@ struct inode___old {
 #define HR_EXE_WRITABLE 4
 #define HR_EXE_LOWER_LAYER 8
 #define HR_SB_RDONLY 1
-#define HR_S_IFMT 0170000
 #define HR_S_IFREG 0100000
-#define HR_S_IFDIR 0040000
 #define HR_S_IFLNK 0120000
 #define HR_S_IMMUTABLE 8
 #define HR_CAP_DAC_OVERRIDE 1

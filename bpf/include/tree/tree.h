@@ -27,7 +27,7 @@
 	(hr_has_cast() ? bpf_core_cast((void *)(p), type)->field                         \
 		       : BPF_CORE_READ((type *)(void *)(p), field))
 
-#define HR_S_IFMT 00170000
+#define HR_S_IFMT 0170000
 #define HR_S_IFDIR 0040000
 #define HR_AT_REMOVEDIR 0x200
 

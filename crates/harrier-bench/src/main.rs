@@ -12,6 +12,7 @@ mod fs_scen;
 mod fs_watch;
 mod fs_work;
 mod hook_costs;
+mod path_depth;
 mod legacy_size;
 mod outputs;
 mod plugins;
@@ -58,6 +59,9 @@ enum Cmd {
     /// A syscall tracepoint against fentry/fexit on the syscall's function, per openat and per
     /// unselected getpid (make bench-hooks: in the Debian guests, instructions counted by qemu).
     HookCosts(hook_costs::Args),
+    /// An open's exit handler by the depth of the file, with and without the path cache
+    /// (make bench-paths).
+    PathDepth(path_depth::Args),
     /// Kernel cost of each capture step, and the dispatcher design, per getpid.
     KernelCosts {
         #[arg(long, default_value_t = 5)]
@@ -353,6 +357,7 @@ fn main() -> ExitCode {
     let r = match Cli::parse().command {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
         Cmd::HookCosts(args) => hook_costs::run(args),
+        Cmd::PathDepth(args) => path_depth::run(args),
         Cmd::Capture { rounds, quick, out, no_stop, only } => {
             bench_capture(rounds, quick, out, !no_stop, only.as_deref())
         }

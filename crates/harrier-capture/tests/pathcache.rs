@@ -162,7 +162,10 @@ fn a_moved_mount_is_named_at_its_new_place() {
 /// One thread renames an ancestor back and forth, pausing briefly, while
 /// another opens the same file through a descriptor of a directory below
 /// it (so every open succeeds): each open that no rename overlapped is
-/// named as the tree was, and every open has one of the two names.
+/// named as the tree was, and every open has one of the two names. The
+/// opener is chrooted into the test's directory: the cache keeps only paths
+/// whose every directory is on a local file system, and the guests' root is
+/// the host's, shared over 9p.
 #[test]
 fn opens_racing_a_rename_storm_are_named_as_the_tree_was() {
     if !bpf_available() {
@@ -171,14 +174,14 @@ fn opens_racing_a_rename_storm_are_named_as_the_tree_was() {
     let d = TempDir::new("dc-storm");
     std::fs::create_dir_all(d.path(DEEP)).unwrap();
     std::fs::write(d.path(&format!("{DEEP}/f")), "x").unwrap();
-    let names = [d.path(&format!("{DEEP}/f")), d.path(&format!("z/{}/f", &DEEP[2..]))];
+    let names = [format!("/{DEEP}/f"), format!("/z/{}/f", &DEEP[2..])];
     let (a, z) = (d.path("a"), d.path("z"));
     let dirfd = unsafe { libc::open(cstr(&d.path(DEEP)).as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
     assert!(dirfd >= 0);
     // Renames completed (even: the first name), and whether one is under way.
     let (renames, busy, stop) = (AtomicU64::new(0), AtomicBool::new(false), AtomicBool::new(false));
-    let mut windows = Vec::new();
-    let rel = cstr("f");
+    let (rel, jail) = (cstr("f"), cstr(d.0.to_str().unwrap()));
+    let mut opener = (0, Vec::new());
     let c = capture("openat", || {
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -196,22 +199,34 @@ fn opens_racing_a_rename_storm_are_named_as_the_tree_was() {
                     std::thread::sleep(std::time::Duration::from_micros(20));
                 }
             });
-            for _ in 0..20_000 {
-                let before = (renames.load(SeqCst), busy.load(SeqCst));
-                let fd = sys(libc::SYS_openat, &[dirfd as i64, cptr(&rel), 0, 0]);
-                let after = (renames.load(SeqCst), busy.load(SeqCst));
-                assert!(fd >= 0, "openat: {fd}");
-                unsafe { libc::close(fd as i32) };
-                windows.push((before == after && !before.1).then_some(before.0));
-            }
-            stop.store(true, SeqCst);
+            let o = s.spawn(|| {
+                // This thread only: its own root (the process keeps "/").
+                unsafe {
+                    assert_eq!(libc::unshare(libc::CLONE_FS), 0, "unshare(CLONE_FS)");
+                    assert_eq!(libc::chroot(jail.as_ptr()), 0, "chroot");
+                }
+                let mut windows = Vec::new();
+                for _ in 0..20_000 {
+                    let before = (renames.load(SeqCst), busy.load(SeqCst));
+                    let fd = sys(libc::SYS_openat, &[dirfd as i64, cptr(&rel), 0, 0]);
+                    let after = (renames.load(SeqCst), busy.load(SeqCst));
+                    assert!(fd >= 0, "openat: {fd}");
+                    unsafe { libc::close(fd as i32) };
+                    windows.push((before == after && !before.1).then_some(before.0));
+                }
+                stop.store(true, SeqCst);
+                (gettid(), windows)
+            });
+            opener = o.join().unwrap();
         });
     });
     unsafe { libc::close(dirfd) };
     if renames.load(SeqCst) % 2 == 1 {
         rename(&z, &a);
     }
-    let opens = exactly(&c, "openat", windows.len());
+    let (tid, windows) = opener;
+    let opens = named_in_order(&c, tid, "openat");
+    assert_eq!(opens.len(), windows.len(), "one event per open");
     let mut exact = 0;
     for (i, (e, w)) in opens.iter().zip(&windows).enumerate() {
         let got = text(e, "fullpath");
