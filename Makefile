@@ -69,7 +69,7 @@ bench-fs-scenarios: build
 
 # A syscall tracepoint against fentry/fexit on the syscall's function (harrier-bench
 # hook-costs), in a Debian guest (KERNEL=6.12 or 6.1) whose clock counts instructions
-# (qemu -icount shift=0): ns per call there are instructions. README, Kernels.
+# (qemu -icount shift=0): ns per call there are instructions. docs/kernels.md.
 .PHONY: bench-hooks
 bench-hooks: build
 	HARRIER_VM_CPUS=1 HARRIER_VM_QEMU_OPTS="-icount shift=0" bash scripts/test-kernels.sh exec $(or $(KERNEL),6.12) \

@@ -73,7 +73,8 @@ fn measure(path: &CString, cache: bool, opens: u64) -> Result<(f64, f64)> {
         bail!("{} events dropped: the run is not the handler's full path", k.dropped());
     }
     let p = st.programs.iter().find(|p| p.name == "hr_exit_openat").context("hr_exit_openat has no stats")?;
-    let hits = k.dir_hits as f64 / (k.dir_hits + k.dir_misses).max(1) as f64;
+    // NaN: no walk looked the cache up (the root was near).
+    let hits = k.dir_hits as f64 / (k.dir_hits + k.dir_misses) as f64;
     Ok((p.avg_ns(), hits))
 }
 
@@ -99,11 +100,26 @@ fn rounds(a: &Args, files: &[CString]) -> Result<Cells> {
         for k in 0..runs {
             let i = (k + r) % runs;
             let (d, cache) = (i / 2, (i + r) % 2 == 1);
-            eprintln!("path-depth: round {}/{}, {} names deep, cache {}", r + 1, a.rounds, a.depths[d], if cache { "on" } else { "off" });
+            eprintln!(
+                "path-depth: round {}/{}, {} names deep, cache {}",
+                r + 1,
+                a.rounds,
+                a.depths[d],
+                if cache { "on" } else { "off" }
+            );
             cells[d][cache as usize].push(measure(&files[d], cache, a.opens)?);
         }
     }
     Ok(cells)
+}
+
+/// The median share of walks that hit, "no lookup" where none looked.
+fn hit_share(v: &[(f64, f64)]) -> String {
+    let mut shares: Vec<f64> = v.iter().map(|x| x.1).filter(|s| s.is_finite()).collect();
+    if shares.is_empty() {
+        return "no lookup".into();
+    }
+    format!("{:.0}%", 100.0 * median(&mut shares))
 }
 
 fn report(a: &Args, cells: &Cells) -> Result<()> {
@@ -112,7 +128,13 @@ fn report(a: &Args, cells: &Cells) -> Result<()> {
     let (mut off_bars, mut on_bars) = (Vec::new(), Vec::new());
     for (d, c) in a.depths.iter().zip(cells) {
         let (off, on) = (med(&c[0], |x| x.0), med(&c[1], |x| x.0));
-        rows.push(vec![d.to_string(), num(off, 1), num(on, 1), format!("{:.2}×", on / off), format!("{:.0}%", 100.0 * med(&c[1], |x| x.1))]);
+        rows.push(vec![
+            d.to_string(),
+            num(off, 1),
+            num(on, 1),
+            format!("{:.2}×", on / off),
+            hit_share(&c[1]),
+        ]);
         off_bars.push((format!("{d} names"), off));
         on_bars.push((format!("{d} names"), on));
     }

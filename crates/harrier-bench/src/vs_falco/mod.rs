@@ -72,6 +72,9 @@ pub struct Args {
     /// (ENFORCED_RULES): enforcement's cost, in the same run.
     #[arg(long)]
     enforce_row: bool,
+    /// Also `harrier run --no-dir-cache`: every path walked to the root.
+    #[arg(long)]
+    no_dir_cache_row: bool,
     /// Rate steps of the mix for the drop-free rate under 1 CPU ("max": unpaced; empty: skip).
     #[arg(long, value_delimiter = ',', default_value = "100000,150000,200000,250000,300000,max")]
     rate_steps: Vec<String>,
@@ -97,6 +100,7 @@ pub const HARRIER: &str = "harrier run";
 pub const FLOOR: &str = "harrier run, empty programs";
 pub const NO_ENTRY_COPIES: &str = "harrier run, no entry copies";
 pub const ENFORCING: &str = "harrier run, enforcing";
+pub const NO_DIR_CACHE: &str = "harrier run, no path cache";
 /// Falco's stable rules `harrier rules check --enforce` finds decided in the kernel.
 pub const ENFORCED_RULES: [&str; 12] = [
     "Read sensitive file untrusted",
@@ -210,6 +214,11 @@ pub fn run_cli(a: Args) -> Result<()> {
         let mut args = harrier_args.clone();
         args.push("--no-entry-copies".into());
         setups.push(Setup { label: NO_ENTRY_COPIES.into(), kind: Some(Kind::Harrier), args });
+    }
+    if a.no_dir_cache_row {
+        let mut args = harrier_args.clone();
+        args.push("--no-dir-cache".into());
+        setups.push(Setup { label: NO_DIR_CACHE.into(), kind: Some(Kind::Harrier), args });
     }
     if a.enforce_row {
         let mut args = harrier_args.clone();
