@@ -219,6 +219,7 @@ pub fn run(a: CaptureArgs) -> Result<()> {
         choice.mode,
         choice.reason
     );
+    say!("harrier: {}", session.dir_cache().describe());
     if choice.tracepoints > harrier_capture::attach::MAX_PER_SYSCALL_TRACEPOINTS {
         say!(
             "harrier: note: {} tracepoints take ~{:.1} s to detach when stopping (--attach auto avoids this)",

@@ -375,6 +375,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
         choice.mode,
         choice.reason
     );
+    say!("harrier: {}", session.dir_cache().describe());
     if a.empty_programs {
         say!("harrier: --empty-programs: empty programs at every attach point, no events");
     }
