@@ -8,7 +8,7 @@
  * Kernel objects are read as tree/tree.h's hr_kread says: plain loads where
  * the kernel has bpf_rdonly_cast (they took an open's exit handler from ~800
  * to ~520 ns), probe reads before. The walk stops early at a directory the
- * path cache holds (tree/dircache.h, hr_dwalk_cached in emit.h).
+ * path cache holds (tree/dircache.h, hr_dwalk_cached in emit_path.h).
  */
 #ifndef HARRIER_DPATH_H
 #define HARRIER_DPATH_H

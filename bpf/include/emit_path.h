@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Paths an event carries that come from the kernel's dentry tree, not from
+ * the caller: an fd's file (an open's `fullpath`), the exe, the cwd. The walk
+ * is dpath.h's, through the shared path cache (tree/dircache.h). Part of
+ * emit.h (included from it: it uses the event writer above it).
+ */
+#ifndef HARRIER_EMIT_PATH_H
+#define HARRIER_EMIT_PATH_H
+
+/* ---- paths resolved in the kernel, from the dentry tree (dpath.h) ---- */
+
+static long hr_walk_cb(__u32 i, void *ctx)
+{
+	struct hr_cpu *c = hr_cpu_get();
+
+	if (!c || !hr_dstep(&c->walk, c->path))
+		return !c;
+	c->walk.flags |= HR_DW_DONE;
+	return 1;
+}
+
+/*
+ * The rest of walk w through the path cache (tree/dircache.h): the first
+ * dc_after steps as usual, then, unless the root is two names away or less
+ * (a lookup costs about four steps), the directory reached is looked up; on a hit its cached path goes
+ * below the names so far, on a miss the walk goes on to the root and what it
+ * wrote from that directory up is stored, if nothing can have moved a
+ * directory meanwhile (inval.h: busy, the generation) and every directory
+ * climbed is one that only this kernel's syscalls move.
+ */
+static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct *t)
+{
+	struct hr_dwalk *w = &c->walk;
+	struct hr_dvalid want;
+	struct hr_dcval *v;
+	struct hr_dkey k;
+	struct dentry *d;
+	struct mount *m;
+	__s32 start, at;
+	__u64 gen, n, up, at_d;
+	__s64 busy;
+	__u32 len;
+
+	bpf_loop(dc_after, hr_walk_cb, 0, 0);
+	if (w->flags & HR_DW_DONE)
+		return;
+	/* Two names or fewer to the root: walking them costs less than a lookup. */
+	/* Locals in hr_kread: on 6.1 BPF_CORE_READ would relocate w's fields too. */
+	at_d = w->dentry;
+	up = (__u64)hr_kread(at_d, struct dentry, d_parent);
+	if (at_d == w->root_dentry || up == w->root_dentry ||
+	    (__u64)hr_kread(up, struct dentry, d_parent) == w->root_dentry) {
+		bpf_loop(HR_PATH_MAX / 2, hr_walk_cb, 0, 0);
+		return;
+	}
+	d = HR_CAST(w->dentry, struct dentry);
+	m = HR_CAST(w->mnt, struct mount);
+	hr_dkey_of(&k, d, m);
+	gen = hr_dc_gen(&busy);
+	hr_dvalid_now(&want, m, t, gen);
+	if (!busy && k.mnt_uid) {
+		v = bpf_map_lookup_elem(&dirpaths, &k);
+		if (v && hr_dvalid_same(&v->v, &want)) {
+			len = v->len;
+			at = w->pos - (__s32)len;
+			if (len > 0 && len < HR_DC_MAX && at >= 0) {
+				n = len;
+				hr_clamp(n, HR_DC_MAX - 1);
+				bpf_probe_read_kernel(c->path + HR_DHEAD + (at & (HR_PATH_MAX - 1)), n, v->path);
+				if (hr_dc_kept(v, gen)) {
+					c->stats.dir_hits++;
+					w->pos = at;
+					return;
+				}
+			}
+		}
+	}
+	c->stats.dir_misses++;
+	start = w->pos;
+	w->check = 1;
+	bpf_loop(HR_PATH_MAX / 2, hr_walk_cb, 0, 0);
+	if (busy || !k.mnt_uid || (w->flags & (HR_DW_DISCONNECTED | HR_DW_DETACHED | HR_DW_TRUNCATED |
+					       HR_DW_UNSURE)) || !(w->flags & HR_DW_ROOT))
+		return;
+	at = w->pos;
+	len = start - at;
+	if (len == 0 || len >= HR_DC_MAX || at < 0)
+		return;
+	c->dc.v = want;
+	c->dc.len = len;
+	c->dc.teach_in = 0;
+	n = len;
+	hr_clamp(n, HR_DC_MAX - 1);
+	bpf_probe_read_kernel(c->dc.path, n, c->path + HR_DHEAD + (at & (HR_PATH_MAX - 1)));
+	bpf_map_update_elem(&dirpaths, &k, &c->dc, BPF_ANY);
+}
+
+/* The file behind descriptor fd of task t (an address), or 0. */
+static __always_inline __u64 hr_fd_file_of(struct task_struct *t, __s64 fd)
+{
+	struct fdtable *fdt = t->files->fdt;
+	__u64 f = 0;
+
+	if (fd >= 0 && fd < fdt->max_fds)
+		bpf_probe_read_kernel(&f, sizeof(f), (void *)fdt->fd + fd * sizeof(f));
+	return f;
+}
+
+static __always_inline __u64 hr_fd_file(struct hr_em *em, __s64 fd)
+{
+	return hr_fd_file_of(em->task, fd);
+}
+
+/* What a path field names (hr_dwalk_run's `what`). */
+#define HR_WALK_NONE 0	/* an empty field */
+#define HR_WALK_FD 1	/* the file behind a descriptor */
+#define HR_WALK_EXE 2	/* the task's executable */
+#define HR_WALK_CWD 3	/* its working directory */
+
+/*
+ * Walks what `what` names, as the current task sees it, into this CPU's
+ * path buffer; 0 if there is nothing to walk. A global function: the
+ * verifier checks the walk once per program, not again at each call site
+ * with that caller's state (execve's exit has three walks; inlined, they
+ * took its load from 0.2 to 5+ s on 6.18). Its arguments are scalars, as
+ * global functions need.
+ */
+__attribute__((noinline)) int hr_dwalk_run(int what, __s64 fd)
+{
+	struct hr_cpu *c = hr_cpu_get();
+	struct task_struct *t;
+	void *d = 0, *m = 0;
+	__u64 f = 0;
+
+	if (!c)
+		return 0;
+	/* The caller's task, as plain loads read it (a global function takes
+	 * no pointers to kernel objects): one helper call fewer per walk. */
+	t = hr_has_cast() ? bpf_core_cast((void *)c->walk.task, struct task_struct)
+			  : bpf_get_current_task_btf();
+	if (what == HR_WALK_CWD) {
+		d = t->fs->pwd.dentry;
+		m = t->fs->pwd.mnt;
+	} else if (what == HR_WALK_EXE || what == HR_WALK_FD) {
+		f = what == HR_WALK_EXE ? (__u64)t->mm->exe_file : hr_fd_file_of(t, fd);
+		if (f) {
+			d = hr_kread(f, struct file, f_path.dentry);
+			m = hr_kread(f, struct file, f_path.mnt);
+		}
+	}
+	if (!hr_dwalk_init(&c->walk, d, m, t))
+		return 0;
+	if (dircache)
+		hr_dwalk_cached(c, t);
+	else
+		bpf_loop(HR_PATH_MAX / 2, hr_walk_cb, 0, 0);
+	return 1;
+}
+
+/* The absolute path hr_dwalk_run finds, as a variable field ("" for none). */
+static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd)
+{
+	struct hr_cpu *c = em->cpu;
+	__u8 *slot = hr_var_begin(em);
+	__u32 n, pos;
+
+	if (!slot)
+		return;
+	c->walk.task = (__u64)em->task;
+	if (!hr_dwalk_run(what, fd)) {
+		hr_var_end(em, slot, 0);
+		return;
+	}
+	pos = c->walk.pos;
+	if (pos >= HR_PATH_MAX) {
+		slot[2] = '/';
+		hr_var_end(em, slot, 1);
+		return;
+	}
+	/* A mask, not a compare: clang may drop a clamp the verifier needs. The
+	 * scratch has room past HR_PATH_MAX for what the mask lets through. */
+	n = (HR_PATH_MAX - pos) & (2 * HR_PATH_MAX - 1);
+	bpf_probe_read_kernel(slot + 2, n, c->path + HR_DHEAD + (pos & (HR_PATH_MAX - 1)));
+	hr_var_end(em, slot, n);
+}
+
+/* What an open really opened: the file behind the returned descriptor. */
+static __always_inline void hr_put_fdpath_ret(struct hr_em *em)
+{
+	hr_put_dpath(em, HR_WALK_FD, em->ret);
+}
+
+#endif
