@@ -81,6 +81,12 @@ bench-hooks: build
 bench-paths: build
 	target/release/harrier-bench path-depth --out docs/bench $(BENCH_ARGS)
 
+# Where the vs-falco mix's BPF time goes, per program and per step
+# (harrier-bench handler-steps); writes docs/bench/handler-steps.md and .png.
+.PHONY: bench-steps
+bench-steps: build
+	target/release/harrier-bench handler-steps --out docs/bench $(BENCH_ARGS)
+
 bench-bypass: build
 	bash scripts/bench-bypass.sh
 

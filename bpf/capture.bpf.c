@@ -67,6 +67,9 @@ const volatile __u32 dc_after = 2;
 struct hr_cpu {
 	struct hr_cpu_stats stats;
 	__u32 ring;
+	__u32 step_on;		/* steps.h: this handler's steps are timed */
+	__u64 step_t;		/* steps.h: the last mark */
+	__u32 raw_dotdot;	/* this event's path as passed may have "..": kfilter.h */
 	__u32 pad;
 	struct hr_dwalk walk;	/* dpath.h */
 	__u8 ev[HR_SCRATCH];
@@ -75,6 +78,8 @@ struct hr_cpu {
 };
 
 HR_CPU_STATE_MAP(struct hr_cpu);
+
+#include "steps.h"
 
 /* Per-CPU rings (the default), entry i for CPU i; user space sizes it. A lock-
  * free single-producer ring costs ~50 ns less per event than a BPF ringbuf. */

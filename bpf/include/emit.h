@@ -174,6 +174,7 @@ static __always_inline void hr_aring_publish(struct hr_em *em, __u64 len)
 /* Non-zero: return. Fixed-size events are always written in place. */
 static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 ret, const __u32 size)
 {
+	__u64 t0 = hr_step_now();
 	struct task_struct *task;
 	__u32 tid = hr_tid(&task);
 	struct hr_cpu *c;
@@ -182,6 +183,7 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 
 	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, type, ret))
 		return 1;
+	hr_step_start(c, type, t0);
 	c->stats.events++;
 	if (shared_rings) {
 		ring = bpf_map_lookup_elem(&rings, &c->ring);
@@ -199,6 +201,7 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 	}
 	hr_header(ev, tid, type, ret, size);
 	hr_em_init(em, c, task, ev, ret, size);
+	hr_step(c, HR_STEP_BEGIN);
 	return 0;
 }
 
@@ -217,6 +220,7 @@ static __always_inline int hr_submit_fixed(struct hr_em *em)
 		bpf_ringbuf_submit(em->ev, BPF_RB_NO_WAKEUP);
 	else
 		hr_aring_publish(em, em->off);
+	hr_step_end(em->cpu, HR_STEP_SUBMIT);
 	return 0;
 }
 
@@ -224,6 +228,7 @@ static __always_inline int hr_submit_fixed(struct hr_em *em)
  * for the largest event), else in per-CPU scratch, copied out at submit. */
 static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u32 fixed_end)
 {
+	__u64 t0 = hr_step_now();
 	struct task_struct *task;
 	__u32 tid = hr_tid(&task);
 	struct hr_cpu *c;
@@ -231,6 +236,7 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 
 	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, type, ret))
 		return 1;
+	hr_step_start(c, type, t0);
 	if (shared_rings) {
 		ev = c->ev;
 	} else if (!(ev = hr_aring_claim(em, c, type, HR_SCRATCH))) {
@@ -239,6 +245,8 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 	}
 	hr_header(ev, tid, type, ret, 0);
 	hr_em_init(em, c, task, ev, ret, fixed_end);
+	c->raw_dotdot = 1; /* unknown until an entry copy says */
+	hr_step(c, HR_STEP_BEGIN);
 	return 0;
 }
 
@@ -254,6 +262,7 @@ static __always_inline int hr_submit(struct hr_em *em)
 	c->stats.events++;
 	if (!shared_rings) {
 		hr_aring_publish(em, len);
+		hr_step_end(c, HR_STEP_SUBMIT);
 		return 0;
 	}
 	ring = bpf_map_lookup_elem(&rings, &c->ring);
@@ -620,12 +629,15 @@ static __always_inline void hr_put_args(struct hr_em *em)
 
 static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
 {
+	__u64 t0 = hr_step_now();
 	struct hr_stash *st;
 	struct task_struct *task;
 	struct hr_cpu *c;
 
 	if (!hr_tid(&task))
 		return 0;
+	if (step_clock && (c = hr_cpu_get()))
+		hr_step_start(c, nr, t0);
 	st = bpf_task_storage_get(&stash, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st) {
 		if ((c = hr_cpu_get()))
@@ -635,7 +647,18 @@ static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
 	st->nr = nr;
 	st->path_len = HR_STASH_UNSET;
 	st->extra_len = 0;
+	if (step_clock && (c = hr_cpu_get()))
+		hr_step(c, HR_STEP_ENTER_STORE);
 	return st;
+}
+
+/* An entry handler's copies are done (steps.h). */
+static __always_inline void hr_stash_done(void)
+{
+	struct hr_cpu *c;
+
+	if (step_clock && (c = hr_cpu_get()))
+		hr_step_end(c, HR_STEP_ENTER_COPY);
 }
 
 static __always_inline void hr_stash_path(struct hr_stash *st, const void *uptr)
@@ -643,6 +666,7 @@ static __always_inline void hr_stash_path(struct hr_stash *st, const void *uptr)
 	long n = hr_str_len(bpf_probe_read_user_str(st->path, HR_PATH_MAX, uptr));
 
 	st->path_len = n >= 0 ? n : HR_STASH_UNSET;
+	hr_stash_done();
 }
 
 static __always_inline void hr_stash_extra(struct hr_stash *st, const void *uptr, __u64 len)
@@ -651,6 +675,7 @@ static __always_inline void hr_stash_extra(struct hr_stash *st, const void *uptr
 		len = HR_STASH_EXTRA;
 	if (uptr && len && !bpf_probe_read_user(st->extra, len, uptr))
 		st->extra_len = len;
+	hr_stash_done();
 }
 
 /* Whether the pending entry copy belongs to syscall nr (not consumed). */
@@ -671,6 +696,7 @@ static __always_inline struct hr_stash *hr_stash_take(struct hr_em *em, __u32 nr
 	if (no_entry[nr])
 		return 0;
 	st = bpf_task_storage_get(&stash, em->task, 0, 0);
+	hr_step(em->cpu, HR_STEP_STASH);
 	if (st && st->nr == nr) {
 		st->nr = 0;
 		return st;
@@ -680,12 +706,58 @@ static __always_inline struct hr_stash *hr_stash_take(struct hr_em *em, __u32 nr
 	return 0;
 }
 
+/* Bit 7 of each byte of w that is '.' (the exact zero-byte test: no
+ * carry crosses a byte). */
+static __always_inline __u64 hr_dots(__u64 w)
+{
+	const __u64 low7 = 0x7f7f7f7f7f7f7f7fULL;
+	__u64 t = w ^ 0x2e2e2e2e2e2e2e2eULL;
+
+	return ~(((t & low7) + low7) | t | low7);
+}
+
+/* The entry copy of a path into the record: up to HR_STASH_WORDS words with
+ * plain loads and stores (a helper call costs more than the copy here), the
+ * rest by one probe read. Bytes past the path land where the next field
+ * goes, inside the record's room. On the way, whether it may hold ".."
+ * (the kernel filter's traversal test): two dots in a row, also across words. */
+#define HR_STASH_WORDS 16
+
+static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stash *st)
+{
+	__u8 *slot = hr_var_begin(em);
+	__u64 len = st->path_len, w, m, prev = 0, pairs = 0;
+
+	if (!slot)
+		return;
+	hr_clamp(len, HR_PATH_MAX - 1);
+	if (len > HR_STASH_WORDS * 8) {
+		bpf_probe_read_kernel(slot + 2, len, st->path);
+		pairs = 1;
+	} else {
+#pragma unroll
+		for (int i = 0; i < HR_STASH_WORDS; i++) {
+			if (i * 8 >= len)
+				break;
+			w = ((__u64 *)st->path)[i];
+			((__u64 *)(slot + 2))[i] = w;
+			if (len - i * 8 < 8) /* what lies past the path is not looked at */
+				w &= (1ULL << ((len - i * 8) * 8)) - 1;
+			m = hr_dots(w);
+			pairs |= (m & (m >> 8)) | ((prev >> 56) & m & 0x80);
+			prev = m;
+		}
+	}
+	em->cpu->raw_dotdot = pairs != 0;
+	hr_var_end(em, slot, len);
+}
+
 static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stash *st, __u64 uptr)
 {
 	if (!st || st->path_len == HR_STASH_UNSET)
 		em->at_exit = 1, hr_put_path(em, uptr);
 	else
-		hr_put_kernel(em, st->path, st->path_len, HR_PATH_MAX - 1);
+		hr_put_stashed_path(em, st);
 }
 
 static __always_inline void hr_put_sockaddr_stashed(struct hr_em *em, struct hr_stash *st,

@@ -102,8 +102,10 @@ static __always_inline __u64 hr_fd_file_of(struct task_struct *t, __s64 fd)
 	struct fdtable *fdt = t->files->fdt;
 	__u64 f = 0;
 
+	/* The slot read as a list_head's first pointer: a plain load where the
+	 * kernel has the cast (a helper call fewer per fd path). */
 	if (fd >= 0 && fd < fdt->max_fds)
-		bpf_probe_read_kernel(&f, sizeof(f), (void *)fdt->fd + fd * sizeof(f));
+		f = (__u64)hr_kread((__u64)fdt->fd + fd * sizeof(f), struct list_head, next);
 	return f;
 }
 
@@ -188,7 +190,9 @@ static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd)
 /* What an open really opened: the file behind the returned descriptor. */
 static __always_inline void hr_put_fdpath_ret(struct hr_em *em)
 {
+	hr_step(em->cpu, HR_STEP_ARGS);
 	hr_put_dpath(em, HR_WALK_FD, em->ret);
+	hr_step(em->cpu, HR_STEP_WALK);
 }
 
 #endif

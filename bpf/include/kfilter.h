@@ -26,7 +26,7 @@ struct hr_kf_clause {
 	__u8 used;
 	__u8 need_success;	/* ret >= 0 */
 	__u8 path;		/* the path is in kf_paths under (nr, clause) */
-	__u8 pad;
+	__u8 raw_dotdot;	/* the path as passed has ".." (hr_cpu's raw_dotdot) */
 	__u32 flags_off;	/* record offset of a u32 flags parameter, 0: none */
 	__u32 flags_mask;	/* with flags_off: keep if flags & mask */
 };
@@ -120,6 +120,8 @@ static __always_inline bool hr_kf_clause_holds(struct hr_em *em, const struct hr
 		return false;
 	if (cl->need_success && em->ret < 0)
 		return false;
+	if (cl->raw_dotdot && !em->cpu->raw_dotdot)
+		return false;
 	if (cl->flags_off) {
 		bpf_probe_read_kernel(&flags, 4, em->ev + (cl->flags_off & 255));
 		if (!(flags & cl->flags_mask))
@@ -184,10 +186,15 @@ static __always_inline bool hr_kf_unused(struct hr_em *em, __u32 nr, __u32 path_
  * what is kept, so the opens no rule looks at cost it nothing. */
 static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_off, const __u32 fixed)
 {
-	if (hr_kf_unused(em, nr, path_off))
-		return true;
-	hr_guard(em, nr, path_off, fixed);
-	return false;
+	bool unused;
+
+	hr_step(em->cpu, HR_STEP_FIELDS);
+	unused = hr_kf_unused(em, nr, path_off);
+
+	if (!unused)
+		hr_guard(em, nr, path_off, fixed);
+	hr_step(em->cpu, HR_STEP_FILTER);
+	return unused;
 }
 
 /* Instead of hr_submit*: the event stays unpublished (its ring room is
@@ -201,6 +208,7 @@ static __always_inline int hr_discard(struct hr_em *em, const bool fixed)
 	c->stats.filtered++;
 	if (fixed && shared_rings)
 		bpf_ringbuf_discard(em->ev, BPF_RB_NO_WAKEUP);
+	hr_step_end(c, HR_STEP_SUBMIT);
 	return 0;
 }
 

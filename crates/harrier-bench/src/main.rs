@@ -11,6 +11,7 @@ mod fs_rate;
 mod fs_scen;
 mod fs_watch;
 mod fs_work;
+mod handler_steps;
 mod hook_costs;
 mod legacy_size;
 mod outputs;
@@ -62,6 +63,8 @@ enum Cmd {
     /// An open's exit handler by the depth of the file, with and without the path cache
     /// (make bench-paths).
     PathDepth(path_depth::Args),
+    /// Where the vs-falco mix's BPF time goes, per program and per step (make bench-steps).
+    HandlerSteps(handler_steps::Args),
     /// Kernel cost of each capture step, and the dispatcher design, per getpid.
     KernelCosts {
         #[arg(long, default_value_t = 5)]
@@ -358,6 +361,7 @@ fn main() -> ExitCode {
         Cmd::KernelCosts { rounds, count } => kernel_costs(rounds, count),
         Cmd::HookCosts(args) => hook_costs::run(args),
         Cmd::PathDepth(args) => path_depth::run(args),
+        Cmd::HandlerSteps(args) => handler_steps::run(args),
         Cmd::Capture { rounds, quick, out, no_stop, only } => {
             bench_capture(rounds, quick, out, !no_stop, only.as_deref())
         }

@@ -22,6 +22,9 @@ pub struct Clause {
     /// The kernel-resolved path (`fullpath`) matches one of these; None: any
     /// path. A failed call has no resolved path and passes this test.
     pub paths: Option<Vec<PathMatch>>,
+    /// The path as the caller passed it (the entry copy) has "..": a
+    /// traversal. Unknown (read at exit, or long) counts as having it.
+    pub raw_dotdot: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -102,6 +105,7 @@ fn kf_value(f: &SyscallFilter) -> Result<[u8; KF_SIZE]> {
             }
             v[at + 2] = 1;
         }
+        v[at + 3] = c.raw_dotdot as u8;
         if c.flags_any != 0 {
             let off =
                 flags_offset(f.nr).with_context(|| format!("syscall {} has no flags parameter", f.nr))?;

@@ -125,6 +125,9 @@ pub struct Config {
     /// Walks stop at a directory the path cache holds ([`dircache`]), where
     /// the kernel has the hooks that invalidate it. On by default.
     pub dir_cache: bool,
+    /// Time the steps of this syscall's handlers (bpf/include/steps.h;
+    /// harrier-bench handler-steps): [`Session::step_sums`]. None: off.
+    pub step_clock: Option<u32>,
 }
 
 impl Config {
@@ -147,6 +150,7 @@ impl Config {
             empty_programs: false,
             fexit_openat: false,
             dir_cache: true,
+            step_clock: None,
         }
     }
 

@@ -140,6 +140,9 @@ pub struct Session {
     guardian: Option<crate::guardian::Guardian>,
 }
 
+/// Entries of the step_ns map (HR_STEPS).
+const STEPS: u32 = 16;
+
 /// openat's exit handler on an fexit (Config::fexit_openat).
 const FEXIT_OPENAT: &str = "hr_fexit_openat";
 /// The guard's programs (tail calls of the handlers), loaded with enforcement.
@@ -219,6 +222,8 @@ impl Session {
         cfg.collect.write(&mut rodata.skip_params, &mut rodata.skip_params_ok, &mut rodata.no_entry);
         let dir_cache = DirCache::choose(cfg.dir_cache, cfg.empty_programs);
         rodata.dircache = dir_cache.is_on();
+        rodata.step_clock = cfg.step_clock.is_some();
+        rodata.step_nr = cfg.step_clock.unwrap_or(0);
 
         // Only the programs the chosen mode uses are loaded (verified).
         let mut wanted: Vec<String> = LIFE_CYCLE.iter().map(|s| s.to_string()).collect();
@@ -603,6 +608,23 @@ impl Session {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
             .ok_or_else(|| anyhow!("per-CPU state missing"))?;
         Ok(v.iter().take(self.ncpus).map(|b| CpuStats::from_bytes(b)).collect())
+    }
+
+    /// With Config::step_clock: per step (bpf/include/steps.h's numbering),
+    /// the ns summed over every CPU and the marks counted.
+    pub fn step_sums(&self) -> Result<Vec<(u64, u64)>> {
+        let mut out = Vec::new();
+        for step in 0..STEPS {
+            let v = self
+                .skel
+                .maps
+                .step_ns
+                .lookup_percpu(&step.to_ne_bytes(), MapFlags::ANY)?
+                .ok_or_else(|| anyhow!("step clock {step} missing"))?;
+            let word = |b: &[u8], i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+            out.push(v.iter().take(self.ncpus).fold((0, 0), |(ns, n), b| (ns + word(b, 0), n + word(b, 1))));
+        }
+        Ok(out)
     }
 
     fn prog_stats(&self) -> Vec<ProgStats> {

@@ -42,7 +42,12 @@ fn opens_are_sent_only_when_a_clause_holds(mode: AttachMode) {
     // Sent: a write-open of anything, or any successful open below keep/ or of
     // exactly other.txt; never a failed read-open.
     let clauses = vec![
-        Clause { need_success: false, flags_any: (libc::O_WRONLY | libc::O_RDWR) as u32, paths: None },
+        Clause {
+            need_success: false,
+            flags_any: (libc::O_WRONLY | libc::O_RDWR) as u32,
+            paths: None,
+            raw_dotdot: false,
+        },
         Clause {
             need_success: true,
             flags_any: 0,
@@ -50,6 +55,7 @@ fn opens_are_sent_only_when_a_clause_holds(mode: AttachMode) {
                 PathMatch::Prefix(format!("{keep}/").into_bytes()),
                 PathMatch::Exact(other.to_str().unwrap().as_bytes().to_vec()),
             ]),
+            raw_dotdot: false,
         },
     ];
     cfg.kernel_filter = Some(KernelFilter {
@@ -125,4 +131,62 @@ fn a_process_name_is_dropped_for_one_syscall(mode: AttachMode) {
     assert_eq!(c.named(quiet, "getppid").len(), 1, "its other syscalls are sent");
     assert_eq!(c.named(loud, "getcwd").len(), 1, "another name is sent");
     assert!(c.stats.kernel_total().filtered >= 1);
+}
+
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn opens_whose_path_as_passed_has_dotdot_are_sent(mode: AttachMode) {
+    if !bpf_available() {
+        return;
+    }
+    use_mode(mode);
+    let dir = std::env::temp_dir().join(format!("harrier-kfdd-{}-{mode}", std::process::id()));
+    std::fs::create_dir_all(dir.join("abcdef")).unwrap();
+    std::fs::write(dir.join("f"), "x").unwrap();
+    let mut cfg = Config::new(parse_syscalls("openat").unwrap());
+    cfg.pid = Some(std::process::id());
+    let clauses = vec![Clause { need_success: true, raw_dotdot: true, ..Clause::default() }];
+    cfg.kernel_filter = Some(KernelFilter {
+        syscalls: vec![SyscallFilter { nr: nr("openat"), clauses, drop_comms: vec![] }],
+    });
+    // Relative to dir (the kernel tests the path as passed, 8 bytes at a
+    // time): pairs inside a word, across two (bytes 7 and 8), at the end;
+    // lone dots; past 128 bytes it cannot tell and sends the open.
+    let d = dir.display();
+    let cases: Vec<(String, bool)> = vec![
+        (format!("{d}/f"), false),
+        (format!("{d}/./f"), false),
+        (format!("{d}/abcdef/./../f"), true),
+        (format!("{d}/abcdef/../f"), true),
+        (format!("{d}/{}f", "./".repeat(70)), true),
+        (format!("{d}/nope/../f"), false), // ENOENT: failed opens are kept back
+    ];
+    let tid = gettid();
+    let rel = ["abcdef/../f", "abcdef/..", "abcdef/./f", "ab/../f", "./f"];
+    let dfd = std::fs::File::open(&dir).unwrap();
+    let c = capture_with(cfg, || {
+        for (p, _) in &cases {
+            open_at(p, libc::O_RDONLY);
+        }
+        for p in rel {
+            let c = CString::new(p).unwrap();
+            let fd =
+                unsafe { libc::openat(std::os::fd::AsRawFd::as_raw_fd(&dfd), c.as_ptr(), libc::O_RDONLY) };
+            if fd >= 0 {
+                unsafe { libc::close(fd) };
+            }
+        }
+    });
+    let got: Vec<String> = c
+        .named(tid, "openat")
+        .iter()
+        .map(|e| String::from_utf8_lossy(e.param("path").unwrap().as_bytes().unwrap()).into_owned())
+        .collect();
+    std::fs::remove_dir_all(&dir).unwrap();
+    for (p, sent) in &cases {
+        assert_eq!(got.contains(p), *sent, "{p}: sent {}", got.contains(p));
+    }
+    // "ab/" does not exist: that open fails and is kept back.
+    let rel_sent: Vec<&str> = rel.iter().copied().filter(|p| got.iter().any(|g| g == p)).collect();
+    assert_eq!(rel_sent, ["abcdef/../f", "abcdef/.."], "relative opens sent: {got:?}");
 }

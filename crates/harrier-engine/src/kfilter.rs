@@ -49,7 +49,12 @@ fn and(a: Clause, b: Clause) -> Clause {
         (x, y) => x.or(y),
     };
     let flags_any = if a.flags_any != 0 { a.flags_any } else { b.flags_any };
-    Clause { need_success: a.need_success || b.need_success, flags_any, paths }
+    Clause {
+        need_success: a.need_success || b.need_success,
+        flags_any,
+        paths,
+        raw_dotdot: a.raw_dotdot || b.raw_dotdot,
+    }
 }
 
 fn or(a: Clause, b: Clause) -> Clause {
@@ -63,7 +68,12 @@ fn or(a: Clause, b: Clause) -> Clause {
         _ => None,
     };
     let flags_any = if a.flags_any != 0 && b.flags_any != 0 { a.flags_any | b.flags_any } else { 0 };
-    Clause { need_success: a.need_success && b.need_success, flags_any, paths }
+    Clause {
+        need_success: a.need_success && b.need_success,
+        flags_any,
+        paths,
+        raw_dotdot: a.raw_dotdot && b.raw_dotdot,
+    }
 }
 
 pub(crate) fn lits(rhs: &CRhs) -> Option<Vec<&[u8]>> {
@@ -138,6 +148,10 @@ fn check_use(c: &Check) -> Clause {
                 cl.flags_any = open_flag_bit(&l.bytes).unwrap_or(0);
             }
         }
+        // A raw path that contains, starts with or is a literal with ".." has "..".
+        (Field::FdNameraw, Op::Contains | Op::StartsWith | Op::Eq) => {
+            cl.raw_dotdot = matches!(&c.rhs, CRhs::One(l) if l.bytes.windows(2).any(|w| w == b".."));
+        }
         (Field::EvtRes, Op::Eq) if matches!(&c.rhs, CRhs::One(l) if &l.bytes[..] == b"SUCCESS") => {
             cl.need_success = true;
         }
@@ -189,9 +203,9 @@ fn expr_use(e: &Expr, ty: EventType) -> Use {
 /// exact merge (same success and flags tests: union the paths), then, if
 /// still too many, one clause bounding them all.
 fn merge(cs: Vec<Clause>) -> Vec<Clause> {
-    let mut by_test: BTreeMap<(bool, u32), Clause> = BTreeMap::new();
+    let mut by_test: BTreeMap<(bool, u32, bool), Clause> = BTreeMap::new();
     for c in cs {
-        let key = (c.need_success, c.flags_any);
+        let key = (c.need_success, c.flags_any, c.raw_dotdot);
         let merged = match by_test.remove(&key) {
             Some(prev) => or(prev, c),
             None => c,
@@ -235,8 +249,15 @@ fn state_file_clause(rules: &RuleSet) -> Option<Clause> {
             let Some(s) = syscall_by_name(t.name()).filter(|s| !kfilter::has_resolved_path(s.nr)) else {
                 continue;
             };
-            let has_fd_arg =
-                s.params.unwrap_or_default().iter().any(|p| p.text == harrier_schema::TextKind::Fd);
+            // An opened file reaches the event through the table only by its
+            // `fd` parameter or as what a dup returns (source.rs's lookup_fd):
+            // socket and accept name the socket they make, the opens the file
+            // the kernel resolved, and execveat's dirfd names nothing (nor in Falco).
+            let takes_a_file = matches!(s.name, "dup" | "dup2" | "dup3")
+                || s.params.unwrap_or_default().iter().any(|p| p.name == "fd");
+            if !takes_a_file {
+                continue;
+            }
             let (cond_reads, paths) = match r.condition() {
                 None => (false, None),
                 Some(e) if !may_be_file(e) => continue,
@@ -245,13 +266,13 @@ fn state_file_clause(rules: &RuleSet) -> Option<Clause> {
                     Use::When(c) => (mentions_fd(e, t), c.paths),
                 },
             };
-            let reads_fd = cond_reads || (output_reads_fds && has_fd_arg);
+            let reads_fd = cond_reads || output_reads_fds;
             if !reads_fd {
                 continue;
             }
             // The output is rendered only when the condition held, so the
             // condition's bound on the path holds for it too.
-            let wanted = Clause { need_success: true, flags_any: 0, paths };
+            let wanted = Clause { need_success: true, flags_any: 0, paths, raw_dotdot: false };
             need = Some(match need {
                 Some(n) => or(n, wanted),
                 None => wanted,
@@ -359,7 +380,8 @@ fn implies(strong: &Clause, weak: &Clause) -> bool {
         (None, Some(_)) => false,
         (Some(a), Some(b)) => a.iter().all(|m| b.contains(m)),
     };
-    success && flags && paths
+    let raw = !weak.raw_dotdot || strong.raw_dotdot;
+    success && flags && paths && raw
 }
 
 /// One line for `harrier run`'s start: what the kernel keeps back.
@@ -393,6 +415,9 @@ fn describe_clause(c: &Clause) -> String {
     }
     if let Some(p) = &c.paths {
         v.push(format!("the path is one of {} names or prefixes", p.len()));
+    }
+    if c.raw_dotdot {
+        v.push("the path as passed has \"..\"".into());
     }
     format!("({})", v.join(" and "))
 }

@@ -33,7 +33,8 @@ fn write_opens_below_a_prefix_reduce_to_one_clause() {
     )]);
     let f = filter_of(&rs, &["openat", "execve"]);
     assert_eq!(f.syscalls.len(), 1, "execve is the state's: never filtered ({f:?})");
-    let want = Clause { need_success: true, flags_any: 3, paths: Some(vec![prefix("/etc/")]) };
+    let want =
+        Clause { need_success: true, flags_any: 3, paths: Some(vec![prefix("/etc/")]), raw_dotdot: false };
     assert_eq!(f.syscalls[0].clauses, vec![want]);
 }
 
@@ -135,5 +136,33 @@ fn kernel_drop_errors_name_the_column() {
     ] {
         let e = parse_kernel_drop(text).unwrap_err().to_string();
         assert!(e.contains(want), "{text}: {e}");
+    }
+}
+
+#[test]
+fn a_traversal_test_on_the_raw_path_bounds_the_opens() {
+    let rs = rules(&[(
+        "t",
+        "evt.type = openat and fd.num >= 0 and (fd.name startswith /etc/ or fd.name contains id_rsa) \
+         and fd.nameraw contains '../'",
+    )]);
+    let f = filter_of(&rs, &["openat"]);
+    assert_eq!(
+        f.syscalls[0].clauses,
+        vec![Clause { need_success: true, raw_dotdot: true, ..Clause::default() }]
+    );
+    assert!(summary(&f).contains("\"..\""), "{}", summary(&f));
+}
+
+#[test]
+fn only_fds_the_engine_looks_up_make_the_state_keep_files() {
+    // execveat's dirfd and a socket's own fd never name an opened file; a
+    // dup's new fd names the old one's.
+    for (ty, keeps) in [("execveat", false), ("socket", false), ("dup", true)] {
+        let out = format!(
+            "- rule: r\n  desc: t\n  condition: evt.type = {ty}\n  output: f=%fd.name\n  priority: WARNING\n"
+        );
+        let rs = RuleSet::load(&[("t.yaml", out)], &LoadOptions::default()).unwrap();
+        assert_eq!(fd_table_needs_files(&rs), keeps, "{ty}");
     }
 }
