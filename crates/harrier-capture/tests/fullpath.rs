@@ -62,6 +62,7 @@ fn a_chrooted_thread_opens_from_its_own_root(mode: AttachMode) {
     std::fs::create_dir(d.path("etc")).unwrap();
     std::fs::write(d.path("etc/f"), "x").unwrap();
     let (outer, jail) = (cstr(&d.path("etc/f")), cstr(d.0.to_str().unwrap()));
+    let inner = cstr("/etc/f");
     let seen_inside = std::sync::Mutex::new(None);
     let c = capture("openat", || {
         sys(libc::SYS_openat, &[AT_FDCWD64, cptr(&outer), 0, 0]);
@@ -71,7 +72,7 @@ fn a_chrooted_thread_opens_from_its_own_root(mode: AttachMode) {
                 assert_eq!(libc::unshare(libc::CLONE_FS), 0, "unshare(CLONE_FS)");
                 assert_eq!(libc::chroot(jail.as_ptr()), 0, "chroot");
                 assert_eq!(libc::chdir(c"/".as_ptr()), 0, "chdir");
-                let fd = sys(libc::SYS_openat, &[AT_FDCWD64, cptr(&cstr("/etc/f")), 0, 0]);
+                let fd = sys(libc::SYS_openat, &[AT_FDCWD64, cptr(&inner), 0, 0]);
                 *seen_inside.lock().unwrap() = Some((gettid(), fd));
             });
         });
@@ -80,7 +81,11 @@ fn a_chrooted_thread_opens_from_its_own_root(mode: AttachMode) {
     assert!(fd >= 0, "the chrooted open failed: {fd}");
     let outside = exactly(&c, "openat", 1);
     assert_eq!(text(&outside[0], "fullpath"), d.path("etc/f"));
-    let inside = named_in_order(&c, tid, "openat");
+    // A new thread's first malloc may make a glibc arena, which opens
+    // /sys/devices/system/cpu/online (when the other arenas are busy): not
+    // the thread's doing.
+    let mut inside = named_in_order(&c, tid, "openat");
+    inside.retain(|e| text(e, "path") != "/sys/devices/system/cpu/online");
     assert_eq!(inside.len(), 1, "one open from the chrooted thread: {inside:?}");
     assert_eq!(text(&inside[0], "fullpath"), "/etc/f", "named from the thread's root");
 }
