@@ -190,7 +190,6 @@ static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_of
 
 	hr_step(em->cpu, HR_STEP_FIELDS);
 	unused = hr_kf_unused(em, nr, path_off);
-
 	if (!unused)
 		hr_guard(em, nr, path_off, fixed);
 	hr_step(em->cpu, HR_STEP_FILTER);

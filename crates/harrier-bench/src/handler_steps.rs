@@ -10,11 +10,9 @@
 use crate::report::{bar_panels, num, Table};
 use crate::rules_load::load::Load;
 use crate::workload::median;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Result};
 use harrier_capture::{parse_syscalls, Config, Session};
-use harrier_rules::ruleset::{LoadOptions, RuleSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
@@ -69,10 +67,7 @@ struct Derived {
 }
 
 fn derive(rules: &str) -> Result<Derived> {
-    let text = std::fs::read_to_string(rules).with_context(|| format!("reading {rules}"))?;
-    let opts = LoadOptions { supported: Arc::new(harrier_engine::source::supported), ..Default::default() };
-    let set = RuleSet::load(&[(rules.to_string(), text)], &opts)
-        .map_err(|d| anyhow!("{rules}: {}", d.last().map(|d| d.to_string()).unwrap_or_default()))?;
+    let set = crate::rules_load::load_rules(&[rules.to_string()])?;
     let syscalls = parse_syscalls(SYSCALLS)?;
     Ok(Derived {
         filter: harrier_engine::kfilter::derive(&set, &syscalls, &[]),

@@ -166,8 +166,8 @@ pub fn stable_rules() -> Result<String> {
     bail!("Falco's stable rules not found: set FALCO_RULES_DIR or pass --rules FILE")
 }
 
-/// The names of the rules `harrier run` will evaluate from `files`.
-fn active_rules(files: &[String]) -> Result<Vec<String>> {
+/// `files` loaded as `harrier run` loads them (its engine's fields).
+pub fn load_rules(files: &[String]) -> Result<harrier_rules::ruleset::RuleSet> {
     let mut texts = Vec::new();
     for f in files {
         texts.push((f.clone(), std::fs::read_to_string(f).with_context(|| format!("reading rules {f}"))?));
@@ -176,8 +176,13 @@ fn active_rules(files: &[String]) -> Result<Vec<String>> {
         supported: Arc::new(harrier_engine::source::supported),
         ..Default::default()
     };
-    let rules = harrier_rules::ruleset::RuleSet::load(&texts, &opts)
-        .map_err(|d| anyhow::anyhow!("{}", d.last().map(|d| d.to_string()).unwrap_or_default()))?;
+    harrier_rules::ruleset::RuleSet::load(&texts, &opts)
+        .map_err(|d| anyhow::anyhow!("{}", d.last().map(|d| d.to_string()).unwrap_or_default()))
+}
+
+/// The names of the rules `harrier run` will evaluate from `files`.
+fn active_rules(files: &[String]) -> Result<Vec<String>> {
+    let rules = load_rules(files)?;
     Ok(rules.rules().iter().filter(|r| r.is_active()).map(|r| r.name.clone()).collect())
 }
 
