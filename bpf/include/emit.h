@@ -174,7 +174,6 @@ static __always_inline void hr_aring_publish(struct hr_em *em, __u64 len)
 /* Non-zero: return. Fixed-size events are always written in place. */
 static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 ret, const __u32 size)
 {
-	__u64 t0 = hr_step_now();
 	struct task_struct *task;
 	__u32 tid = hr_tid(&task);
 	struct hr_cpu *c;
@@ -183,7 +182,7 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 
 	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, type, ret))
 		return 1;
-	hr_step_start(c, type, t0);
+	hr_step_start(c, type);
 	c->stats.events++;
 	if (shared_rings) {
 		ring = bpf_map_lookup_elem(&rings, &c->ring);
@@ -228,7 +227,6 @@ static __always_inline int hr_submit_fixed(struct hr_em *em)
  * for the largest event), else in per-CPU scratch, copied out at submit. */
 static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u32 fixed_end)
 {
-	__u64 t0 = hr_step_now();
 	struct task_struct *task;
 	__u32 tid = hr_tid(&task);
 	struct hr_cpu *c;
@@ -236,7 +234,7 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 
 	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, type, ret))
 		return 1;
-	hr_step_start(c, type, t0);
+	hr_step_start(c, type);
 	if (shared_rings) {
 		ev = c->ev;
 	} else if (!(ev = hr_aring_claim(em, c, type, HR_SCRATCH))) {
@@ -629,7 +627,6 @@ static __always_inline void hr_put_args(struct hr_em *em)
 
 static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
 {
-	__u64 t0 = hr_step_now();
 	struct hr_stash *st;
 	struct task_struct *task;
 	struct hr_cpu *c;
@@ -637,7 +634,7 @@ static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
 	if (!hr_tid(&task))
 		return 0;
 	if (step_clock && (c = hr_cpu_get()))
-		hr_step_start(c, nr, t0);
+		hr_step_start(c, nr);
 	st = bpf_task_storage_get(&stash, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st) {
 		if ((c = hr_cpu_get()))

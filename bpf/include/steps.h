@@ -48,19 +48,15 @@ static __always_inline void hr_step_add(__u32 step, __u64 ns)
 		s->ns += ns, s->n++;
 }
 
-/* The clock at a handler's start, when steps are timed (else 0, no read). */
-static __always_inline __u64 hr_step_now(void)
-{
-	return step_clock ? bpf_ktime_get_ns() : 0;
-}
-
-/* The handler of syscall nr started at t0 (hr_step_now). */
-static __always_inline void hr_step_start(struct hr_cpu *c, __u32 nr, __u64 t0)
+/* The handler of syscall nr starts its steps, once it has its CPU state
+ * (the few loads before are in no step: a clock read held across them
+ * cost 6.1's verifier the bounds of a spilled register). */
+static __always_inline void hr_step_start(struct hr_cpu *c, __u32 nr)
 {
 	if (!step_clock)
 		return;
 	c->step_on = nr == step_nr;
-	c->step_t = t0;
+	c->step_t = bpf_ktime_get_ns();
 }
 
 static __always_inline void hr_step(struct hr_cpu *c, __u32 step)
