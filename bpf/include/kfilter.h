@@ -80,29 +80,47 @@ struct {
 	__type(value, __u8);
 } kf_comms SEC(".maps");
 
+/* The key being built, with room for the last word copied past its path. */
+struct hr_kf_key_room {
+	struct hr_kf_path_key k;
+	__u8 slack[8];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct hr_kf_path_key);
+	__type(value, struct hr_kf_key_room);
 } kf_scratch SEC(".maps");
 
 /* The event's path at record offset path_off (u16 length + bytes) as an LPM
  * key, or NULL. */
 static __always_inline struct hr_kf_path_key *hr_kf_path_key(struct hr_em *em, __u32 nr, __u32 path_off)
 {
-	__u32 zero = 0, n, len = 0;
-	struct hr_kf_path_key *k = bpf_map_lookup_elem(&kf_scratch, &zero);
+	__u32 zero = 0, n, len;
+	struct hr_kf_key_room *room = bpf_map_lookup_elem(&kf_scratch, &zero);
+	struct hr_kf_path_key *k;
+	__u64 o = path_off;
 	__u8 *at;
 
-	if (!k || !path_off)
+	if (!room || !path_off)
 		return 0;
-	at = em->ev + (path_off & 0x3fff);
-	bpf_probe_read_kernel(&len, 2, at);
+	k = &room->k;
+	/* The record is map memory: plain loads, word by word (two helper
+	 * calls fewer per open); the bytes past the path are not in the key's
+	 * prefix. hr_var_begin's bound on o keeps the words in the record's room. */
+	hr_clamp(o, HR_VAR_LIMIT);
+	at = em->ev + o;
+	len = *(__u16 *)at;
 	if (len == HR_VAR_ABSENT)
 		return 0;
 	n = len < HR_KF_PATH ? len : HR_KF_PATH;
-	bpf_probe_read_kernel(k->path, n & 127, at + 2);
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		if (i * 8 >= n)
+			break;
+		*(__u64 *)(k->path + i * 8) = *(__u64 *)(at + 2 + i * 8);
+	}
 	/* A path longer than any entry matches prefixes only. */
 	if (len <= HR_KF_PATH)
 		k->path[n & 127] = 0, n++;
