@@ -49,7 +49,7 @@ const volatile __u64 aring_mask = 0;	/* per-CPU ring size - 1 */
 const volatile __u64 aring_last = 0;	/* last offset a record may start at */
 const volatile __u32 hooks = FW_HOOKS_CTIME;	/* enum fw_hooks (state.h) */
 
-#include "tree/tree.h"
+#include "tree/walk.h"
 #include "tree/inval.h"
 #include "tree/dircache.h"
 #include "fswatch/state.h"

@@ -2,8 +2,8 @@
 /*
  * Absolute paths from the kernel's dentry tree: a walk from (dentry, mount)
  * up to the task's root, crossing mounts, writing the names backwards into a
- * per-CPU buffer. What a syscall really opened, whatever its path argument
- * said.
+ * per-CPU buffer, with the step fswatch's walks take too (tree/walk.h). What
+ * a syscall really opened, whatever its path argument said.
  *
  * Kernel objects are read as tree/tree.h's hr_kread says: plain loads where
  * the kernel has bpf_rdonly_cast (they took an open's exit handler from ~800
@@ -13,7 +13,7 @@
 #ifndef HARRIER_DPATH_H
 #define HARRIER_DPATH_H
 
-#include "tree/tree.h"
+#include "tree/walk.h"
 
 /* Flags a walk leaves in struct hr_dwalk (what the path is). */
 #define HR_DW_DISCONNECTED 1	/* a file system's own root, not a mount's: memfd:, anon files */
@@ -52,36 +52,7 @@ static __always_inline bool hr_dwalk_init(struct hr_dwalk *w, void *d, void *vfs
 	return d && vfsmnt;
 }
 
-/* The walk's buffer (HR_PATHBUF, harrier.h) starts with HR_DHEAD bytes
- * before the path's HR_PATH_MAX: room for hr_dname_words' window below the
- * path built so far. */
-
-/*
- * A name of up to 64 bytes copied with eight plain loads and stores instead
- * of a helper call (~20 ns each here): the 64 bytes that end where the name
- * ends, stored so they end at path offset `end`. The bytes read before the
- * name belong to the object that holds it (a dentry's inline name, an
- * external_name's header) or are 0 (a plain load that faults reads 0); they
- * land below the path built so far, where the next name goes. new_utsname
- * serves as a kernel type that is a plain byte array (sysname[65]): the
- * verifier lets a load fall anywhere inside an array of ints.
- */
-static __always_inline void hr_dname_words(__u8 *buf, __u64 end, __u64 name_end)
-{
-	const __u64 *src = (const __u64 *)bpf_core_cast((void *)(name_end - 64), struct new_utsname)->sysname;
-	__u64 *dst;
-
-	hr_clamp(end, HR_PATH_MAX);
-	dst = (__u64 *)(buf + end); /* path offset end - 64 */
-	dst[0] = src[0];
-	dst[1] = src[1];
-	dst[2] = src[2];
-	dst[3] = src[3];
-	dst[4] = src[4];
-	dst[5] = src[5];
-	dst[6] = src[6];
-	dst[7] = src[7];
-}
+/* The walk's buffer is HR_PATHBUF (harrier.h): tree/walk.h's layout. */
 
 #define HR_PIPEFS_MAGIC 0x50495045
 
@@ -113,39 +84,32 @@ static __always_inline bool hr_dpipe_name(struct hr_dwalk *w, __u8 *buf, __u64 d
 }
 
 /*
- * One step up, into buf (HR_DHEAD + HR_PATH_MAX bytes and more, the path
- * filled from the end of its HR_PATH_MAX): a name, or
- * a hop from a mount's root to its mountpoint. 0: go on; 1: done.
+ * One step up (tree/walk.h's), into buf (HR_PATHBUF bytes): a name, or a hop
+ * from a mount's root to its mountpoint. 0: go on; 1: done.
  */
 static __always_inline long hr_dstep(struct hr_dwalk *w, __u8 *buf)
 {
-	__u64 d = w->dentry, m = w->mnt, parent;
-	const unsigned char *name;
+	__u64 d = w->dentry, m = w->mnt, parent = 0, name;
+	enum hr_up up;
 	__u32 len;
 	__s32 pos;
 
 	if (!d)
 		return 1;
-	if (d == w->root_dentry && m == w->root_mnt) {
-		w->flags |= HR_DW_ROOT;
+	up = hr_up(&d, &m, w->root_dentry, w->root_mnt, &parent);
+	if (up == HR_UP_ROOT || up == HR_UP_DETACHED) {
+		w->flags |= up == HR_UP_ROOT ? HR_DW_ROOT : HR_DW_DETACHED;
 		return 1;
 	}
-	if (d == (__u64)hr_kread(m, struct mount, mnt.mnt_root)) {
-		__u64 up = (__u64)hr_kread(m, struct mount, mnt_parent);
-
-		if (up == m) {
-			w->flags |= HR_DW_DETACHED;
-			return 1;
-		}
-		w->dentry = (__u64)hr_kread(m, struct mount, mnt_mountpoint);
-		w->mnt = up;
+	if (up == HR_UP_MOUNT) {
+		w->dentry = d;
+		w->mnt = m;
 		return 0;
 	}
-	parent = (__u64)hr_kread(d, struct dentry, d_parent);
 	/* A disconnected dentry (a memfd's "memfd:name"): its name is all
 	 * there is; written below, then stop. Alone it is written as Falco's
 	 * driver writes it, without a leading '/' (/proc's links add one). */
-	if (parent == d) {
+	if (up == HR_UP_OWN_ROOT) {
 		w->flags |= HR_DW_DISCONNECTED;
 		parent = 0;
 	}
@@ -157,19 +121,14 @@ static __always_inline long hr_dstep(struct hr_dwalk *w, __u8 *buf)
 			w->flags |= HR_DW_UNSURE;
 	}
 	len = hr_kread(d, struct dentry, d_name.len) & 255;
-	name = hr_kread(d, struct dentry, d_name.name);
+	name = (__u64)hr_kread(d, struct dentry, d_name.name);
 	if (!len && !parent && w->pos == HR_PATH_MAX && hr_dpipe_name(w, buf, d))
 		return 1;
-	pos = w->pos - (__s32)len - 1;
+	pos = hr_put_dname(buf, w->pos, name, len);
 	if (pos < 0) {
 		w->flags |= HR_DW_TRUNCATED;
 		return 1;
 	}
-	if (hr_has_cast() && len <= 64)
-		hr_dname_words(buf, w->pos, (__u64)name + len);
-	else
-		bpf_probe_read_kernel(buf + HR_DHEAD + ((pos + 1) & (HR_PATH_MAX - 1)), len, name);
-	buf[HR_DHEAD + (pos & (HR_PATH_MAX - 1))] = '/';
 	w->pos = pos + ((w->flags & HR_DW_DISCONNECTED) && w->pos == HR_PATH_MAX);
 	w->dentry = parent;
 	return parent ? 0 : 1;

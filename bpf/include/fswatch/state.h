@@ -8,9 +8,13 @@
 #define HARRIER_FSWATCH_STATE_H
 
 #define FW_PATHBUF (FW_PATH_MAX + HR_DC_MAX)	/* room past FW_PATH_MAX for masked copies */
+_Static_assert(FW_PATH_MAX == HR_PATH_MAX && HR_DC_MAX >= HR_DHEAD, "tree/walk.h's buffer layout");
 
-/* Path buffer b of this CPU (struct fw_cpu). */
-#define FW_BUF(c, b) ((c)->path + ((b) & 1) * FW_PATHBUF)
+/* Path buffer b of this CPU (struct fw_cpu), and the same as a walk sees it
+ * (tree/walk.h): HR_DHEAD bytes before it, the head of the array for buffer
+ * 0, the end of buffer 0's slack for buffer 1. */
+#define FW_WBUF(c, b) ((c)->path + ((b) & 1) * FW_PATHBUF)
+#define FW_BUF(c, b) (FW_WBUF(c, b) + HR_DHEAD)
 
 /* Where a dentry walk is (fw_walk_step); in the per-CPU map, not the stack,
  * so bpf_loop verifies in one pass whatever the depth. */
@@ -93,7 +97,7 @@ struct fw_cpu {
 	struct fw_walk walk;
 	struct fw_mscan mscan;
 	struct fw_plan plan;
-	__u8 path[2 * FW_PATHBUF];	/* two path buffers (one array: the skeleton's types need it) */
+	__u8 path[HR_DHEAD + 2 * FW_PATHBUF];	/* two path buffers (one array: the skeleton's types need it) */
 	__u64 frag_seq;	/* single-fragment: paths this CPU has put in its path ring */
 	struct fw_fkey fkey;	/* fragments: the key being written, and its value */
 	struct fw_frag frag;

@@ -86,15 +86,41 @@ static __always_inline void fw_set_pkey(struct fw_walk *w, struct fw_fkey *k)
 	w->inline_left = 0;
 }
 
-/* One step up: a name, or a hop from a mount's root to its mountpoint. */
+/* The frame of a walk's fragment at a place with no name of its own (the
+ * top, a mount's root): the leaf's directory if the leaf went inline, else
+ * an empty fragment. */
+static __always_inline void fw_frag_top(struct fw_cpu *c, struct fw_walk *w)
+{
+	if (w->inline_left)
+		fw_set_pkey(w, &c->frag.parent);
+	else
+		fw_frag_put(c, 0, 0);
+}
+
+/* A disconnected dentry's name (it is its own parent): memfd: or not; "/"
+ * is the root of a file system reached through the wrong mount. */
+static __always_inline bool fw_own_root_is_slash(struct fw_walk *w, __u64 name, __u32 len)
+{
+	char pfx[6] = {};
+
+	w->flags |= FW_F_DISCONNECTED;
+	bpf_probe_read_kernel(pfx, sizeof(pfx), (void *)name);
+	if (len >= 6 && pfx[0] == 'm' && pfx[1] == 'e' && pfx[2] == 'm' && pfx[3] == 'f' && pfx[4] == 'd' &&
+	    pfx[5] == ':')
+		w->flags |= FW_F_MEMFD;
+	return len == 1 && pfx[0] == '/';
+}
+
+/* One step up (tree/walk.h's, as capture's): a name, or a hop from a
+ * mount's root to its mountpoint; with the watch check and fragments. */
 static long fw_walk_step(__u32 i, void *ctx)
 {
 	struct fw_cpu *c = fw_cpu_get();
-	struct dentry *d, *parent;
-	struct mount *mnt;
+	__u64 cur, dd, mm, parent = 0, name;
+	struct dentry *d;
 	struct fw_walk *w;
-	struct qstr q;
-	__u32 len, b;
+	enum hr_up up;
+	__u32 len;
 	__s32 pos;
 	bool frags;
 
@@ -103,11 +129,12 @@ static long fw_walk_step(__u32 i, void *ctx)
 	w = &c->walk;
 	if (!w->dentry || (w->check && (w->watched || (!recursive && w->depth > 1))))
 		return 1;
-	d = HR_CAST(w->dentry, struct dentry);
-	mnt = HR_CAST(w->mnt, struct mount);
+	cur = dd = w->dentry;
+	mm = w->mnt;
+	d = HR_CAST(cur, struct dentry);
 	frags = FW_FRAGS_ON && !w->check;
 	if (frags) {
-		fw_key_of(&c->fkey, d, mnt, w->mnt != 0);
+		fw_key_of(&c->fkey, d, HR_CAST(mm, struct mount), mm != 0);
 		/* A walk from the parent (a recorded name went first): this is it. */
 		if (!w->pkey_set && !w->inline_left)
 			fw_set_pkey(w, &c->fkey);
@@ -115,96 +142,61 @@ static long fw_walk_step(__u32 i, void *ctx)
 	}
 	if (!hr_local_fs(HR_RD(d, d_sb, s_magic)))
 		w->cacheable = 0;	/* NFS, FUSE...: may move without a local syscall */
-	if (w->dentry == w->root_dentry && w->mnt == w->root_mnt) {
-		w->at_root = 1;
-		fw_check_watch(w, d);
-		if (frags && w->inline_left)
-			fw_set_pkey(w, &c->frag.parent);	/* the event is on "/" */
-		else if (frags)
-			fw_frag_put(c, 0, 0);	/* the top */
+	fw_check_watch(w, d);
+	up = hr_up(&dd, &mm, w->root_dentry, w->root_mnt, &parent);
+	if (up == HR_UP_ROOT || up == HR_UP_DETACHED) {
+		if (up == HR_UP_ROOT)
+			w->at_root = 1;
+		else
+			w->flags |= FW_F_DETACHED;
+		if (frags)
+			fw_frag_top(c, w);	/* the event is on "/", or the top */
 		return 1;
 	}
-	if (w->mnt && w->dentry == (__u64)HR_RD(mnt, mnt.mnt_root)) {
-		__u64 up = (__u64)HR_RD(mnt, mnt_parent);
-
-		fw_check_watch(w, d);
-		if (up == w->mnt) {
-			w->flags |= FW_F_DETACHED;
-			if (frags && w->inline_left)
-				fw_set_pkey(w, &c->frag.parent);
-			else if (frags)
-				fw_frag_put(c, 0, 0);
-			return 1;
-		}
-		w->dentry = (__u64)HR_RD(mnt, mnt_mountpoint);
-		w->mnt = up;
+	if (up == HR_UP_MOUNT) {
+		w->dentry = dd;
+		w->mnt = mm;
+		/* A mount's root: no name of its own, its mountpoint's place. */
 		if (frags) {
-			/* A mount's root: no name of its own, its mountpoint's place. */
-			fw_key_of(&c->frag.parent, HR_CAST(w->dentry, struct dentry), HR_CAST(up, struct mount),
-				  true);
-			if (w->inline_left)
-				fw_set_pkey(w, &c->frag.parent);
-			else
-				fw_frag_put(c, 0, 0);
+			fw_key_of(&c->frag.parent, HR_CAST(dd, struct dentry), HR_CAST(mm, struct mount), true);
+			fw_frag_top(c, w);
 		}
 		return 0;
 	}
-	fw_check_watch(w, d);
-	parent = HR_RD(d, d_parent);
 	if (w->check) {
 		w->depth++;
-		if ((__u64)parent == w->dentry)
+		if (up == HR_UP_OWN_ROOT)
 			return 1;
-		w->dentry = (__u64)parent;
+		w->dentry = parent;
 		return 0;
 	}
-	if (bpf_probe_read_kernel(&q, sizeof(q), &d->d_name))
-		return 1;
-	len = q.len & (FW_NAME_MAX - 1);
-	if ((__u64)parent == w->dentry) {
-		/* A file system's root that is not the mount's: a disconnected
-		 * dentry (memfd:, an fd from open_by_handle) or the wrong mount. */
-		char pfx[6] = {};
-
-		w->flags |= FW_F_DISCONNECTED;
-		bpf_probe_read_kernel(pfx, sizeof(pfx), q.name);
-		if (len >= 6 && pfx[0] == 'm' && pfx[1] == 'e' && pfx[2] == 'm' && pfx[3] == 'f' &&
-		    pfx[4] == 'd' && pfx[5] == ':')
-			w->flags |= FW_F_MEMFD;
-		if (len == 1 && pfx[0] == '/') {
-			if (frags && w->inline_left)
-				fw_set_pkey(w, &c->frag.parent);
-			else if (frags)
-				fw_frag_put(c, 0, 0);
+	len = hr_kread(cur, struct dentry, d_name.len) & (FW_NAME_MAX - 1);
+	name = (__u64)hr_kread(cur, struct dentry, d_name.name);
+	if (up == HR_UP_OWN_ROOT) {
+		if (fw_own_root_is_slash(w, name, len)) {
+			if (frags)
+				fw_frag_top(c, w);
 			return 1;
 		}
 	} else if (frags) {
-		fw_key_of(&c->frag.parent, parent, mnt, w->mnt != 0);
+		fw_key_of(&c->frag.parent, HR_CAST(parent, struct dentry), HR_CAST(mm, struct mount), mm != 0);
 	}
 	w->depth++;
 	if (frags && !w->inline_left) {
 		/* A directory above the leaf: a fragment, not bytes in the event. */
-		fw_frag_put(c, q.name, len);
-		if ((__u64)parent == w->dentry)
-			return 1;
-		w->dentry = (__u64)parent;
-		return 0;
-	}
-	if (frags)
-		fw_set_pkey(w, &c->frag.parent);
-	pos = w->pos - (__s32)len - 1;
-	if (pos < 0) {
-		/* Out of room: keep climbing for the watch check only. */
-		w->flags |= FW_F_TRUNCATED;
+		fw_frag_put(c, (const unsigned char *)name, len);
 	} else {
-		b = w->buf & 1;
-		bpf_probe_read_kernel(FW_BUF(c, b) + ((pos + 1) & (FW_PATH_MAX - 1)), len, q.name);
-		FW_BUF(c, b)[pos & (FW_PATH_MAX - 1)] = '/';
-		w->pos = pos;
+		if (frags)
+			fw_set_pkey(w, &c->frag.parent);
+		pos = hr_put_dname(FW_WBUF(c, w->buf), w->pos, name, len);
+		if (pos < 0)
+			w->flags |= FW_F_TRUNCATED;	/* out of room: climbing on for the watch check only */
+		else
+			w->pos = pos;
 	}
-	if ((__u64)parent == w->dentry)
+	if (up == HR_UP_OWN_ROOT)
 		return 1;
-	w->dentry = (__u64)parent;
+	w->dentry = parent;
 	return 0;
 }
 
