@@ -51,9 +51,10 @@ bench-files: build
 # Alert outputs: alerts/s each sink sustains on one CPU (stdout, file, HTTP; text and JSON),
 # a 20,000-alert burst, 200,000 Warnings then a Critical, 2,000,000 alerts to a dead HTTP
 # receiver, floods through harrier run with Falco's stable rules; writes docs/bench/outputs.md
-# and .png. BENCH_ARGS=--quick for a smoke run, --no-e2e without harrier run.
+# and .png. BENCH_ARGS=--quick for a smoke run, --no-e2e without harrier run. FALCO= and
+# FALCO_CONFIG= (a Falco built by hand, never part of the project): the floods through it too.
 bench-outputs: build
-	target/release/harrier-bench outputs $(BENCH_ARGS)
+	target/release/harrier-bench outputs $(if $(FALCO),--falco $(FALCO) --falco-config $(FALCO_CONFIG)) $(BENCH_ARGS)
 
 # File-system watchers: harrier fswatch vs inotify vs fanotify vs none on one
 # workload; writes bench-results/fs.md and fs.png. BENCH_ARGS=--bpf-stats for

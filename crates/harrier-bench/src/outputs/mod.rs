@@ -39,6 +39,12 @@ pub struct Args {
     /// The harrier binary (default: beside this one).
     #[arg(long)]
     harrier: Option<PathBuf>,
+    /// Also flood a Falco binary (e.g. /opt/falco-ref/bin/falco), with --falco-config.
+    #[arg(long, requires = "falco_config")]
+    falco: Option<PathBuf>,
+    /// Falco's falco.yaml (engine, plugins) for --falco.
+    #[arg(long, requires = "falco")]
+    falco_config: Option<PathBuf>,
     /// Where outputs.md and outputs.png go.
     #[arg(long, default_value = "docs/bench")]
     out: PathBuf,
@@ -145,6 +151,14 @@ fn json_line_bytes() -> usize {
     q.bytes()
 }
 
+/// The Falco under test, if any (both paths checked).
+fn falco(a: &Args) -> Result<Option<e2e::Sut>> {
+    let (Some(f), Some(c)) = (&a.falco, &a.falco_config) else { return Ok(None) };
+    anyhow::ensure!(f.is_file(), "--falco {}: no such file", f.display());
+    anyhow::ensure!(c.is_file(), "--falco-config {}: no such file", c.display());
+    Ok(Some(e2e::Sut { kind: crate::sensor::Kind::Falco, binary: f.clone(), falco_config: Some(c.clone()) }))
+}
+
 pub fn run(a: Args) -> Result<()> {
     let rounds = if a.quick { 1 } else { a.rounds.max(1) };
     let k = |n: u64| if a.quick { n / 10 } else { n };
@@ -155,7 +169,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.only_e2e {
         let md = format!(
             "load average at the start: {load}\n{}",
-            e2e::run(&a.rules, a.harrier.clone(), &dir.0, a.quick)?
+            e2e::run(&a.rules, a.harrier.clone(), falco(&a)?, &dir.0, a.quick)?
         );
         println!("{md}");
         return Ok(());
@@ -232,7 +246,7 @@ pub fn run(a: Args) -> Result<()> {
     );
     md += &pressure(&a, rounds, &k, &dir.0, &receiver.url)?;
     if !a.no_e2e {
-        md += &e2e::run(&a.rules, a.harrier.clone(), &dir.0, a.quick)?;
+        md += &e2e::run(&a.rules, a.harrier.clone(), falco(&a)?, &dir.0, a.quick)?;
     }
     println!("{md}");
     std::fs::create_dir_all(&a.out)?;
