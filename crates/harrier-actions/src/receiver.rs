@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,8 +33,8 @@ pub fn harrier_config(url: &str) -> String {
 pub struct Tally {
     names: Vec<String>,
     actual: Vec<AtomicU64>,
-    /// Only alerts from this process or its descendants count (None: any).
-    generator: Option<u32>,
+    /// Only alerts from this process or its descendants count (0: any).
+    generator: AtomicU32,
     /// Alerts whose rule no action has, or from another process.
     pub unmatched: AtomicU64,
     pub foreign: AtomicU64,
@@ -55,7 +55,7 @@ impl Tally {
         Arc::new(Tally {
             names: names.iter().map(|n| n.to_string()).collect(),
             actual: names.iter().map(|_| AtomicU64::new(0)).collect(),
-            generator,
+            generator: AtomicU32::new(generator.unwrap_or(0)),
             unmatched: AtomicU64::new(0),
             foreign: AtomicU64::new(0),
             bad_requests: AtomicU64::new(0),
@@ -63,6 +63,12 @@ impl Tally {
             connections: AtomicU64::new(0),
             changed: (Mutex::new(()), Condvar::new()),
         })
+    }
+
+    /// From now on only alerts of `pid` or its descendants count: a
+    /// generator started after the receiver.
+    pub fn set_generator(&self, pid: u32) {
+        self.generator.store(pid, Ordering::Relaxed);
     }
 
     pub fn names(&self) -> &[String] {
@@ -73,9 +79,9 @@ impl Tally {
     pub fn record(&self, alert: &Value) {
         self.received.fetch_add(1, Ordering::Relaxed);
         let rule = alert.get("rule").and_then(Value::as_str).unwrap_or("");
-        let mine = match self.generator {
-            None => true,
-            Some(pid) => {
+        let mine = match self.generator.load(Ordering::Relaxed) {
+            0 => true,
+            pid => {
                 let fields = alert.get("output_fields");
                 LINEAGE_FIELDS
                     .iter()

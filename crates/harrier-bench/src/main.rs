@@ -122,6 +122,9 @@ enum Cmd {
     /// (internal) one in-process outputs case.
     #[command(hide = true)]
     OutputsCase(outputs::case::CaseArgs),
+    /// (internal) the reads and the memfd exec of one flood through a sensor.
+    #[command(hide = true)]
+    OutputsFlood(outputs::e2e::FloodArgs),
     /// File-system watchers (make bench-fs): fswatch, inotify, fanotify, none; table + PNG.
     Fs(fs::Args),
     /// FSProbe's six scenarios (open+close of random files): every watcher, mode and ring size.
@@ -383,6 +386,7 @@ fn main() -> ExitCode {
             }),
         Cmd::Outputs(args) => outputs::run(args),
         Cmd::OutputsCase(args) => outputs::case::run(args),
+        Cmd::OutputsFlood(args) => outputs::e2e::flood_child(args),
         Cmd::Fs(args) => fs::run(args),
         Cmd::FsScenarios(args) => fs_scen::run(args),
         Cmd::FsWatch { kind, path, pid, bpf_stats, opens, buffer_size, nice } => fs_watch::run(

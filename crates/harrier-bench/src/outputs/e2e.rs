@@ -1,10 +1,10 @@
-//! Floods through the real `harrier run` with Falco's stable rules: this
-//! process reads /etc/shadow N times (Falco's "Read sensitive file
+//! Floods through the real `harrier run` with Falco's stable rules: a child
+//! of this process reads /etc/shadow N times (Falco's "Read sensitive file
 //! untrusted", Warning), then runs a binary from a memfd ("Fileless
 //! execution via memfd_create", Critical). Outputs: a file and HTTP to
 //! harrier-actions' receiver, default queue limits (stdout is in the
 //! in-process cases: the sensor harness reads a sensor's stdout). The alerts
-//! of this process are counted in the file and at the receiver against what
+//! of that child are counted in the file and at the receiver against what
 //! the engine raised. With `--falco`, the same floods through Falco (its
 //! falco.yaml with the lineage fields appended), at rates of its own.
 
@@ -14,6 +14,7 @@ use anyhow::{Context, Result};
 use harrier_actions::receiver::LINEAGE_FIELDS;
 use harrier_actions::{Kit, Receiver, Tally, ACTIONS};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const READ: &str = "ReadSensitiveFileUntrusted";
@@ -130,21 +131,23 @@ fn flood(sut: &Sut, rules: &[String], dir: &Path, f: &Flood, tag: &str) -> Resul
     spec.rules = rules.to_vec();
     spec.http_url = with_http.then(|| receiver.url.clone());
     let mut sensor = Sensor::start(&spec)?;
-    let kit = Kit::new()?;
-    let action = |name: &str| ACTIONS.iter().find(|a| a.name == name).expect("a known action");
-    let read = action(READ);
-    let t = Instant::now();
-    let period = rate.map(|r| Duration::from_secs_f64(1.0 / r));
-    for i in 0..reads {
-        if let Some(p) = period {
-            while t.elapsed() < p * i as u32 {
-                std::hint::spin_loop();
-            }
-        }
-        (read.run)(&kit)?;
+    // The reads from a process started once the sensor is ready: Falco
+    // here knows no process that ran before it (its /proc scan leaves them
+    // out: no proc.name, no proc.ppid), and alerts on none of them. Its
+    // alerts count by proc.pid, the memfd binary's by proc.ppid.
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["outputs-flood", "--reads", &reads.to_string()]);
+    if let Some(r) = rate {
+        cmd.args(["--rate", &r.to_string()]);
     }
-    let reads_per_s = reads as f64 / t.elapsed().as_secs_f64();
-    (action(MEMFD).run)(&kit)?;
+    let child =
+        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().context("running outputs-flood")?;
+    let generator = child.id();
+    http.set_generator(generator);
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(out.status.success(), "outputs-flood: {}", out.status);
+    let reads_per_s: f64 =
+        String::from_utf8_lossy(&out.stdout).trim().parse().context("outputs-flood's rate")?;
     // Until the receiver has them all, or nothing more comes for 3 s; with
     // no HTTP, until the file stops growing.
     let mut last = (u64::MAX, Instant::now());
@@ -162,7 +165,7 @@ fn flood(sut: &Sut, rules: &[String], dir: &Path, f: &Flood, tag: &str) -> Resul
     let hwm_mb = sensor.usage().hwm_kb as f64 / 1024.0;
     let stop = sensor.stop()?;
     let lines = sensor.output();
-    let in_file = Tally::new(&[READ, MEMFD], Some(me));
+    let in_file = Tally::new(&[READ, MEMFD], Some(generator));
     let mut file_notices = 0;
     for v in sensor.alerts()? {
         if v["rule"] == harrier_outputs::notice::RULE {
@@ -183,6 +186,37 @@ fn flood(sut: &Sut, rules: &[String], dir: &Path, f: &Flood, tag: &str) -> Resul
         reads_per_s,
         summary: lines.into_iter().filter(|l| l.contains("harrier: output ")).collect(),
     })
+}
+
+/// `harrier-bench outputs-flood`: one flood's reads, then the memfd exec.
+#[derive(clap::Args)]
+pub struct FloodArgs {
+    #[arg(long)]
+    reads: u64,
+    /// Reads per second (default: as fast as this process goes).
+    #[arg(long)]
+    rate: Option<f64>,
+}
+
+/// Prints the reads per second it reached.
+pub fn flood_child(a: FloodArgs) -> Result<()> {
+    let kit = Kit::new()?;
+    let action = |name: &str| ACTIONS.iter().find(|x| x.name == name).expect("a known action");
+    let read = action(READ);
+    let t = Instant::now();
+    let period = a.rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    for i in 0..a.reads {
+        if let Some(p) = period {
+            while t.elapsed() < p * i as u32 {
+                std::hint::spin_loop();
+            }
+        }
+        (read.run)(&kit)?;
+    }
+    let reads_per_s = a.reads as f64 / t.elapsed().as_secs_f64();
+    (action(MEMFD).run)(&kit)?;
+    println!("{reads_per_s}");
+    Ok(())
 }
 
 /// The steady rates tried, reads (alerts) per second, 5 s each; Falco's
@@ -244,7 +278,7 @@ pub fn run(
             "flood",
             "output",
             "alerts the engine raised (all processes)",
-            "delivered: reads + Critical (this process's)",
+            "delivered: reads + Critical (the flood process's)",
             "drops (kernel, full backlog)",
             "peak RSS MB",
             "SIGINT to final stats / to exit, s",
@@ -255,7 +289,7 @@ pub fn run(
     };
     Ok(format!(
         "\nThrough the sensor (outputs: a file and HTTP, or the file alone; default limits): the \
-         reads are a tight loop of open(\"/etc/shadow\") in this process, the Critical a binary run \
+         reads are a tight loop of open(\"/etc/shadow\") in a child started once the sensor is ready, the Critical a binary run \
          from a memfd right after.\n\n{}\n{notes}",
         t.markdown()
     ))

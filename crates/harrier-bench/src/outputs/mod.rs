@@ -9,7 +9,7 @@
 //! with Falco's stable rules (e2e.rs). A Markdown table and a PNG chart.
 
 pub mod case;
-mod e2e;
+pub mod e2e;
 
 use crate::report::{bar_chart, num, Table};
 use crate::workload::median;
