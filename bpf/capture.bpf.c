@@ -38,9 +38,16 @@ const volatile __u64 aring_last = 0;	/* last offset a record may start at */
  * for priority events: the process life cycle and the syscalls user space
  * marks in `priority` (those its most severe rules read). A flood of
  * ordinary events then cannot crowd out the exec that follows it; the
- * ordinary events refused are counted as shed. `priority` may change while
- * events flow (rules reloaded): user space writes it through the mapping. */
+ * ordinary events refused are counted as shed. The reserve's last part
+ * (aring_exec_reserve bytes) is the life cycle's alone: a flood of a severe
+ * rule's syscall (every open, when a Critical rule reads open_write) cannot
+ * crowd out the exec either, and every later alert names its process from
+ * that. `priority` may change while events flow (rules reloaded): user
+ * space writes it through the mapping. */
 const volatile __u64 aring_reserve = 0;
+const volatile __u64 aring_exec_reserve = 0;
+#define HR_PRIO_SEVERE 1	/* may use the reserve but its last part */
+#define HR_PRIO_EXEC 2		/* the life cycle: the whole ring (execve, execveat) */
 __u8 priority[HR_NR_SLOTS] = {};
 
 /* Set by user space when it stops: every program returns at once from then

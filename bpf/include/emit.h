@@ -148,14 +148,18 @@ static __always_inline void hr_em_init(struct hr_em *em, struct hr_cpu *c, struc
 }
 
 /* Room for `need` bytes in this CPU's array ring, or NULL (counted as a
- * drop). An event of an ordinary type must leave the reserve free too. */
+ * drop). An event of an ordinary type must leave the reserve free too, one
+ * of a severe rule's the reserve's last part (capture.bpf.c). */
 static __always_inline __u8 *hr_aring_claim(struct hr_em *em, struct hr_cpu *c, __u32 type, __u64 need)
 {
 	__u64 miss[HR_DROP_MAX] = {}, extra = 0;
+	__u8 prio;
 	__u8 *ev;
 
-	if (aring_reserve && type < HR_NR_SLOTS && !priority[type & (HR_NR_SLOTS - 1)])
-		extra = aring_reserve;
+	if (aring_reserve && type < HR_NR_SLOTS) {
+		prio = priority[type & (HR_NR_SLOTS - 1)];
+		extra = prio == HR_PRIO_EXEC ? 0 : prio ? aring_exec_reserve : aring_reserve;
+	}
 	ev = hr_aring_reserve(&arings, c->ring, aring_mask, aring_last, need + extra, miss, &em->ring, &em->head);
 	if (!ev) {
 		if (miss[HR_DROP_NO_RING])

@@ -105,10 +105,13 @@ pub struct Config {
     pub collect: Collect,
     /// Bytes at the end of each per-CPU ring kept for priority events (the
     /// process life cycle and `priority_syscalls`): a flood of ordinary
-    /// events cannot crowd them out; what it loses is counted as shed. 0:
-    /// none. With the largest record's room it may take up to 2/3 of the ring.
+    /// events cannot crowd them out; what it loses is counted as shed. Its
+    /// last half is the life cycle's (exec too): a flood of priority
+    /// syscalls cannot crowd that out either. 0: none. With the largest
+    /// record's room it may take up to 2/3 of the ring.
     pub ring_reserve: usize,
-    /// Syscalls whose events may use the reserve (and are kept by a full backlog).
+    /// Syscalls whose events may use the reserve but its last half (and
+    /// are kept by a full backlog). Exec always may, and uses all of it.
     pub priority_syscalls: Vec<u32>,
     /// The most bytes copied out of the rings and waiting for the sink
     /// ([`BACKLOG_BYTES`] by default); past it only priority events

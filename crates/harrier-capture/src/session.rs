@@ -86,17 +86,26 @@ struct Consumer {
     counters: UserCounters,
     sink: Option<EventSink>,
     backlog: Backlog,
-    /// By syscall number: kept by a full backlog (as by the ring reserve).
-    priority: Vec<bool>,
+    /// By syscall number, its tier (non-zero: kept by a full backlog, as
+    /// by the ring reserve).
+    priority: Vec<u8>,
 }
 
-/// By syscall number, whether it is in `nrs`: the reserve's table (.bss)
-/// and the backlog's.
-fn priority_table(nrs: &[u32]) -> Vec<bool> {
-    let mut t = vec![false; crate::NR_SLOTS];
-    for &nr in nrs {
+/// capture.bpf.c's tiers: a severe rule's syscall may use the ring reserve
+/// but its last part, which is the process life cycle's (exec, whose event
+/// names the process in every later alert).
+const PRIO_SEVERE: u8 = 1;
+const PRIO_EXEC: u8 = 2;
+const EXEC_SYSCALLS: [&str; 2] = ["execve", "execveat"];
+
+/// By syscall number, its tier: exec's, or severe if it is in `nrs`: the
+/// reserve's table (.bss) and the backlog's.
+fn priority_table(nrs: &[u32]) -> Vec<u8> {
+    let mut t = vec![0; crate::NR_SLOTS];
+    let exec = EXEC_SYSCALLS.iter().filter_map(|n| harrier_schema::syscall_by_name(n)).map(|s| s.nr);
+    for (nr, tier) in nrs.iter().map(|&nr| (nr, PRIO_SEVERE)).chain(exec.map(|nr| (nr, PRIO_EXEC))) {
         if let Some(p) = t.get_mut(nr as usize) {
-            *p = true;
+            *p = (*p).max(tier);
         }
     }
     t
@@ -207,9 +216,9 @@ impl Session {
         // A record never starts in a ring's last ARING_SLACK bytes: the next
         // one may skip that much, so the line ordinary events stop at sits
         // that much further back.
-        rodata.aring_reserve = match cfg.ring_reserve {
-            r if shared || r == 0 => 0,
-            r => (r + ARING_SLACK) as u64,
+        (rodata.aring_reserve, rodata.aring_exec_reserve) = match cfg.ring_reserve {
+            r if shared || r == 0 => (0, 0),
+            r => ((r + ARING_SLACK) as u64, (r / 2 + ARING_SLACK) as u64),
         };
         let kernel_filter = cfg.kernel_filter.as_ref().filter(|f| !f.is_empty());
         rodata.kf_enabled = kernel_filter.is_some();
@@ -550,7 +559,7 @@ impl Session {
                     if !keep {
                         return;
                     }
-                    if full && !h.is_meta() && !priority.get(h.kind as usize).copied().unwrap_or(false) {
+                    if full && !h.is_meta() && priority.get(h.kind as usize).copied().unwrap_or(0) == 0 {
                         counters.backlog_shed += 1;
                         return;
                     }
@@ -828,10 +837,10 @@ fn fill_guard_tails(skel: &CaptureSkel, dispatcher: bool) -> Result<()> {
 
 /// Writes the ring reserve's priority table through the .bss mapping (the
 /// programs read it per event; a byte store is atomic).
-fn set_priority(skel: &mut CaptureSkel, table: &[bool]) {
+fn set_priority(skel: &mut CaptureSkel, table: &[u8]) {
     let Some(bss) = skel.maps.bss_data.as_deref_mut() else { return };
-    for (p, &on) in bss.priority.iter_mut().zip(table) {
-        unsafe { std::ptr::write_volatile(p, on as u8) };
+    for (p, &tier) in bss.priority.iter_mut().zip(table) {
+        unsafe { std::ptr::write_volatile(p, tier) };
     }
 }
 

@@ -229,7 +229,8 @@ fn spawn_calls_child(calls: &[(libc::c_long, usize)]) -> (libc::pid_t, i32) {
             }
             for &(nr, n) in calls {
                 for _ in 0..n {
-                    libc::syscall(nr);
+                    // Null arguments: an execve fails (EFAULT) and returns.
+                    libc::syscall(nr, 0, 0, 0);
                 }
             }
             libc::_exit(0);
@@ -282,6 +283,11 @@ fn drops_are_counted_exactly_in_per_cpu_rings(mode: AttachMode) {
     }
 }
 
+/// The ring reserve's tests: a ring of 128 KiB, 48 KiB of it (and the
+/// largest record's room) the reserve, exec's the last half of that.
+const RESERVE_RING: usize = 128 << 10;
+const RESERVE: usize = 48 << 10;
+
 /// A flood of ordinary events (getpid) then a few priority ones (getppid),
 /// the consumer paused: the flood stops at the reserve line and is counted
 /// as shed, every priority event still gets in, and the count stays exact.
@@ -292,12 +298,12 @@ fn a_flood_cannot_crowd_out_priority_events(mode: AttachMode) {
     if !bpf_available() {
         return;
     }
-    let (n, m) = (scaled(50_000, 10_000), 200); // 72 bytes each: 14.4 KiB
+    let (n, m) = (scaled(50_000, 10_000), 200); // 72 bytes each: 14.4 KiB, in the reserve's first half
     let (child, go) = spawn_calls_child(&[(libc::SYS_getpid, n), (libc::SYS_getppid, m)]);
     let mut cfg = Config::new(parse_syscalls("getpid,getppid").unwrap());
     cfg.pid = Some(child as u32);
-    cfg.buffer_size = 64 << 10;
-    cfg.ring_reserve = 16 << 10;
+    cfg.buffer_size = RESERVE_RING;
+    cfg.ring_reserve = RESERVE;
     cfg.priority_syscalls = vec![libc::SYS_getppid as u32];
     let c = capture_with(cfg, || release_and_reap(child, go));
     let count = |name: &str| c.of_tid(child as u32).iter().filter(|e| e.syscall.name == name).count();
@@ -307,6 +313,33 @@ fn a_flood_cannot_crowd_out_priority_events(mode: AttachMode) {
     let [ring_full, _, shed] = k.drops;
     assert_eq!((ring_full, shed), (0, (n - count("getpid")) as u64), "the flood's losses are shed ones");
     assert_eq!(c.stats.user.events + k.dropped(), k.events, "received + dropped = generated");
+}
+
+/// A flood of priority events (getppid, as openat is when a Critical rule
+/// reads it) then execs (failing ones), the consumer paused: the flood stops
+/// at the reserve's last part, which is exec's, and every exec gets in.
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn a_flood_of_priority_events_cannot_crowd_out_exec(mode: AttachMode) {
+    common::use_mode(mode);
+    if !bpf_available() {
+        return;
+    }
+    let (n, m) = (scaled(50_000, 10_000), 20);
+    let (child, go) = spawn_calls_child(&[(libc::SYS_getppid, n), (libc::SYS_execve, m)]);
+    let mut cfg = Config::new(parse_syscalls("getppid,execve").unwrap());
+    cfg.pid = Some(child as u32);
+    cfg.buffer_size = RESERVE_RING;
+    cfg.ring_reserve = RESERVE;
+    cfg.priority_syscalls = vec![libc::SYS_getppid as u32];
+    let c = capture_with(cfg, || release_and_reap(child, go));
+    let count = |name: &str| c.of_tid(child as u32).iter().filter(|e| e.syscall.name == name).count();
+    let k = c.stats.kernel_total();
+    assert_eq!(count("execve"), m, "every exec got in: {k:?}");
+    // The ring up to the reserve and its first half: ~1,100 here.
+    assert!(count("getppid") > 500 && count("getppid") < n, "{} getppids", count("getppid"));
+    let [ring_full, _, shed] = k.drops;
+    assert_eq!((ring_full, shed), (0, (n - count("getppid")) as u64), "the flood's losses are shed ones");
 }
 
 #[test_case(PerSyscall ; "per_syscall")]

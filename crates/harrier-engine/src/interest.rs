@@ -71,14 +71,13 @@ pub fn interest(rules: &RuleSet) -> Interest {
 }
 
 /// Syscalls whose events may use the kernel rings' reserve
-/// (harrier_capture::Config::ring_reserve): exec, from which every later
-/// alert names its process, and the event types of the rules at or above
-/// `keep_rank` (the outputs' keep_priority, as harrier_outputs::rank counts:
-/// 0 is Emergency). A flood of lesser events then cannot crowd them out in
-/// the kernel any more than in the outputs' queues.
+/// (harrier_capture::Config::ring_reserve; exec always may, from which
+/// every later alert names its process): the event types of the rules at
+/// or above `keep_rank` (the outputs' keep_priority, as harrier_outputs::rank
+/// counts: 0 is Emergency). A flood of lesser events then cannot crowd them
+/// out in the kernel any more than in the outputs' queues.
 pub fn priority_syscalls(rules: &RuleSet, keep_rank: usize) -> Vec<u32> {
-    let mut nrs: Vec<u32> =
-        ["execve", "execveat"].iter().filter_map(|n| syscall_by_name(n)).map(|s| s.nr).collect();
+    let mut nrs = Vec::new();
     let severe = rules
         .rules()
         .iter()
@@ -101,7 +100,7 @@ mod tests {
     use harrier_rules::ruleset::LoadOptions;
 
     #[test]
-    fn exec_and_the_severe_rules_events_may_use_the_reserve() {
+    fn the_severe_rules_events_may_use_the_reserve() {
         let yaml =
             "- rule: a\n  desc: d\n  condition: evt.type = ptrace\n  output: x\n  priority: CRITICAL\n\
                     - rule: b\n  desc: d\n  condition: evt.type = openat\n  output: x\n  priority: WARNING\n";
@@ -109,7 +108,7 @@ mod tests {
         let names = |v: Vec<u32>| -> Vec<&str> {
             v.iter().map(|&n| harrier_schema::syscall_by_nr(n).unwrap().name).collect()
         };
-        assert_eq!(names(priority_syscalls(&rules, 2)), ["execve", "ptrace", "execveat"]);
-        assert_eq!(names(priority_syscalls(&rules, 4)), ["execve", "ptrace", "openat", "execveat"]);
+        assert_eq!(names(priority_syscalls(&rules, 2)), ["ptrace"]);
+        assert_eq!(names(priority_syscalls(&rules, 4)), ["ptrace", "openat"]);
     }
 }
