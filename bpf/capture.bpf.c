@@ -108,13 +108,23 @@ struct {
 
 #define HR_STASH_UNSET 0xffff
 
-/* Pointer arguments copied at syscall entry, per thread. */
+/*
+ * Pointer arguments copied at syscall entry, per thread. Small: each new
+ * thread's first copy allocates it, and the allocator (bpf_mem_alloc)
+ * refills its per-CPU cache of a 4 KiB object every few allocations by a
+ * self-IPI, a VM exit here (~3 us per new process, with the path inline at
+ * 4 KiB). A path of HR_STASH_SHORT - 1 bytes or more is copied again, whole,
+ * into the thread's stash_long.
+ */
+#define HR_STASH_SHORT 248
 struct hr_stash {
 	__u32 nr;
 	__u16 path_len;
 	__u16 extra_len;
+	__u8 path_long;		/* the path is in stash_long */
+	__u8 pad[7];
 	__u64 args[6];
-	char path[HR_PATH_MAX];
+	char path[HR_STASH_SHORT];
 	__u8 extra[HR_STASH_EXTRA];
 };
 
@@ -124,6 +134,17 @@ struct {
 	__type(key, int);
 	__type(value, struct hr_stash);
 } stash SEC(".maps");
+
+struct hr_stash_long {
+	char path[HR_PATH_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct hr_stash_long);
+} stash_long SEC(".maps");
 
 /* Dispatcher mode: slot nr holds the handler of selected syscall nr. */
 struct {

@@ -648,6 +648,7 @@ static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
 	st->nr = nr;
 	st->path_len = HR_STASH_UNSET;
 	st->extra_len = 0;
+	st->path_long = 0;
 	if (step_clock && (c = hr_cpu_get()))
 		hr_step(c, HR_STEP_ENTER_STORE);
 	return st;
@@ -664,8 +665,16 @@ static __always_inline void hr_stash_done(void)
 
 static __always_inline void hr_stash_path(struct hr_stash *st, const void *uptr)
 {
-	long n = hr_str_len(bpf_probe_read_user_str(st->path, HR_PATH_MAX, uptr));
+	long n = hr_str_len(bpf_probe_read_user_str(st->path, HR_STASH_SHORT, uptr));
+	struct hr_stash_long *lp;
 
+	/* Filled to the brim: maybe longer, copied again whole (that copy is the one kept). */
+	if (n == HR_STASH_SHORT - 1) {
+		lp = bpf_task_storage_get(&stash_long, bpf_get_current_task_btf(), 0,
+					  BPF_LOCAL_STORAGE_GET_F_CREATE);
+		n = lp ? hr_str_len(bpf_probe_read_user_str(lp->path, HR_PATH_MAX, uptr)) : -1;
+		st->path_long = 1;
+	}
 	st->path_len = n >= 0 ? n : HR_STASH_UNSET;
 	hr_stash_done();
 }
@@ -719,12 +728,14 @@ static __always_inline __u64 hr_dots(__u64 w)
 
 /* The entry copy of a path into the record: up to HR_STASH_WORDS words with
  * plain loads and stores (a helper call costs more than the copy here), the
- * rest by one probe read. Bytes past the path land where the next field
- * goes, inside the record's room. On the way, whether it may hold ".."
- * (the kernel filter's traversal test): two dots in a row, also across words. */
+ * rest by one probe read (from lp, the long stash, if the path is there).
+ * Bytes past the path land where the next field goes, inside the record's
+ * room. On the way, whether it may hold ".." (the kernel filter's traversal
+ * test): two dots in a row, also across words. */
 #define HR_STASH_WORDS 16
 
-static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stash *st)
+static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stash *st,
+						struct hr_stash_long *lp)
 {
 	__u8 *slot = hr_var_begin(em);
 	__u64 len = st->path_len, w, m, prev = 0, pairs = 0;
@@ -732,7 +743,11 @@ static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stas
 	if (!slot)
 		return;
 	hr_clamp(len, HR_PATH_MAX - 1);
-	if (len > HR_STASH_WORDS * 8) {
+	if (lp) {
+		bpf_probe_read_kernel(slot + 2, len, lp->path);
+		pairs = 1;
+	} else if (len > HR_STASH_WORDS * 8) {
+		hr_clamp(len, HR_STASH_SHORT - 1);
 		bpf_probe_read_kernel(slot + 2, len, st->path);
 		pairs = 1;
 	} else {
@@ -755,10 +770,14 @@ static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stas
 
 static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stash *st, __u64 uptr)
 {
-	if (!st || st->path_len == HR_STASH_UNSET)
+	struct hr_stash_long *lp = 0;
+
+	if (st && st->path_len != HR_STASH_UNSET && st->path_long)
+		lp = bpf_task_storage_get(&stash_long, em->task, 0, 0);
+	if (!st || st->path_len == HR_STASH_UNSET || (st->path_long && !lp))
 		em->at_exit = 1, hr_put_path(em, uptr);
 	else
-		hr_put_stashed_path(em, st);
+		hr_put_stashed_path(em, st, lp);
 }
 
 static __always_inline void hr_put_sockaddr_stashed(struct hr_em *em, struct hr_stash *st,

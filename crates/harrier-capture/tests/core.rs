@@ -41,7 +41,8 @@ fn exactly_one_exit_event_per_syscall(mode: AttachMode) {
     assert_eq!(c.stats.total_drops(), 0);
 }
 
-/// Two same-length paths, differing in one byte, so flipping is one store.
+/// Two same-length paths, differing in one byte, so flipping is one store;
+/// long ones (past the stash's inline room, BPF's HR_STASH_SHORT) if asked.
 struct FlipTarget {
     _dir: common::TempDir,
     buf: Box<[AtomicU8]>,
@@ -49,12 +50,13 @@ struct FlipTarget {
 }
 
 impl FlipTarget {
-    fn new() -> FlipTarget {
+    fn new(long: bool) -> FlipTarget {
         let dir = common::TempDir::new("toctou"); // removed on drop, also when the test fails
         for name in ["a", "b"] {
             std::fs::write(dir.path(name), name).unwrap();
         }
-        let path = format!("{}\0", dir.path("a"));
+        let name = if long { format!("{}a", "./".repeat(200)) } else { "a".into() };
+        let path = format!("{}\0", dir.path(&name));
         let buf: Box<[AtomicU8]> = path.bytes().map(AtomicU8::new).collect();
         FlipTarget { flip_at: path.len() - 2, _dir: dir, buf }
     }
@@ -70,11 +72,12 @@ fn fd_target(fd: i32) -> String {
 
 /// With entry copies, and without (`harrier run` when no rule reads the path
 /// argument): the kernel-resolved `fullpath` is the truth either way.
-#[test_case(PerSyscall, true ; "per_syscall")]
-#[test_case(Dispatcher, true ; "dispatcher")]
-#[test_case(PerSyscall, false ; "per_syscall_no_entry_copies")]
-#[test_case(Dispatcher, false ; "dispatcher_no_entry_copies")]
-fn open_paths_survive_a_racing_thread(mode: AttachMode, entry_copies: bool) {
+#[test_case(PerSyscall, true, false ; "per_syscall")]
+#[test_case(Dispatcher, true, false ; "dispatcher")]
+#[test_case(PerSyscall, true, true ; "per_syscall_long_paths")]
+#[test_case(PerSyscall, false, false ; "per_syscall_no_entry_copies")]
+#[test_case(Dispatcher, false, false ; "dispatcher_no_entry_copies")]
+fn open_paths_survive_a_racing_thread(mode: AttachMode, entry_copies: bool, long: bool) {
     common::use_mode(mode);
     if !bpf_available() {
         return;
@@ -82,7 +85,7 @@ fn open_paths_survive_a_racing_thread(mode: AttachMode, entry_copies: bool) {
     // Open until both files were opened often: the flipper needs CPU time,
     // which parallel tests may hold.
     const MAX_OPENS: usize = 50_000;
-    let target = Arc::new(FlipTarget::new());
+    let target = Arc::new(FlipTarget::new(long));
     let stop = Arc::new(AtomicBool::new(false));
     let flipper = {
         let (t, stop) = (target.clone(), stop.clone());
@@ -149,10 +152,11 @@ fn open_paths_survive_a_racing_thread(mode: AttachMode, entry_copies: bool) {
         assert!(events.iter().all(|e| !e.header.args_at_exit), "nothing was read at exit");
         return;
     }
-    // The entry copy is what the thread passed; it must name one of the two.
+    // The entry copy is what the thread passed; it must name one of the two, whole.
+    let passed_len = target.buf.len() - 1;
     assert!(events.iter().all(|e| {
         let p = e.param("path").unwrap().as_str().unwrap();
-        p.ends_with("/a") || p.ends_with("/b")
+        (p.ends_with("/a") || p.ends_with("/b")) && p.len() == passed_len
     }));
     // Counted machine-wide, fallbacks may come from other threads' opens in
     // flight at attach; ours all started after it.
