@@ -10,6 +10,7 @@ use common::{bpf_available, capture, capture_with, gettid};
 use harrier_capture::testing::{scaled, slack};
 use harrier_capture::{parse_syscalls, Config};
 use harrier_schema::decode::Value;
+use harrier_schema::wire::CpuStats;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -292,9 +293,27 @@ fn drops_are_counted_exactly_in_per_cpu_rings(mode: AttachMode) {
 const RESERVE_RING: usize = 128 << 10;
 const RESERVE: usize = 48 << 10;
 
-/// A flood of ordinary events (getpid) then a few priority ones (getppid),
-/// the consumer paused: the flood stops at the reserve line and is counted
-/// as shed, every priority event still gets in, and the count stays exact.
+/// `flood` calls of one syscall then `after` of another by a child, getppid
+/// the priority syscall, the consumer paused: how many of each got in
+/// (the flood's first), and the kernel's counts.
+fn flood_then(flood: (libc::c_long, usize), after: (libc::c_long, usize)) -> (usize, usize, CpuStats) {
+    let (child, go) = spawn_calls_child(&[flood, after]);
+    let name = |nr| harrier_schema::syscall_by_nr(nr as u32).unwrap().name;
+    let mut cfg = Config::new(parse_syscalls(&format!("{},{}", name(flood.0), name(after.0))).unwrap());
+    cfg.pid = Some(child as u32);
+    cfg.buffer_size = RESERVE_RING;
+    cfg.ring_reserve = RESERVE;
+    cfg.priority_syscalls = vec![libc::SYS_getppid as u32];
+    let c = capture_with(cfg, || release_and_reap(child, go));
+    let count = |nr| c.of_tid(child as u32).iter().filter(|e| e.syscall.name == name(nr)).count();
+    let k = c.stats.kernel_total();
+    assert_eq!(c.stats.user.events + k.dropped(), k.events, "received + dropped = generated");
+    (count(flood.0), count(after.0), k)
+}
+
+/// A flood of ordinary events (getpid) then a few priority ones (getppid):
+/// the flood stops at the reserve line and is counted as shed, every
+/// priority event still gets in, and the count stays exact.
 #[test_case(PerSyscall ; "per_syscall")]
 #[test_case(Dispatcher ; "dispatcher")]
 fn a_flood_cannot_crowd_out_priority_events(mode: AttachMode) {
@@ -303,25 +322,16 @@ fn a_flood_cannot_crowd_out_priority_events(mode: AttachMode) {
         return;
     }
     let (n, m) = (scaled(50_000, 10_000), 200); // 72 bytes each: 14.4 KiB, in the reserve's first half
-    let (child, go) = spawn_calls_child(&[(libc::SYS_getpid, n), (libc::SYS_getppid, m)]);
-    let mut cfg = Config::new(parse_syscalls("getpid,getppid").unwrap());
-    cfg.pid = Some(child as u32);
-    cfg.buffer_size = RESERVE_RING;
-    cfg.ring_reserve = RESERVE;
-    cfg.priority_syscalls = vec![libc::SYS_getppid as u32];
-    let c = capture_with(cfg, || release_and_reap(child, go));
-    let count = |name: &str| c.of_tid(child as u32).iter().filter(|e| e.syscall.name == name).count();
-    let k = c.stats.kernel_total();
-    assert_eq!(count("getppid"), m, "every priority event got in: {k:?}");
-    assert!(count("getpid") > 1000 && count("getpid") < n);
+    let (getpids, getppids, k) = flood_then((libc::SYS_getpid, n), (libc::SYS_getppid, m));
+    assert_eq!(getppids, m, "every priority event got in: {k:?}");
+    assert!(getpids > 1000 && getpids < n);
     let [ring_full, _, shed] = k.drops;
-    assert_eq!((ring_full, shed), (0, (n - count("getpid")) as u64), "the flood's losses are shed ones");
-    assert_eq!(c.stats.user.events + k.dropped(), k.events, "received + dropped = generated");
+    assert_eq!((ring_full, shed), (0, (n - getpids) as u64), "the flood's losses are shed ones");
 }
 
 /// A flood of priority events (getppid, as openat is when a Critical rule
-/// reads it) then execs (failing ones), the consumer paused: the flood stops
-/// at the reserve's last part, which is exec's, and every exec gets in.
+/// reads it) then execs (failing ones): the flood stops at the reserve's
+/// last half, which is exec's, and every exec gets in.
 #[test_case(PerSyscall ; "per_syscall")]
 #[test_case(Dispatcher ; "dispatcher")]
 fn a_flood_of_priority_events_cannot_crowd_out_exec(mode: AttachMode) {
@@ -330,20 +340,12 @@ fn a_flood_of_priority_events_cannot_crowd_out_exec(mode: AttachMode) {
         return;
     }
     let (n, m) = (scaled(50_000, 10_000), 20);
-    let (child, go) = spawn_calls_child(&[(libc::SYS_getppid, n), (libc::SYS_execve, m)]);
-    let mut cfg = Config::new(parse_syscalls("getppid,execve").unwrap());
-    cfg.pid = Some(child as u32);
-    cfg.buffer_size = RESERVE_RING;
-    cfg.ring_reserve = RESERVE;
-    cfg.priority_syscalls = vec![libc::SYS_getppid as u32];
-    let c = capture_with(cfg, || release_and_reap(child, go));
-    let count = |name: &str| c.of_tid(child as u32).iter().filter(|e| e.syscall.name == name).count();
-    let k = c.stats.kernel_total();
-    assert_eq!(count("execve"), m, "every exec got in: {k:?}");
+    let (getppids, execs, k) = flood_then((libc::SYS_getppid, n), (libc::SYS_execve, m));
+    assert_eq!(execs, m, "every exec got in: {k:?}");
     // The ring up to the reserve and its first half: ~1,100 here.
-    assert!(count("getppid") > 500 && count("getppid") < n, "{} getppids", count("getppid"));
+    assert!(getppids > 500 && getppids < n, "{getppids} getppids");
     let [ring_full, _, shed] = k.drops;
-    assert_eq!((ring_full, shed), (0, (n - count("getppid")) as u64), "the flood's losses are shed ones");
+    assert_eq!((ring_full, shed), (0, (n - getppids) as u64), "the flood's losses are shed ones");
 }
 
 #[test_case(PerSyscall ; "per_syscall")]
