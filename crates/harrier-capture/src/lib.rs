@@ -18,6 +18,7 @@ pub mod guard;
 pub mod guardian;
 pub mod kfilter;
 mod merge;
+mod priority;
 pub use merge::BACKLOG_BYTES;
 mod ring;
 mod session;

@@ -6,6 +6,7 @@ use crate::attach::{self, AttachChoice, AttachMode, Attachment};
 use crate::dircache::{self, DirCache};
 use crate::empty::EmptyPrograms;
 use crate::merge::Backlog;
+use crate::priority;
 use crate::ring::Ring;
 use crate::stats::{ProgStats, Stats, UserCounters};
 use crate::tracefs;
@@ -89,26 +90,6 @@ struct Consumer {
     /// By syscall number, its tier (non-zero: kept by a full backlog, as
     /// by the ring reserve).
     priority: Vec<u8>,
-}
-
-/// capture.bpf.c's tiers: a severe rule's syscall may use the ring reserve
-/// but its last part, which is the process life cycle's (exec, whose event
-/// names the process in every later alert).
-const PRIO_SEVERE: u8 = 1;
-const PRIO_EXEC: u8 = 2;
-const EXEC_SYSCALLS: [&str; 2] = ["execve", "execveat"];
-
-/// By syscall number, its tier: exec's, or severe if it is in `nrs`: the
-/// reserve's table (.bss) and the backlog's.
-fn priority_table(nrs: &[u32]) -> Vec<u8> {
-    let mut t = vec![0; crate::NR_SLOTS];
-    let exec = EXEC_SYSCALLS.iter().filter_map(|n| harrier_schema::syscall_by_name(n)).map(|s| s.nr);
-    for (nr, tier) in nrs.iter().map(|&nr| (nr, PRIO_SEVERE)).chain(exec.map(|nr| (nr, PRIO_EXEC))) {
-        if let Some(p) = t.get_mut(nr as usize) {
-            *p = (*p).max(tier);
-        }
-    }
-    t
 }
 
 /// The rings are copied again after this many records handed to the sink,
@@ -298,8 +279,8 @@ impl Session {
         }
         set_cpu_rings(&skel, ncpus, cfg.cpus_per_buffer)?;
         let mut skel = skel;
-        let priority = priority_table(&cfg.priority_syscalls);
-        set_priority(&mut skel, &priority);
+        let priority = priority::table(&cfg.priority_syscalls);
+        priority::write(&mut skel, &priority);
         if dispatcher {
             fill_tail_slots(&skel, &plan)?;
         }
@@ -485,8 +466,8 @@ impl Session {
     /// Marks the syscalls whose events may use the ring reserve (others lose
     /// it), while events flow: e.g. after the rules were reloaded.
     pub fn set_priority_syscalls(&mut self, nrs: &[u32]) {
-        let table = priority_table(nrs);
-        set_priority(&mut self.skel, &table);
+        let table = priority::table(nrs);
+        priority::write(&mut self.skel, &table);
         self.consumer.priority = table;
     }
 
@@ -833,15 +814,6 @@ fn fill_guard_tails(skel: &CaptureSkel, dispatcher: bool) -> Result<()> {
         skel.maps.guard_tails_btf.update(&zero, &fd.to_ne_bytes(), MapFlags::ANY)?;
     }
     Ok(())
-}
-
-/// Writes the ring reserve's priority table through the .bss mapping (the
-/// programs read it per event; a byte store is atomic).
-fn set_priority(skel: &mut CaptureSkel, table: &[u8]) {
-    let Some(bss) = skel.maps.bss_data.as_deref_mut() else { return };
-    for (p, &tier) in bss.priority.iter_mut().zip(table) {
-        unsafe { std::ptr::write_volatile(p, tier) };
-    }
 }
 
 /// Tells each CPU which ring it writes: CPU c uses ring c / cpus_per_buffer.
