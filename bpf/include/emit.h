@@ -111,6 +111,19 @@ static __always_inline struct hr_cpu *hr_cpu_get(void)
 	return bpf_map_lookup_elem(&cpu_state, &zero);
 }
 
+/* The event's time, read once it is known to be kept (a clock read is ~50 ns
+ * here, and most opens are discarded); a guarded event has it already, the
+ * one its guard program saw. Within a CPU's ring the order stays the
+ * times' order: programs do not nest on a CPU (trace_call_bpf). */
+static __always_inline __u64 hr_stamp(__u8 *ev)
+{
+	struct hr_hdr *h = (struct hr_hdr *)ev;
+
+	if (!h->ts)
+		h->ts = bpf_ktime_get_ns();
+	return h->ts;
+}
+
 #include "kfilter.h"
 
 /* An event the kernel filter drops before it is written: counted as
@@ -128,7 +141,7 @@ static __always_inline void hr_header(__u8 *ev, __u32 tid, __u32 type, __s64 ret
 {
 	struct hr_hdr *h = (struct hr_hdr *)ev;
 
-	h->ts = bpf_ktime_get_ns();
+	h->ts = 0; /* hr_stamp: an event the kernel filter discards reads no clock */
 	h->tid = tid;
 	h->type = type;
 	h->len = len;
@@ -189,6 +202,9 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 	hr_step_start(c, type);
 	c->stats.events++;
 	if (shared_rings) {
+		/* Defined on every path: clang may keep them in registers either way. */
+		em->ring = 0;
+		em->head = 0;
 		ring = bpf_map_lookup_elem(&rings, &c->ring);
 		if (!ring) {
 			c->stats.drops[HR_DROP_NO_RING]++;
@@ -218,6 +234,7 @@ static __always_inline void hr_mark_at_exit(struct hr_em *em)
 
 static __always_inline int hr_submit_fixed(struct hr_em *em)
 {
+	hr_stamp(em->ev);
 	hr_mark_at_exit(em);
 	if (shared_rings)
 		bpf_ringbuf_submit(em->ev, BPF_RB_NO_WAKEUP);
@@ -240,6 +257,8 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 		return 1;
 	hr_step_start(c, type);
 	if (shared_rings) {
+		em->ring = 0;
+		em->head = 0;
 		ev = c->ev;
 	} else if (!(ev = hr_aring_claim(em, c, type, HR_SCRATCH))) {
 		c->stats.events++;
@@ -260,6 +279,7 @@ static __always_inline int hr_submit(struct hr_em *em)
 
 	hr_clamp(len, HR_EVENT_MAX);
 	((struct hr_hdr *)em->ev)->len = len;
+	hr_stamp(em->ev);
 	hr_mark_at_exit(em);
 	c->stats.events++;
 	if (!shared_rings) {
@@ -663,10 +683,26 @@ static __always_inline void hr_stash_done(void)
 		hr_step_end(c, HR_STEP_ENTER_COPY);
 }
 
+/* A path shorter than this is copied to the stack first: hardened usercopy
+ * checks a copy's destination, and a heap object (the stash) costs it a
+ * slab lookup (~100 ns here) where the stack costs a bounds compare. */
+#define HR_STASH_QUICK 48
+
 static __always_inline void hr_stash_path(struct hr_stash *st, const void *uptr)
 {
-	long n = hr_str_len(bpf_probe_read_user_str(st->path, HR_STASH_SHORT, uptr));
+	__u64 quick[HR_STASH_QUICK / 8] = {};
+	long n = bpf_probe_read_user_str(quick, sizeof(quick), uptr);
 	struct hr_stash_long *lp;
+
+	if (n > 0 && n < HR_STASH_QUICK) {
+#pragma unroll
+		for (int i = 0; i < HR_STASH_QUICK / 8; i++)
+			((__u64 *)st->path)[i] = quick[i];
+		st->path_len = n - 1;
+		hr_stash_done();
+		return;
+	}
+	n = n < 0 ? -1 : hr_str_len(bpf_probe_read_user_str(st->path, HR_STASH_SHORT, uptr));
 
 	/* Filled to the brim: maybe longer, copied again whole (that copy is the one kept). */
 	if (n == HR_STASH_SHORT - 1) {

@@ -161,10 +161,13 @@ __attribute__((noinline)) int hr_dwalk_run(int what, __s64 fd)
 }
 
 /* The absolute path hr_dwalk_run finds, as a variable field ("" for none). */
+#define HR_DPATH_WORDS 8
+
 static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd)
 {
 	struct hr_cpu *c = em->cpu;
 	__u8 *slot = hr_var_begin(em);
+	__u8 *src;
 	__u32 n, pos;
 
 	if (!slot)
@@ -183,7 +186,17 @@ static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd)
 	/* A mask, not a compare: clang may drop a clamp the verifier needs. The
 	 * scratch has room past HR_PATH_MAX for what the mask lets through. */
 	n = (HR_PATH_MAX - pos) & (2 * HR_PATH_MAX - 1);
-	bpf_probe_read_kernel(slot + 2, n, c->path + HR_DHEAD + (pos & (HR_PATH_MAX - 1)));
+	src = c->path + HR_DHEAD + (pos & (HR_PATH_MAX - 1));
+	/* A short path by plain loads and stores, as the entry copy's (a helper
+	 * call costs more than the copy); what lies past it is the scratch's
+	 * room and lands in the record's. */
+	if (n <= HR_DPATH_WORDS * 8) {
+#pragma unroll
+		for (int i = 0; i < HR_DPATH_WORDS; i++)
+			((__u64 *)(slot + 2))[i] = ((const __u64 *)src)[i];
+	} else {
+		bpf_probe_read_kernel(slot + 2, n, src);
+	}
 	hr_var_end(em, slot, n);
 }
 

@@ -784,7 +784,7 @@ static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off,
 	}
 	s->slot = sl;
 	s->nr = nr;
-	s->ts = *(__u64 *)em->ev;
+	s->ts = hr_stamp(em->ev);
 	/* The address goes as a scalar, read as one. Once published, a shared
 	 * ring's record may be consumed and its room reused by another CPU
 	 * before the guard reads it: the guard gets a copy. (A per-CPU ring's

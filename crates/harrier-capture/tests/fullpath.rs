@@ -48,6 +48,44 @@ fn every_name_length_is_walked_whole(mode: AttachMode) {
     }
 }
 
+/// Whole paths of every length where a copy changes hands: the entry copy's
+/// stack buffer (47 bytes and a NUL), the record's plain-store copies of the
+/// walked path (64) and of the entry copy (128), the small stash's brim
+/// (247). Both the path as passed and the kernel's must arrive whole.
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn every_path_length_is_copied_whole(mode: AttachMode) {
+    common::use_mode(mode);
+    if !bpf_available() {
+        return;
+    }
+    let d = TempDir::under(std::path::Path::new("/tmp"), "plen");
+    let base = d.0.to_str().unwrap().to_string();
+    let lens = [46usize, 47, 48, 49, 63, 64, 65, 127, 128, 129, 246, 247, 248];
+    assert!(base.len() + 2 <= lens[0], "the temporary folder {base} is too deep for this test");
+    let files: Vec<String> = lens
+        .iter()
+        .map(|&len| {
+            let f = format!("{base}/{}", "n".repeat(len - base.len() - 1));
+            std::fs::write(&f, "x").unwrap();
+            f
+        })
+        .collect();
+    let paths: Vec<CString> = files.iter().map(|f| cstr(f)).collect();
+    let c = capture("openat", || {
+        for p in &paths {
+            let fd = sys(libc::SYS_openat, &[AT_FDCWD64, cptr(p), 0, 0]);
+            assert!(fd >= 0, "open {p:?}: {fd}");
+            unsafe { libc::close(fd as i32) };
+        }
+    });
+    let e = exactly(&c, "openat", files.len());
+    for (ev, f) in e.iter().zip(&files) {
+        assert_eq!(text(ev, "path"), *f, "the path as passed, {} bytes", f.len());
+        assert_eq!(text(ev, "fullpath"), *f, "the kernel's path, {} bytes", f.len());
+    }
+}
+
 /// An open's `fullpath` is the file as the opening task sees it, as
 /// /proc/PID/fd shows it: a chrooted thread's file is named from its own
 /// root, the same file opened from outside by its whole path.

@@ -165,7 +165,12 @@ pub struct TempDir(pub std::path::PathBuf);
 
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("harrier-{tag}-{}-{}", std::process::id(), gettid()));
+        TempDir::under(&std::env::temp_dir(), tag)
+    }
+
+    /// One under `root` (a test that needs a short path: /tmp, whatever TMPDIR says).
+    pub fn under(root: &std::path::Path, tag: &str) -> TempDir {
+        let p = root.join(format!("harrier-{tag}-{}-{}", std::process::id(), gettid()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
