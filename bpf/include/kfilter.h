@@ -93,13 +93,32 @@ struct {
 	__type(value, struct hr_kf_key_room);
 } kf_scratch SEC(".maps");
 
+/* One bit per lead (the path's bytes 1 and 2, 0 past its end) that some
+ * kf_paths entry can match (kfilter.rs: `Leads`): a path whose bit is clear
+ * matches none, and skips the key's copy and the trie's walk (~60 ns of a
+ * discarded open here). Written before the entries, cleared after them. */
+#define HR_KF_LEAD_WORDS 1024
+
+struct hr_kf_leads {
+	__u64 w[HR_KF_LEAD_WORDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hr_kf_leads);
+} kf_leads SEC(".maps");
+
 /* The event's path at record offset path_off (u16 length + bytes) as an LPM
- * key, or NULL. */
+ * key, or NULL: no path, or none an entry can match (its lead). */
 static __always_inline struct hr_kf_path_key *hr_kf_path_key(struct hr_em *em, __u32 nr, __u32 path_off)
 {
 	__u32 zero = 0, n, len;
 	struct hr_kf_key_room *room = bpf_map_lookup_elem(&kf_scratch, &zero);
+	struct hr_kf_leads *leads;
 	struct hr_kf_path_key *k;
+	__u32 lead;
 	__u64 o = path_off;
 	__u8 *at;
 
@@ -113,6 +132,10 @@ static __always_inline struct hr_kf_path_key *hr_kf_path_key(struct hr_em *em, _
 	at = em->ev + o;
 	len = *(__u16 *)at;
 	if (len == HR_VAR_ABSENT)
+		return 0;
+	lead = (len > 1 ? (__u32)at[3] << 8 : 0) | (len > 2 ? at[4] : 0);
+	leads = bpf_map_lookup_elem(&kf_leads, &zero);
+	if (!leads || !((leads->w[(lead >> 6) & (HR_KF_LEAD_WORDS - 1)] >> (lead & 63)) & 1))
 		return 0;
 	n = len < HR_KF_PATH ? len : HR_KF_PATH;
 #pragma unroll
@@ -130,7 +153,7 @@ static __always_inline struct hr_kf_path_key *hr_kf_path_key(struct hr_em *em, _
 }
 
 static __always_inline bool hr_kf_clause_holds(struct hr_em *em, const struct hr_kf_clause *cl,
-					       struct hr_kf_path_key *k, __u32 i)
+					       struct hr_kf_path_key *k, __u32 i, const __u32 fixed)
 {
 	__u32 flags = 0;
 
@@ -141,7 +164,12 @@ static __always_inline bool hr_kf_clause_holds(struct hr_em *em, const struct hr
 	if (cl->raw_dotdot && !em->cpu->raw_dotdot)
 		return false;
 	if (cl->flags_off) {
-		bpf_probe_read_kernel(&flags, 4, em->ev + (cl->flags_off & 255));
+		/* A variable record is map memory: a plain load (a helper call fewer
+		 * per open); a fixed one may be a ring buffer's, only its size long. */
+		if (fixed)
+			bpf_probe_read_kernel(&flags, 4, em->ev + (cl->flags_off & 255));
+		else
+			flags = *(__u32 *)(em->ev + (cl->flags_off & 255));
 		if (!(flags & cl->flags_mask))
 			return false;
 	}
@@ -178,7 +206,7 @@ static __always_inline bool hr_kf_early(__u32 nr, __s64 ret)
 
 /* True: no rule or state table can use this event of syscall nr (path_off:
  * its kernel-resolved path, 0 if it has none). Runs once it is written. */
-static __always_inline bool hr_kf_unused(struct hr_em *em, __u32 nr, __u32 path_off)
+static __always_inline bool hr_kf_unused(struct hr_em *em, __u32 nr, __u32 path_off, const __u32 fixed)
 {
 	struct hr_kf_path_key *k = 0;
 	struct hr_kf *kf;
@@ -193,7 +221,7 @@ static __always_inline bool hr_kf_unused(struct hr_em *em, __u32 nr, __u32 path_
 	if (any_path && em->ret >= 0)
 		k = hr_kf_path_key(em, nr, path_off);
 	for (__u32 i = 0; i < HR_KF_CLAUSES; i++)
-		if (hr_kf_clause_holds(em, &kf->c[i], k, i))
+		if (hr_kf_clause_holds(em, &kf->c[i], k, i, fixed))
 			return false;
 	return true;
 }
@@ -207,7 +235,7 @@ static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_of
 	bool unused;
 
 	hr_step(em->cpu, HR_STEP_FIELDS);
-	unused = hr_kf_unused(em, nr, path_off);
+	unused = hr_kf_unused(em, nr, path_off, fixed);
 	if (!unused)
 		hr_guard(em, nr, path_off, fixed);
 	hr_step(em->cpu, HR_STEP_FILTER);

@@ -130,10 +130,40 @@ fn path_key(nr: u32, clause: usize, m: &PathMatch) -> Result<[u8; PATH_KEY_SIZE]
     Ok(k)
 }
 
-/// Writes the filter into the loaded object's maps: a syscall's paths and
-/// names before its entry, so a live update never keeps back an event that
-/// both the old and the new filter would send.
+/// Words of the lead bitmap (`HR_KF_LEAD_WORDS`): one bit per (byte 1, byte 2).
+const LEAD_WORDS: usize = 1024;
+
+/// The leads (a path's bytes 1 and 2, 0 past its end) some entry can match,
+/// as bits: the BPF side looks a path up in the trie only if its lead's bit
+/// is set. A prefix of 3 bytes or more fixes its lead; a shorter one
+/// matches every lead it begins (all of them for "/" or ""); an exact name
+/// is its own lead, NUL included.
+fn leads(f: &KernelFilter) -> Vec<u64> {
+    let mut w = vec![0u64; LEAD_WORDS];
+    let mut set = |lead: usize| w[lead >> 6] |= 1 << (lead & 63);
+    let paths = f.syscalls.iter().flat_map(|s| &s.clauses).flat_map(|c| c.paths.iter().flatten());
+    for m in paths {
+        let b = m.bytes();
+        let at = |i: usize| b.get(i).copied().unwrap_or(0) as usize;
+        match m {
+            PathMatch::Prefix(_) if b.len() < 2 => (0..1 << 16).for_each(&mut set),
+            PathMatch::Prefix(_) if b.len() == 2 => (0..256).for_each(|lo| set(at(1) << 8 | lo)),
+            _ => set(at(1) << 8 | at(2)),
+        }
+    }
+    w
+}
+
+fn write_leads(skel: &crate::session::CaptureSkel, words: &[u64]) -> Result<()> {
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    skel.maps.kf_leads.update(&0u32.to_ne_bytes(), &bytes, MapFlags::ANY).context("writing kf_leads")
+}
+
+/// Writes the filter into the loaded object's maps: the leads, then a
+/// syscall's paths and names before its entry, so a live update never keeps
+/// back an event that both the old and the new filter would send.
 pub(crate) fn install(skel: &crate::session::CaptureSkel, f: &KernelFilter) -> Result<()> {
+    write_leads(skel, &leads(f))?;
     for s in &f.syscalls {
         for (i, c) in s.clauses.iter().enumerate() {
             for m in c.paths.iter().flatten() {
@@ -165,7 +195,7 @@ pub(crate) fn clear(skel: &crate::session::CaptureSkel) -> Result<()> {
             map.delete(&k)?;
         }
     }
-    Ok(())
+    write_leads(skel, &[0; LEAD_WORDS])
 }
 
 #[cfg(test)]
@@ -180,6 +210,27 @@ mod tests {
         assert_eq!(flags_offset(nr("open")), Some(PARAMS_BASE as u32));
         assert!(flags_offset(nr("read")).is_none());
         assert!(has_resolved_path(nr("openat2")) && !has_resolved_path(nr("unlink")));
+    }
+
+    #[test]
+    fn leads_cover_every_path_an_entry_matches() {
+        let bit = |w: &[u64], p: &[u8]| {
+            let at = |i: usize| p.get(i).copied().unwrap_or(0) as usize;
+            let lead = at(1) << 8 | at(2);
+            w[lead >> 6] >> (lead & 63) & 1 == 1
+        };
+        let with = |paths: Vec<PathMatch>| {
+            let c = Clause { need_success: true, paths: Some(paths), ..Default::default() };
+            leads(&KernelFilter { syscalls: vec![SyscallFilter { nr: 257, clauses: vec![c], drop_comms: vec![] }] })
+        };
+        let w = with(vec![PathMatch::Prefix(b"/etc/".to_vec()), PathMatch::Exact(b"/".to_vec())]);
+        assert!(bit(&w, b"/etc/shadow") && bit(&w, b"/et") && bit(&w, b"/"));
+        assert!(!bit(&w, b"/var/tmp/x") && !bit(&w, b"/e") && !bit(&w, b"/ex"));
+        let w = with(vec![PathMatch::Prefix(b"/p".to_vec())]);
+        assert!(bit(&w, b"/proc/1") && bit(&w, b"/p") && bit(&w, b"/pa") && !bit(&w, b"/q"));
+        let w = with(vec![PathMatch::Prefix(b"/".to_vec())]);
+        assert!(bit(&w, b"/anything") && bit(&w, b"pipe:[1]") && bit(&w, b"/"));
+        assert_eq!(with(vec![]).iter().sum::<u64>(), 0, "no entries, no leads");
     }
 
     #[test]

@@ -95,6 +95,40 @@ fn opens_are_sent_only_when_a_clause_holds(mode: AttachMode) {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Entries shorter than the lead the trie's pre-test reads (a path's bytes 1
+/// and 2): a two-byte prefix keeps every path it begins, a one-byte exact
+/// name only itself; a path whose lead no entry has is kept back.
+#[test_case(PerSyscall ; "per_syscall")]
+#[test_case(Dispatcher ; "dispatcher")]
+fn short_entries_keep_what_they_match(mode: AttachMode) {
+    if !bpf_available() {
+        return;
+    }
+    use_mode(mode);
+    let mut cfg = Config::new(parse_syscalls("openat").unwrap());
+    cfg.pid = Some(std::process::id());
+    let paths = vec![PathMatch::Prefix(b"/p".to_vec()), PathMatch::Exact(b"/".to_vec())];
+    let clause = Clause { need_success: true, flags_any: 0, paths: Some(paths), raw_dotdot: false };
+    cfg.kernel_filter = Some(KernelFilter {
+        syscalls: vec![SyscallFilter { nr: nr("openat"), clauses: vec![clause], drop_comms: vec![] }],
+    });
+    let tid = gettid();
+    let cases = [("/proc/self/stat", true), ("/", true), ("/etc/hostname", false), ("/dev/null", false)];
+    let c = capture_with(cfg, || {
+        for (p, _) in cases {
+            assert!(open_at(p, libc::O_RDONLY) >= 0, "open {p}");
+        }
+    });
+    let got: Vec<String> = c
+        .named(tid, "openat")
+        .iter()
+        .map(|e| String::from_utf8_lossy(e.param("path").unwrap().as_bytes().unwrap()).into_owned())
+        .collect();
+    let want: Vec<&str> = cases.iter().filter(|c| c.1).map(|c| c.0).collect();
+    assert_eq!(got, want, "the opens sent");
+    assert!(c.stats.kernel_total().filtered >= 2, "the other two counted as filtered");
+}
+
 #[test_case(PerSyscall ; "per_syscall")]
 #[test_case(Dispatcher ; "dispatcher")]
 fn a_process_name_is_dropped_for_one_syscall(mode: AttachMode) {
