@@ -160,9 +160,9 @@ __attribute__((noinline)) int hr_dwalk_run(int what, __s64 fd)
 	return 1;
 }
 
-/* The absolute path hr_dwalk_run finds, as a variable field ("" for none). */
-#define HR_DPATH_WORDS 8
+#define HR_DPATH_WORDS 8	/* a walked path this many words long goes by plain stores */
 
+/* The absolute path hr_dwalk_run finds, as a variable field ("" for none). */
 static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd)
 {
 	struct hr_cpu *c = em->cpu;

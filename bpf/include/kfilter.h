@@ -94,7 +94,7 @@ struct {
 } kf_scratch SEC(".maps");
 
 /* One bit per lead (the path's bytes 1 and 2, 0 past its end) that some
- * kf_paths entry can match (kfilter.rs: `Leads`): a path whose bit is clear
+ * kf_paths entry can match (kfilter.rs, `leads`): a path whose bit is clear
  * matches none, and skips the key's copy and the trie's walk (~60 ns of a
  * discarded open here). Written before the entries, cleared after them. */
 #define HR_KF_LEAD_WORDS 1024

@@ -221,7 +221,9 @@ mod tests {
         };
         let with = |paths: Vec<PathMatch>| {
             let c = Clause { need_success: true, paths: Some(paths), ..Default::default() };
-            leads(&KernelFilter { syscalls: vec![SyscallFilter { nr: 257, clauses: vec![c], drop_comms: vec![] }] })
+            leads(&KernelFilter {
+                syscalls: vec![SyscallFilter { nr: 257, clauses: vec![c], drop_comms: vec![] }],
+            })
         };
         let w = with(vec![PathMatch::Prefix(b"/etc/".to_vec()), PathMatch::Exact(b"/".to_vec())]);
         assert!(bit(&w, b"/etc/shadow") && bit(&w, b"/et") && bit(&w, b"/"));

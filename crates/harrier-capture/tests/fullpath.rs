@@ -12,6 +12,18 @@ use test_case::test_case;
 use common::*;
 use std::ffi::CString;
 
+/// Each file opened (a raw read-only openat) and closed, under capture.
+fn capture_opens(files: &[String]) -> Captured {
+    let paths: Vec<CString> = files.iter().map(|f| cstr(f)).collect();
+    capture("openat", || {
+        for p in &paths {
+            let fd = sys(libc::SYS_openat, &[AT_FDCWD64, cptr(p), 0, 0]);
+            assert!(fd >= 0, "open {p:?}: {fd}");
+            unsafe { libc::close(fd as i32) };
+        }
+    })
+}
+
 /// Names of every length the walk copies differently: short names kept in
 /// the dentry itself, long ones kept apart (40 bytes and more), those the
 /// kernel's plain loads copy (up to 64) and those a helper copies (past 64,
@@ -34,14 +46,7 @@ fn every_name_length_is_walked_whole(mode: AttachMode) {
         std::fs::write(&f, "x").unwrap();
         files.push(f.to_str().unwrap().to_string());
     }
-    let paths: Vec<CString> = files.iter().map(|f| cstr(f)).collect();
-    let c = capture("openat", || {
-        for p in &paths {
-            let fd = sys(libc::SYS_openat, &[AT_FDCWD64, cptr(p), 0, 0]);
-            assert!(fd >= 0, "open {p:?}: {fd}");
-            unsafe { libc::close(fd as i32) };
-        }
-    });
+    let c = capture_opens(&files);
     let e = exactly(&c, "openat", files.len());
     for (ev, f) in e.iter().zip(&files) {
         assert_eq!(text(ev, "fullpath"), *f, "{} bytes deep", f.len());
@@ -71,14 +76,7 @@ fn every_path_length_is_copied_whole(mode: AttachMode) {
             f
         })
         .collect();
-    let paths: Vec<CString> = files.iter().map(|f| cstr(f)).collect();
-    let c = capture("openat", || {
-        for p in &paths {
-            let fd = sys(libc::SYS_openat, &[AT_FDCWD64, cptr(p), 0, 0]);
-            assert!(fd >= 0, "open {p:?}: {fd}");
-            unsafe { libc::close(fd as i32) };
-        }
-    });
+    let c = capture_opens(&files);
     let e = exactly(&c, "openat", files.len());
     for (ev, f) in e.iter().zip(&files) {
         assert_eq!(text(ev, "path"), *f, "the path as passed, {} bytes", f.len());

@@ -14,6 +14,14 @@ fn nr(name: &str) -> u32 {
     harrier_schema::syscall_by_name(name).unwrap().nr
 }
 
+/// A capture of `syscalls` by this process, with `filters` as its kernel filter.
+fn filtered(syscalls: &str, filters: Vec<SyscallFilter>) -> Config {
+    let mut cfg = Config::new(parse_syscalls(syscalls).unwrap());
+    cfg.pid = Some(std::process::id());
+    cfg.kernel_filter = Some(KernelFilter { syscalls: filters });
+    cfg
+}
+
 fn open_at(path: &str, flags: i32) -> i32 {
     let p = CString::new(path).unwrap();
     let fd = unsafe { libc::openat(libc::AT_FDCWD, p.as_ptr(), flags | libc::O_CLOEXEC, 0o600) };
@@ -37,8 +45,6 @@ fn opens_are_sent_only_when_a_clause_holds(mode: AttachMode) {
     let other = dir.join("other.txt");
     std::fs::write(&other, "x").unwrap();
     std::fs::write(format!("{keep}/a.txt"), "x").unwrap();
-    let mut cfg = Config::new(parse_syscalls("openat").unwrap());
-    cfg.pid = Some(std::process::id());
     // Sent: a write-open of anything, or any successful open below keep/ or of
     // exactly other.txt; never a failed read-open.
     let clauses = vec![
@@ -58,9 +64,7 @@ fn opens_are_sent_only_when_a_clause_holds(mode: AttachMode) {
             raw_dotdot: false,
         },
     ];
-    cfg.kernel_filter = Some(KernelFilter {
-        syscalls: vec![SyscallFilter { nr: nr("openat"), clauses, drop_comms: vec![] }],
-    });
+    let cfg = filtered("openat", vec![SyscallFilter { nr: nr("openat"), clauses, drop_comms: vec![] }]);
     let tid = gettid();
     let cases: Vec<(String, i32, bool)> = vec![
         (format!("{keep}/a.txt"), libc::O_RDONLY, true),
@@ -105,13 +109,12 @@ fn short_entries_keep_what_they_match(mode: AttachMode) {
         return;
     }
     use_mode(mode);
-    let mut cfg = Config::new(parse_syscalls("openat").unwrap());
-    cfg.pid = Some(std::process::id());
     let paths = vec![PathMatch::Prefix(b"/p".to_vec()), PathMatch::Exact(b"/".to_vec())];
     let clause = Clause { need_success: true, flags_any: 0, paths: Some(paths), raw_dotdot: false };
-    cfg.kernel_filter = Some(KernelFilter {
-        syscalls: vec![SyscallFilter { nr: nr("openat"), clauses: vec![clause], drop_comms: vec![] }],
-    });
+    let cfg = filtered(
+        "openat",
+        vec![SyscallFilter { nr: nr("openat"), clauses: vec![clause], drop_comms: vec![] }],
+    );
     let tid = gettid();
     let cases = [("/proc/self/stat", true), ("/", true), ("/etc/hostname", false), ("/dev/null", false)];
     let c = capture_with(cfg, || {
@@ -136,15 +139,9 @@ fn a_process_name_is_dropped_for_one_syscall(mode: AttachMode) {
         return;
     }
     use_mode(mode);
-    let mut cfg = Config::new(parse_syscalls("getcwd,getppid").unwrap());
-    cfg.pid = Some(std::process::id());
-    cfg.kernel_filter = Some(KernelFilter {
-        syscalls: vec![SyscallFilter {
-            nr: nr("getcwd"),
-            clauses: vec![],
-            drop_comms: vec![b"hr-kf-quiet".to_vec()],
-        }],
-    });
+    let quiet_getcwd =
+        SyscallFilter { nr: nr("getcwd"), clauses: vec![], drop_comms: vec![b"hr-kf-quiet".to_vec()] };
+    let cfg = filtered("getcwd,getppid", vec![quiet_getcwd]);
     let named = |name: &'static str| {
         std::thread::Builder::new()
             .name(name.into())
@@ -177,12 +174,8 @@ fn opens_whose_path_as_passed_has_dotdot_are_sent(mode: AttachMode) {
     let dir = std::env::temp_dir().join(format!("harrier-kfdd-{}-{mode}", std::process::id()));
     std::fs::create_dir_all(dir.join("abcdef")).unwrap();
     std::fs::write(dir.join("f"), "x").unwrap();
-    let mut cfg = Config::new(parse_syscalls("openat").unwrap());
-    cfg.pid = Some(std::process::id());
     let clauses = vec![Clause { need_success: true, raw_dotdot: true, ..Clause::default() }];
-    cfg.kernel_filter = Some(KernelFilter {
-        syscalls: vec![SyscallFilter { nr: nr("openat"), clauses, drop_comms: vec![] }],
-    });
+    let cfg = filtered("openat", vec![SyscallFilter { nr: nr("openat"), clauses, drop_comms: vec![] }]);
     // Relative to dir (the kernel tests the path as passed, 8 bytes at a
     // time): pairs inside a word, across two (bytes 7 and 8), at the end;
     // lone dots; past 128 bytes it cannot tell and sends the open.
