@@ -229,8 +229,9 @@ fn pids(r: &Run, _: &Lineage, field: &str, v: Value) -> Value {
     let Some(s) = v.as_str() else { return v };
     let (dec, short, hex) = (r.pid.to_string(), (r.pid % 100_000).to_string(), format!("{:08x}", r.pid));
     // Digit runs equal to the pid (or its last five digits: user names) are replaced whole;
-    // not one joined to other digits by a dot (an address: 169.254.169.254 when the pid is
-    // 254, as in a freshly booted guest), where the battery never puts its pid.
+    // not one inside an address (169.254.169.254 when the pid is 254, as in a freshly booted
+    // guest; a port: stratum+tcp://127.0.0.1:3333 when it is 3333), where the battery never
+    // puts its pid.
     // A process name cut at 15 characters (the kernel's comm) in the pid's digits, in the
     // fields of a process (its name, and command lines that start with it).
     let tail = s.trim_end_matches(|c: char| c.is_ascii_digit());
@@ -245,8 +246,10 @@ fn pids(r: &Run, _: &Lineage, field: &str, v: Value) -> Value {
         out.push_str(&rest[..i]);
         let before = out.strip_suffix('.').is_some_and(|o| o.ends_with(|c: char| c.is_ascii_digit()));
         let after = rest[n..].strip_prefix('.').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
-        let dotted = before || after;
-        out.push_str(if !dotted && (run == dec || run == short) { "<pid>" } else { run });
+        // An address's port (127.0.0.1:3333, [::1]:3333) when the pid happens to equal it.
+        let port = out.strip_suffix(':').is_some_and(|o| o.ends_with(|c: char| c.is_ascii_digit() || c == ']'));
+        let in_address = before || after || port;
+        out.push_str(if !in_address && (run == dec || run == short) { "<pid>" } else { run });
         rest = rest[n..].to_string();
     }
     out.push_str(&rest);
@@ -265,6 +268,9 @@ fn a_pid_is_replaced_in_the_batterys_names_not_inside_an_address() {
     };
     let l = Lineage { runner_level: None, exepath: String::new(), on_host: true };
     assert_eq!(pids(&run, &l, "fd.sip", "169.254.169.254".into()), Value::from("169.254.169.254"));
+    let miner = "hrminer -o stratum+tcp://127.0.0.1:254";
+    assert_eq!(pids(&run, &l, "proc.cmdline", miner.into()), Value::from(miner), "a port");
+    assert_eq!(pids(&run, &l, "fd.name", "[::1]:254->[::1]:80".into()), Value::from("[::1]:254->[::1]:80"));
     let named = pids(&run, &l, "fd.name", "/tmp/.harrier-battery-x-254/f".into());
     assert_eq!(named, Value::from("/tmp/.harrier-battery-x-<pid>/f"));
     let log = pids(&run, &l, "fd.name", "/var/log/harrier-actions-254.log".into());
