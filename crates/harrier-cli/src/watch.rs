@@ -26,13 +26,14 @@ fn expand(paths: &[String]) -> Vec<PathBuf> {
     out
 }
 
-/// Polls `paths` on a thread of its own until `stop`; sets `hup` on a change.
+/// Polls `paths` on a thread of its own until `stop`; sets `hup` on a change made after this
+/// returns (the first look is taken here, not on the thread).
 pub fn spawn(paths: Vec<String>, hup: Arc<AtomicBool>, stop: Arc<AtomicBool>) {
+    let snapshot = move || expand(&paths).into_iter().map(|p| (stamp(&p), p)).collect::<Vec<_>>();
+    let mut last = snapshot();
     std::thread::Builder::new()
         .name("config-watch".into())
         .spawn(move || {
-            let snapshot = || expand(&paths).into_iter().map(|p| (stamp(&p), p)).collect::<Vec<_>>();
-            let mut last = snapshot();
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_secs(1));
                 let now = snapshot();
