@@ -228,6 +228,7 @@ pub fn run(
     rules: &[String],
     harrier: Option<PathBuf>,
     falco: Option<Sut>,
+    (rates, falco_rates): (&[u64], &[u64]),
     dir: &Path,
     quick: bool,
 ) -> Result<String> {
@@ -244,8 +245,10 @@ pub fn run(
         "{} not found (cargo build --release -p harrier-cli)",
         harrier.display()
     );
-    let mut suts = vec![(Sut { kind: Kind::Harrier, binary: harrier, falco_config: None }, &RATES)];
-    suts.extend(falco.map(|f| (f, &FALCO_RATES)));
+    let rates = if rates.is_empty() { &RATES[..] } else { rates };
+    let falco_rates = if falco_rates.is_empty() { &FALCO_RATES[..] } else { falco_rates };
+    let mut suts = vec![(Sut { kind: Kind::Harrier, binary: harrier, falco_config: None }, rates)];
+    suts.extend(falco.map(|f| (f, falco_rates)));
     // Bursts with HTTP beside the file and the file alone, then the file alone
     // at steady rates for 5 s each: the highest rate delivered whole.
     let burst = |reads, with_http| Flood { reads, rate: None, with_http };

@@ -45,6 +45,13 @@ pub struct Args {
     /// Falco's falco.yaml (engine, plugins) for --falco.
     #[arg(long, requires = "falco")]
     falco_config: Option<PathBuf>,
+    /// Harrier's steady flood rates, alerts/s for 5 s each (default 50000,100000,150000,200000):
+    /// higher ones find the rate past which it loses.
+    #[arg(long, value_delimiter = ',')]
+    rates: Vec<u64>,
+    /// Falco's (default 5000,10000,20000,50000).
+    #[arg(long, value_delimiter = ',', requires = "falco")]
+    falco_rates: Vec<u64>,
     /// Where outputs.md and outputs.png go.
     #[arg(long, default_value = "docs/bench")]
     out: PathBuf,
@@ -169,7 +176,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.only_e2e {
         let md = format!(
             "load average at the start: {load}\n{}",
-            e2e::run(&a.rules, a.harrier.clone(), falco(&a)?, &dir.0, a.quick)?
+            e2e::run(&a.rules, a.harrier.clone(), falco(&a)?, (&a.rates, &a.falco_rates), &dir.0, a.quick)?
         );
         println!("{md}");
         return Ok(());
@@ -246,7 +253,7 @@ pub fn run(a: Args) -> Result<()> {
     );
     md += &pressure(&a, rounds, &k, &dir.0, &receiver.url)?;
     if !a.no_e2e {
-        md += &e2e::run(&a.rules, a.harrier.clone(), falco(&a)?, &dir.0, a.quick)?;
+        md += &e2e::run(&a.rules, a.harrier.clone(), falco(&a)?, (&a.rates, &a.falco_rates), &dir.0, a.quick)?;
     }
     println!("{md}");
     std::fs::create_dir_all(&a.out)?;
