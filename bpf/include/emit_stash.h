@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * TOCTOU: pointer arguments copied at syscall entry into task storage (the
+ * stash) and merged into the exit's record, so a thread that rewrites the
+ * buffer meanwhile cannot change what the event says. Part of emit.h
+ * (included from it: it uses the event writer there).
+ */
+#ifndef HARRIER_EMIT_STASH_H
+#define HARRIER_EMIT_STASH_H
+
+static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
+{
+	struct hr_stash *st;
+	struct task_struct *task;
+	struct hr_cpu *c;
+
+	if (!hr_tid(&task))
+		return 0;
+	if (step_clock && (c = hr_cpu_get()))
+		hr_step_start(c, nr);
+	st = bpf_task_storage_get(&stash, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		if ((c = hr_cpu_get()))
+			c->stats.stash_fails++;
+		return 0;
+	}
+	st->nr = nr;
+	st->path_len = HR_STASH_UNSET;
+	st->extra_len = 0;
+	st->path_long = 0;
+	if (step_clock && (c = hr_cpu_get()))
+		hr_step(c, HR_STEP_ENTER_STORE);
+	return st;
+}
+
+/* An entry handler's copies are done (steps.h). */
+static __always_inline void hr_stash_done(void)
+{
+	struct hr_cpu *c;
+
+	if (step_clock && (c = hr_cpu_get()))
+		hr_step_end(c, HR_STEP_ENTER_COPY);
+}
+
+/* A path shorter than this is copied to the stack first: hardened usercopy
+ * checks a copy's destination, and a slab object (the stash) costs it a slab
+ * lookup. The task's stack costs a bounds compare (6.1, 6.12); 6.13+ runs a
+ * tracepoint program with a big frame on a per-CPU stack, which skips the
+ * slab part only (~20 ns of a ~200 ns copy here). */
+#define HR_STASH_QUICK 48
+
+static __always_inline void hr_stash_path(struct hr_stash *st, const void *uptr)
+{
+	__u64 quick[HR_STASH_QUICK / 8] = {};
+	long n = bpf_probe_read_user_str(quick, sizeof(quick), uptr);
+	struct hr_stash_long *lp;
+
+	if (n > 0 && n < HR_STASH_QUICK) {
+#pragma unroll
+		for (int i = 0; i < HR_STASH_QUICK / 8; i++)
+			((__u64 *)st->path)[i] = quick[i];
+		st->path_len = n - 1;
+		hr_stash_done();
+		return;
+	}
+	n = n < 0 ? -1 : hr_str_len(bpf_probe_read_user_str(st->path, HR_STASH_SHORT, uptr));
+
+	/* Filled to the brim: maybe longer, copied again whole (that copy is the one kept). */
+	if (n == HR_STASH_SHORT - 1) {
+		lp = bpf_task_storage_get(&stash_long, bpf_get_current_task_btf(), 0,
+					  BPF_LOCAL_STORAGE_GET_F_CREATE);
+		n = lp ? hr_str_len(bpf_probe_read_user_str(lp->path, HR_PATH_MAX, uptr)) : -1;
+		st->path_long = 1;
+	}
+	st->path_len = n >= 0 ? n : HR_STASH_UNSET;
+	hr_stash_done();
+}
+
+static __always_inline void hr_stash_extra(struct hr_stash *st, const void *uptr, __u64 len)
+{
+	if (len > HR_STASH_EXTRA)
+		len = HR_STASH_EXTRA;
+	if (uptr && len && !bpf_probe_read_user(st->extra, len, uptr))
+		st->extra_len = len;
+	hr_stash_done();
+}
+
+/* Whether the pending entry copy belongs to syscall nr (not consumed). */
+static __always_inline bool hr_stash_is(__u32 nr)
+{
+	struct hr_stash *st = bpf_task_storage_get(&stash, bpf_get_current_task_btf(), 0, 0);
+
+	return st && st->nr == nr;
+}
+
+/* The stash for this syscall, consumed; NULL if entry did not fill it (the
+ * syscall was in flight at attach), or when its entry copies are not
+ * attached (no_entry): its pointer arguments are then read at exit. */
+static __always_inline struct hr_stash *hr_stash_take(struct hr_em *em, __u32 nr)
+{
+	struct hr_stash *st;
+
+	if (no_entry[nr])
+		return 0;
+	st = bpf_task_storage_get(&stash, em->task, 0, 0);
+	hr_step(em->cpu, HR_STEP_STASH);
+	if (st && st->nr == nr) {
+		st->nr = 0;
+		return st;
+	}
+	em->cpu->stats.toctou_fallbacks++;
+	em->at_exit = 1;
+	return 0;
+}
+
+/* Bit 7 of each byte of w that is '.' (the exact zero-byte test: no
+ * carry crosses a byte). */
+static __always_inline __u64 hr_dots(__u64 w)
+{
+	const __u64 low7 = 0x7f7f7f7f7f7f7f7fULL;
+	__u64 t = w ^ 0x2e2e2e2e2e2e2e2eULL;
+
+	return ~(((t & low7) + low7) | t | low7);
+}
+
+/* The entry copy of a path into the record: up to HR_STASH_WORDS words with
+ * plain loads and stores (a helper call costs more than the copy here), the
+ * rest by one probe read (from lp, the long stash, if the path is there).
+ * Bytes past the path land where the next field goes, inside the record's
+ * room. On the way, whether it may hold ".." (the kernel filter's traversal
+ * test): two dots in a row, also across words. */
+#define HR_STASH_WORDS 16
+
+static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stash *st,
+						struct hr_stash_long *lp)
+{
+	__u8 *slot = hr_var_begin(em);
+	__u64 len = st->path_len, w, m, prev = 0, pairs = 0;
+
+	if (!slot)
+		return;
+	hr_clamp(len, HR_PATH_MAX - 1);
+	if (lp) {
+		bpf_probe_read_kernel(slot + 2, len, lp->path);
+		pairs = 1;
+	} else if (len > HR_STASH_WORDS * 8) {
+		hr_clamp(len, HR_STASH_SHORT - 1);
+		bpf_probe_read_kernel(slot + 2, len, st->path);
+		pairs = 1;
+	} else {
+#pragma unroll
+		for (int i = 0; i < HR_STASH_WORDS; i++) {
+			if (i * 8 >= len)
+				break;
+			w = ((__u64 *)st->path)[i];
+			((__u64 *)(slot + 2))[i] = w;
+			if (len - i * 8 < 8) /* what lies past the path is not looked at */
+				w &= (1ULL << ((len - i * 8) * 8)) - 1;
+			m = hr_dots(w);
+			pairs |= (m & (m >> 8)) | ((prev >> 56) & m & 0x80);
+			prev = m;
+		}
+	}
+	em->cpu->raw_dotdot = pairs != 0;
+	hr_var_end(em, slot, len);
+}
+
+static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stash *st, __u64 uptr)
+{
+	struct hr_stash_long *lp = 0;
+
+	if (st && st->path_len != HR_STASH_UNSET && st->path_long)
+		lp = bpf_task_storage_get(&stash_long, em->task, 0, 0);
+	if (!st || st->path_len == HR_STASH_UNSET || (st->path_long && !lp))
+		em->at_exit = 1, hr_put_path(em, uptr);
+	else
+		hr_put_stashed_path(em, st, lp);
+}
+
+static __always_inline void hr_put_sockaddr_stashed(struct hr_em *em, struct hr_stash *st,
+						    __u64 uptr, __u64 len)
+{
+	if (!st || !st->extra_len)
+		em->at_exit = 1, hr_put_sockaddr(em, uptr, len);
+	else
+		hr_put_kernel(em, st->extra, st->extra_len, HR_STASH_EXTRA);
+}
+
+/* A plain argument as it was at entry, or as the registers say now. */
+static __always_inline __u64 hr_stash_arg(struct hr_em *em, struct hr_stash *st, int i, __u64 now)
+{
+	/* Read now: else clang may merge both loads into one instruction on two
+	 * pointer types, which the verifier refuses. */
+	asm volatile("" : "+r"(now));
+	if (!st)
+		em->at_exit = 1;
+	return st ? st->args[i] : now;
+}
+
+/* A u64 inside a struct read at entry (openat2's open_how), or read now. */
+static __always_inline __u64 hr_stash_u64(struct hr_em *em, struct hr_stash *st, __u32 off, __u64 uptr)
+{
+	__u64 v = 0;
+
+	if (st && off + 8 <= st->extra_len && off + 8 <= HR_STASH_EXTRA)
+		bpf_probe_read_kernel(&v, sizeof(v), st->extra + off);
+	else
+		em->at_exit = 1, v = hr_user_u64(uptr);
+	return v;
+}
+
+#endif
