@@ -26,8 +26,9 @@ fn capture_opens(files: &[String]) -> Captured {
 
 /// Names of every length the walk copies differently: short names kept in
 /// the dentry itself, long ones kept apart (40 bytes and more), those the
-/// kernel's plain loads copy (up to 64) and those a helper copies (past 64,
-/// up to NAME_MAX), nested so each sits below the others.
+/// kernel's plain loads copy (up to 16, 32 and 64 in two, four and eight
+/// words) and those a helper copies (past 64, up to NAME_MAX), nested so
+/// each sits below the others.
 #[test_case(PerSyscall ; "per_syscall")]
 #[test_case(Dispatcher ; "dispatcher")]
 fn every_name_length_is_walked_whole(mode: AttachMode) {
@@ -38,7 +39,7 @@ fn every_name_length_is_walked_whole(mode: AttachMode) {
     let d = TempDir::new("names");
     let mut dir = d.0.clone();
     let mut files = Vec::new();
-    for (i, len) in [1usize, 7, 8, 39, 40, 41, 63, 64, 65, 200, 255].into_iter().enumerate() {
+    for (i, len) in [1usize, 7, 8, 15, 16, 17, 31, 32, 33, 39, 40, 41, 63, 64, 65, 200, 255].into_iter().enumerate() {
         let name: String = (0..len).map(|k| (b'a' + ((i + k) % 26) as u8) as char).collect();
         dir.push(&name);
         std::fs::create_dir(&dir).unwrap();
