@@ -2,7 +2,7 @@
 //! paths and rules selection, replay of the shared captures (counts pinned), outputs,
 //! syscall_event_drops and the config watch. Replays need no root and no BPF.
 
-#[allow(dead_code)] // harrier_run: the live helpers are not used here
+#[allow(dead_code)] // harrier_run: not every live helper is used here
 mod common;
 
 use common::HARRIER;
@@ -288,31 +288,17 @@ fn simulated_drops_raise_falcos_internal_alert_and_exit_stops() {
 fn a_watched_config_change_reloads_in_place() {
     let s = Scratch::new("watch");
     let cfg = s.write("w.yaml", "watch_config_files: true\n");
-    let mut child = Command::new(s.0.join("falco"))
-        .args(["-c", &cfg, "-r", &data("single_rule.yaml"), "-o", "engine.kind=nodriver"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Lines as they come: the change is made once the run waits (the watch has looked), and
-    // the run ends once it has reloaded, however slowly a loaded machine gets there.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    std::thread::spawn(move || std::io::BufRead::lines(stderr).map_while(Result::ok).for_each(|l| drop(tx.send(l))));
-    let mut err = String::new();
-    let mut until = |what: &str| {
-        while !err.contains(what) {
-            match rx.recv_timeout(std::time::Duration::from_secs(60)) {
-                Ok(l) => err += &(l + "\n"),
-                Err(e) => panic!("no {what:?} ({e}): {err}"),
-            }
-        }
-    };
-    until("rules loaded, waiting");
+    let rules = data("single_rule.yaml");
+    let (mut child, _, err) =
+        common::harrier_falco(&["-c", &cfg, "-r", &rules, "-o", "engine.kind=nodriver"]);
+    // The change is made once the run waits (the watch has looked), and the run ends once
+    // it has reloaded, however slowly a loaded machine gets there.
+    common::wait_for(&err, "rules loaded, waiting");
     std::fs::write(&cfg, "watch_config_files: true\n\n  \n").unwrap();
-    until("reloaded: 1 rules evaluated");
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    assert!(child.wait().unwrap().success(), "{err}");
-    assert!(err.contains("SIGHUP received, restarting..."), "{err}");
+    common::wait_for(&err, "SIGHUP received, restarting...");
+    common::wait_for(&err, "reloaded: 1 rules evaluated");
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    assert!(child.0.wait().unwrap().success(), "SIGINT ends it cleanly");
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,29 +102,42 @@ fn nodriver(cfg: &str, secs: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// The same run without a duration: stdout goes to a file, which `done` is given every 50 ms
-/// (with the scratch folder) until it holds; then SIGINT ends the run. Snapshot counts do
-/// not hang on how fast an emulated guest starts or how long its host stalls it.
-fn nodriver_until(s: &Scratch, cfg: &str, args: &[&str], done: impl Fn(&str) -> bool) -> (String, String) {
-    let (out, err) = (s.path("stdout"), s.path("stderr"));
-    let mut child = Command::new(HARRIER)
-        .args(["falco", "-c", cfg, "-r", &data("single_rule.yaml"), "-o", "engine.kind=nodriver"])
-        .args(args)
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let give_up = Instant::now() + Duration::from_secs(60);
-    while !done(&std::fs::read_to_string(&out).unwrap_or_default()) {
-        assert!(Instant::now() < give_up, "not done after 60 s: {}", std::fs::read_to_string(&err).unwrap());
-        assert!(child.try_wait().unwrap().is_none(), "ended early: {}", std::fs::read_to_string(&err).unwrap());
-        std::thread::sleep(Duration::from_millis(50));
+/// The same run without a duration, until `done` holds for its stdout so far (checked as
+/// lines come and every 50 ms; 60 s at most); then SIGINT ends it. Its stdout and stderr.
+/// Snapshot counts do not hang on how fast an emulated guest starts or how long it stalls.
+fn nodriver_until(cfg: &str, args: &[&str], done: impl Fn(&str) -> bool) -> (String, String) {
+    let rules = data("single_rule.yaml");
+    let all: Vec<&str> = ["-c", cfg, "-r", &rules, "-o", "engine.kind=nodriver"]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let (mut child, out, err) = common::harrier_falco(&all);
+    let (give_up, mut stdout) = (Instant::now() + Duration::from_secs(60), String::new());
+    while !done(&stdout) {
+        assert!(
+            Instant::now() < give_up,
+            "not done after 60 s: {}",
+            err.try_iter().collect::<Vec<_>>().join("\n")
+        );
+        match out.recv_timeout(Duration::from_millis(50)) {
+            Ok(l) => stdout += &(l + "\n"),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                panic!("ended early: {}", err.iter().collect::<Vec<_>>().join("\n"))
+            }
+        }
     }
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = child.wait().unwrap();
-    let (out, err) = (std::fs::read_to_string(&out).unwrap(), std::fs::read_to_string(&err).unwrap());
-    assert!(status.success(), "{status}: {err}");
-    (out, err)
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    let status = child.0.wait().unwrap();
+    stdout.extend(out.iter().map(|l| l + "\n"));
+    let stderr = err.iter().map(|l| l + "\n").collect::<String>();
+    assert!(status.success(), "{status}: {stderr}");
+    (stdout, stderr)
+}
+
+/// Lines in file `f` (0 while it does not exist).
+fn lines_in(f: &str) -> usize {
+    std::fs::read_to_string(f).map_or(0, |t| t.lines().count())
 }
 
 fn free_port() -> u16 {
@@ -200,7 +213,7 @@ fn metrics_snapshots_are_alerts_and_json_lines() {
              output_file: {file}\n  include_empty_values: true\n"
         ),
     );
-    let (stdout, _) = nodriver_until(&s, &cfg, &[], |o| snapshots(o).len() >= 3);
+    let (stdout, _) = nodriver_until(&cfg, &[], |o| snapshots(o).len() >= 3);
     let alerts = snapshots(&stdout);
     // Never more often than the interval (the clock of each snapshot, 300 ms less a tick).
     let times: Vec<u64> = alerts.iter().map(|a| a["output_fields"]["evt.time"].as_u64().unwrap()).collect();
@@ -235,8 +248,7 @@ fn metrics_snapshots_are_alerts_and_json_lines() {
 
     // output_rule off: the file only. A priority above informational: no alert, said once.
     std::fs::remove_file(&file).unwrap();
-    let lines_in = |f: &str| std::fs::read_to_string(f).map_or(0, |t| t.lines().count());
-    let (stdout, _) = nodriver_until(&s, &cfg, &["-o", "metrics.output_rule=false"], |_| lines_in(&file) >= 2);
+    let (stdout, _) = nodriver_until(&cfg, &["-o", "metrics.output_rule=false"], |_| lines_in(&file) >= 2);
     assert!(snapshots(&stdout).is_empty());
     let out = nodriver(&cfg, "1", &["-o", "priority=warning"]);
     assert!(snapshots(&text(&out.stdout)).is_empty());
@@ -265,7 +277,7 @@ fn snapshots_reach_an_https_receiver_over_mtls_with_falcos_http_options() {
     );
     // Until the receiver's answer is echoed: under emulation (the test guests) the first
     // snapshot and its mTLS handshake took over 2 s (2026-12-02, 6.12 guest).
-    let (stdout, stderr) = nodriver_until(&s, &cfg, &[], |o| o.contains("{\"received\":true}"));
+    let (stdout, stderr) = nodriver_until(&cfg, &[], |o| o.contains("{\"received\":true}"));
     let (headers, body) = rx
         .recv_timeout(Duration::from_secs(10))
         .unwrap_or_else(|e| panic!("no request reached the receiver ({e}); harrier's stderr:\n{stderr}"));
@@ -281,9 +293,8 @@ fn snapshots_reach_an_https_receiver_over_mtls_with_falcos_http_options() {
     let (url, rx) = receiver(s.server_tls(true), "");
     // Two snapshots in the metrics file: at least one was sent to the receiver.
     let (file, url) = (s.path("sent.jsonl"), format!("http_output.url={url}"));
-    let lines_in = |f: &str| std::fs::read_to_string(f).map_or(0, |t| t.lines().count());
     let args = ["-o", &url, "-o", "http_output.mtls=false", "-o", &format!("metrics.output_file={file}")];
-    let (_, stderr) = nodriver_until(&s, &cfg, &args, |_| lines_in(&file) >= 2);
+    let (_, stderr) = nodriver_until(&cfg, &args, |_| lines_in(&file) >= 2);
     assert!(rx.try_recv().is_err(), "a receiver requiring mTLS got a request without a client certificate");
     assert!(stderr.contains("output http:"), "the losses are told: {stderr}");
 }
