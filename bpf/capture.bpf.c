@@ -351,7 +351,9 @@ int BPF_PROG(hr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 
 	/* The cgroup (for the container id) is read here, in its own program:
 	 * in execve's exit handler it multiplied the verifier's paths past its
-	 * limit. */
+	 * limit. Close-on-exec closed fds no syscall event tells of. */
+	if (kf_enabled)
+		hr_untold_empty(p);
 	if (hr_begin(&em, HR_META_EXEC, 0, 24 + 4 + 16))
 		return 0;
 	hr_put_u32(&em, 24, old_pid);

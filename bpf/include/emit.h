@@ -44,6 +44,7 @@ struct hr_em {
 	__s64 ret;
 	__u32 off;		/* bytes written so far */
 	__u32 at_exit;		/* a pointer argument was read at exit: HR_ARGS_AT_EXIT */
+	__u32 type;		/* the header's type (a constant in each handler) */
 };
 
 /* Arguments at exit come from the saved user registers: they are what the
@@ -63,22 +64,27 @@ __u64 hr_regs_seen = 0;
 /* The caller's saved registers. With plain loads (bpf_rdonly_cast, 6.2+)
  * the address is the stack page plus hr_regs_off: no helper call (~20 ns)
  * but on the first event. */
-static __always_inline struct pt_regs *hr_task_regs(struct hr_em *em)
+static __always_inline struct pt_regs *hr_regs_of(struct task_struct *t)
 {
 	__u64 stack, off;
 
 	if (!hr_has_cast())
-		return (struct pt_regs *)bpf_task_pt_regs(em->task);
-	stack = (__u64)em->task->stack;
+		return (struct pt_regs *)bpf_task_pt_regs(t);
+	stack = (__u64)t->stack;
 	off = hr_regs_off;
 	if (!off) {
-		hr_regs_seen = (__u64)bpf_task_pt_regs(em->task);
+		hr_regs_seen = (__u64)bpf_task_pt_regs(t);
 		hr_regs_off = *(volatile __u64 *)&hr_regs_seen - stack;
 		/* Read back, not reused: the difference of a number and the
 		 * stack pointer stays a pointer to some verifiers (6.18's). */
 		off = *(volatile __u64 *)&hr_regs_off;
 	}
 	return bpf_core_cast((void *)(stack + off), struct pt_regs);
+}
+
+static __always_inline struct pt_regs *hr_task_regs(struct hr_em *em)
+{
+	return hr_regs_of(em->task);
 }
 
 /*
@@ -130,9 +136,9 @@ static __always_inline __u64 hr_stamp(__u8 *ev)
 
 /* An event the kernel filter drops before it is written: counted as
  * produced and filtered, nothing else done. */
-static __always_inline bool hr_dropped_early(struct hr_cpu *c, __u32 type, __s64 ret)
+static __always_inline bool hr_dropped_early(struct hr_cpu *c, struct task_struct *t, __u32 type, __s64 ret)
 {
-	if (!hr_kf_early(type, ret))
+	if (!hr_kf_early(t, type, ret))
 		return false;
 	c->stats.events++;
 	c->stats.filtered++;
@@ -151,8 +157,9 @@ static __always_inline void hr_header(__u8 *ev, __u32 tid, __u32 type, __s64 ret
 }
 
 static __always_inline void hr_em_init(struct hr_em *em, struct hr_cpu *c, struct task_struct *task,
-				       __u8 *ev, __s64 ret, __u32 off)
+				       __u8 *ev, __u32 type, __s64 ret, __u32 off)
 {
+	em->type = type;
 	em->cpu = c;
 	em->task = task;
 	em->ev = ev;
@@ -199,7 +206,7 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 	void *ring;
 	__u8 *ev;
 
-	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, type, ret))
+	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, task, type, ret))
 		return 1;
 	hr_step_start(c, type);
 	c->stats.events++;
@@ -221,7 +228,7 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 		return 1;
 	}
 	hr_header(ev, tid, type, ret, size);
-	hr_em_init(em, c, task, ev, ret, size);
+	hr_em_init(em, c, task, ev, type, ret, size);
 	hr_step(c, HR_STEP_BEGIN);
 	return 0;
 }
@@ -236,6 +243,7 @@ static __always_inline void hr_mark_at_exit(struct hr_em *em)
 
 static __always_inline int hr_submit_fixed(struct hr_em *em)
 {
+	hr_untold_sent(em->task, em->type, em->ret);
 	hr_stamp(em->ev);
 	hr_mark_at_exit(em);
 	if (shared_rings)
@@ -255,7 +263,7 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 	struct hr_cpu *c;
 	__u8 *ev;
 
-	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, type, ret))
+	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, task, type, ret))
 		return 1;
 	hr_step_start(c, type);
 	if (shared_rings) {
@@ -267,7 +275,7 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 		return 1;
 	}
 	hr_header(ev, tid, type, ret, 0);
-	hr_em_init(em, c, task, ev, ret, fixed_end);
+	hr_em_init(em, c, task, ev, type, ret, fixed_end);
 	c->raw_dotdot = 1; /* unknown until an entry copy says */
 	hr_step(c, HR_STEP_BEGIN);
 	return 0;
@@ -281,6 +289,7 @@ static __always_inline int hr_submit(struct hr_em *em)
 
 	hr_clamp(len, HR_EVENT_MAX);
 	((struct hr_hdr *)em->ev)->len = len;
+	hr_untold_sent(em->task, em->type, em->ret);
 	hr_stamp(em->ev);
 	hr_mark_at_exit(em);
 	c->stats.events++;

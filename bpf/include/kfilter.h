@@ -37,7 +37,7 @@ struct hr_kf {
 	__u8 clauses;		/* some clause is used */
 	__u8 comm_drop;		/* look (nr, comm) up in kf_comms */
 	__u8 fail_drop;		/* every used clause needs success: a failed call is dropped early */
-	__u8 pad;
+	__u8 untold;		/* close: dropped early if user space never had its fd (untold.h) */
 	struct hr_kf_clause c[HR_KF_CLAUSES];
 };
 
@@ -57,6 +57,8 @@ struct hr_kf_comm_key {
 };
 
 const volatile bool kf_enabled = 0;
+
+#include "untold.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -184,9 +186,10 @@ static __always_inline bool hr_kf_clause_holds(struct hr_em *em, const struct hr
 	return true;
 }
 
-/* True: drop this event of syscall nr before anything is written: its
- * process name is dropped, or it failed and only successes are kept. */
-static __always_inline bool hr_kf_early(__u32 nr, __s64 ret)
+/* True: drop this event of syscall nr (by task t) before anything is
+ * written: its process name is dropped, it failed and only successes are
+ * kept, or it closed an fd user space was never told of. */
+static __always_inline bool hr_kf_early(struct task_struct *t, __u32 nr, __s64 ret)
 {
 	struct hr_kf *kf;
 
@@ -201,7 +204,7 @@ static __always_inline bool hr_kf_early(__u32 nr, __s64 ret)
 		if (bpf_map_lookup_elem(&kf_comms, &ck))
 			return true;
 	}
-	return false;
+	return kf->untold && ret == 0 && hr_untold_closed(t, hr_regs_of(t)->di);
 }
 
 /* True: no rule or state table can use this event of syscall nr (path_off:
@@ -248,6 +251,7 @@ static __always_inline int hr_discard(struct hr_em *em, const bool fixed)
 {
 	struct hr_cpu *c = em->cpu;
 
+	hr_untold_kept_back(em->task, em->type, em->ret);
 	if (!fixed)
 		c->stats.events++;
 	c->stats.filtered++;

@@ -49,6 +49,10 @@ pub struct SyscallFilter {
     pub clauses: Vec<Clause>,
     /// Process names (comm, at most 15 bytes) whose events of this syscall are dropped.
     pub drop_comms: Vec<Vec<u8>>,
+    /// close only: a close of an fd the consumer was never told of (its
+    /// open kept back, bpf/include/untold.h) is dropped too. The consumer
+    /// must say which processes it follows ([`crate::UntoldFds`]).
+    pub untold: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -58,7 +62,7 @@ pub struct KernelFilter {
 
 impl KernelFilter {
     pub fn is_empty(&self) -> bool {
-        self.syscalls.iter().all(|s| s.clauses.is_empty() && s.drop_comms.is_empty())
+        self.syscalls.iter().all(|s| s.clauses.is_empty() && s.drop_comms.is_empty() && !s.untold)
     }
 }
 
@@ -95,6 +99,10 @@ fn kf_value(f: &SyscallFilter) -> Result<[u8; KF_SIZE]> {
     v[0] = !f.clauses.is_empty() as u8;
     v[1] = !f.drop_comms.is_empty() as u8;
     v[2] = (!f.clauses.is_empty() && f.clauses.iter().all(|c| c.need_success)) as u8;
+    if f.untold && syscall_by_nr(f.nr).map(|s| s.name) != Some("close") {
+        bail!("syscall {}: only close can drop what was never told", f.nr);
+    }
+    v[3] = f.untold as u8;
     for (i, c) in f.clauses.iter().enumerate() {
         let at = 4 + i * CLAUSE_SIZE;
         v[at] = 1;
@@ -222,7 +230,7 @@ mod tests {
         let with = |paths: Vec<PathMatch>| {
             let c = Clause { need_success: true, paths: Some(paths), ..Default::default() };
             leads(&KernelFilter {
-                syscalls: vec![SyscallFilter { nr: 257, clauses: vec![c], drop_comms: vec![] }],
+                syscalls: vec![SyscallFilter { nr: 257, clauses: vec![c], drop_comms: vec![], untold: false }],
             })
         };
         let w = with(vec![PathMatch::Prefix(b"/etc/".to_vec()), PathMatch::Exact(b"/".to_vec())]);

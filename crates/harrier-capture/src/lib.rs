@@ -24,6 +24,8 @@ mod ring;
 mod session;
 mod stats;
 pub mod tracefs;
+mod untold;
+pub use untold::UntoldFds;
 /// Kernel feature checks (shared with the bypass).
 pub use harrier_kernel as kernel;
 

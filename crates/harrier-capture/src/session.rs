@@ -411,6 +411,16 @@ impl Session {
         crate::kfilter::install(&self.skel, f)
     }
 
+    /// The processes whose untold closes the kernel may keep back (None: the
+    /// kernel filter is off). Tell it of every process whose fd table the
+    /// consumer makes, before the kernel filter's untold closes matter.
+    pub fn untold_fds(&self) -> Result<Option<crate::UntoldFds>> {
+        if !self.kernel_filter_on {
+            return Ok(None);
+        }
+        Ok(Some(crate::UntoldFds::new(&self.skel.maps.untold)?))
+    }
+
     /// Swaps the enforcement programs (rules reloaded). Enforcement must have
     /// been on at start; nothing is enforced for the moment of the swap.
     pub fn replace_guard(&mut self, g: &crate::guard::Guard) -> Result<()> {

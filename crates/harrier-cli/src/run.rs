@@ -361,6 +361,9 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
         }
         engine.borrow_mut().set_enforcer(en);
     }
+    if let Some(untold) = session.untold_fds()? {
+        engine.borrow_mut().state.watch_untold(untold);
+    }
     engine.borrow_mut().state.scan_proc();
     if let Some(f) = &file {
         let snap = engine.borrow_mut().state.tables.snapshot();

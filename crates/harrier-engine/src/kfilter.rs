@@ -340,11 +340,18 @@ pub fn derive_with(
         {
             f.drop_comms.extend(d.comms.iter().cloned());
         }
-        if !f.clauses.is_empty() || !f.drop_comms.is_empty() {
+        f.untold = s.name == "close" && rules.is_some_and(|r| !read_by_a_rule(r, s));
+        if !f.clauses.is_empty() || !f.drop_comms.is_empty() || f.untold {
             out.syscalls.push(f);
         }
     }
     out
+}
+
+/// Whether an active rule sees events of `s` (one without evt.type sees all).
+fn read_by_a_rule(rules: &RuleSet, s: &SyscallInfo) -> bool {
+    let Some(ty) = EventType::from_name(s.name) else { return true };
+    rules.rules().iter().any(|r| r.is_active() && r.event_types.contains(ty))
 }
 
 fn rule_clauses(rules: &RuleSet, s: &SyscallInfo, files_for_state: Option<Clause>) -> Vec<Clause> {
@@ -395,6 +402,9 @@ pub fn summary(f: &KernelFilter) -> String {
         }
         if !s.drop_comms.is_empty() {
             parts.push(format!("{name} dropped for {} process names", s.drop_comms.len()));
+        }
+        if s.untold {
+            parts.push(format!("{name} not sent when its fd's open was not"));
         }
     }
     if parts.is_empty() {

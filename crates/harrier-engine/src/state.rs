@@ -8,6 +8,18 @@ use harrier_schema::view::SyscallView;
 use harrier_state::fd::FdType;
 use harrier_state::{Process, State, STATE_SYSCALLS};
 
+struct UntoldWatch(harrier_capture::UntoldFds);
+
+impl harrier_state::ProcessWatcher for UntoldWatch {
+    fn followed(&mut self, pid: u32) -> bool {
+        self.0.follow(pid)
+    }
+
+    fn forgotten(&mut self, pid: u32) {
+        self.0.forget(pid)
+    }
+}
+
 /// harrier-state's tables, fed only the events that change them.
 pub struct EngineState {
     pub tables: State,
@@ -28,6 +40,13 @@ impl EngineState {
             wanted[s.nr as usize] = true;
         }
         EngineState { tables: State::new(), wanted }
+    }
+
+    /// Tells the kernel which processes the tables follow, so that it keeps
+    /// back the closes of fds whose opens it kept back (call before
+    /// [`Self::scan_proc`]).
+    pub fn watch_untold(&mut self, fds: harrier_capture::UntoldFds) {
+        self.tables.set_watcher(Box::new(UntoldWatch(fds)));
     }
 
     /// Seeds the tables from /proc (call once the sensor is attached).

@@ -37,7 +37,7 @@ pub use container::{Container, Containers, Mount};
 pub use fd::{Fd, FdTable, FdType, Tuple, L4};
 pub use process::{Comm, Process};
 pub use snapshot::Snapshot;
-pub use state::{Ancestors, State, StateStats, STATE_SYSCALLS};
+pub use state::{Ancestors, ProcessWatcher, State, StateStats, STATE_SYSCALLS};
 pub use threads::{Thread, ThreadTable};
 pub use users::{User, Users};
 

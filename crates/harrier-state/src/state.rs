@@ -34,6 +34,19 @@ pub struct StateStats {
     /// fd operations on a descriptor the table did not hold (dup of, connect on...).
     pub unknown_fds: u64,
     pub processes_freed: u64,
+    /// Processes the watcher could not be told of (its table full): the
+    /// kernel sends every close of theirs.
+    pub unwatched: u64,
+}
+
+/// Told when the tables start and stop following a process, once its fd
+/// table is made (from its parent's at fork, or from /proc) and once it is
+/// freed: a kernel filter that keeps back the closes of fds the tables never
+/// had needs to know whose fds the tables hold (harrier-capture's UntoldFds).
+pub trait ProcessWatcher {
+    /// False: the watcher could not take it (counted as unwatched).
+    fn followed(&mut self, pid: u32) -> bool;
+    fn forgotten(&mut self, pid: u32);
 }
 
 pub struct State {
@@ -61,6 +74,7 @@ pub struct State {
     /// before seeding when a rule or output reads proc.env. Off, no
     /// environment is stored (up to 4 KiB per process otherwise).
     pub keep_env: bool,
+    watcher: Option<Box<dyn ProcessWatcher>>,
 }
 
 /// The syscalls whose events change the tables.
@@ -134,7 +148,14 @@ impl State {
             not_in_proc: IdMap::default(),
             fd_name_changed: false,
             keep_env: false,
+            watcher: None,
         }
+    }
+
+    /// From now on, tells `w` of every process the tables make or free.
+    /// Set it before the /proc scan.
+    pub fn set_watcher(&mut self, w: Box<dyn ProcessWatcher>) {
+        self.watcher = Some(w);
     }
 
     /// The container of thread `tid`'s process (None: the host or unknown).
@@ -169,6 +190,11 @@ impl State {
         let mut p = p;
         p.threads = tids.len() as u32;
         self.procs.insert(pid, p);
+        if let Some(w) = &mut self.watcher {
+            if !w.followed(pid) {
+                self.stats.unwatched += 1;
+            }
+        }
     }
 
     /// Applies one event (in timestamp order).
@@ -190,6 +216,9 @@ impl State {
                 if p.threads == 0 {
                     self.procs.remove(&pid);
                     self.stats.processes_freed += 1;
+                    if let Some(w) = &mut self.watcher {
+                        w.forgotten(pid);
+                    }
                 }
             }
         }

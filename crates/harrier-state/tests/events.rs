@@ -219,3 +219,39 @@ fn fd_name_changed_follows_connect_and_datagram_destinations() {
     apply(&mut s, &again);
     assert!(!s.fd_name_changed, "the same tuple again");
 }
+
+/// Records what a ProcessWatcher is told; refuses `full` once it holds that many.
+struct Told(std::rc::Rc<std::cell::RefCell<Vec<(bool, u32)>>>, usize);
+
+impl harrier_state::ProcessWatcher for Told {
+    fn followed(&mut self, pid: u32) -> bool {
+        let mut v = self.0.borrow_mut();
+        let held = v.iter().filter(|e| e.0).count() - v.iter().filter(|e| !e.0).count();
+        v.push((true, pid));
+        held < self.1
+    }
+
+    fn forgotten(&mut self, pid: u32) {
+        self.0.borrow_mut().push((false, pid));
+    }
+}
+
+#[test]
+fn the_watcher_hears_of_each_table_made_and_freed() {
+    let me = std::process::id();
+    let told = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let mut s = State::new();
+    s.set_watcher(Box::new(Told(told.clone(), 2)));
+    s.scan_proc(Some(me));
+    apply(&mut s, &fork(1, me, CHILD, CHILD, "sh"));
+    apply(&mut s, &fork(2, CHILD, CHILD + 1, CHILD, "sh")); // a thread: no table of its own
+    apply(&mut s, &fork(3, CHILD, CHILD + 2, CHILD + 2, "sh"));
+    assert_eq!(*told.borrow(), [(true, me), (true, CHILD), (true, CHILD + 2)]);
+    assert_eq!(s.stats.unwatched, 1, "the third did not fit");
+    for (ts, tid) in [(4, CHILD + 1), (5, CHILD)] {
+        apply(&mut s, &exit(ts, tid, CHILD));
+    }
+    s.end_batch();
+    s.end_batch();
+    assert_eq!(told.borrow().last(), Some(&(false, CHILD)), "freed with its last thread");
+}

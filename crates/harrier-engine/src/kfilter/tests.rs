@@ -166,3 +166,16 @@ fn only_fds_the_engine_looks_up_make_the_state_keep_files() {
         assert_eq!(fd_table_needs_files(&rs), keeps, "{ty}");
     }
 }
+
+#[test]
+fn closes_of_untold_fds_are_kept_back_unless_a_rule_reads_closes() {
+    let untold = |rs: &RuleSet| {
+        let f = filter_of(rs, &["openat", "close"]);
+        f.syscalls.iter().find(|s| s.nr == sc("close").nr).is_some_and(|s| s.untold)
+    };
+    assert!(untold(&rules(&[("o", "evt.type=openat and fd.name=/etc/shadow")])));
+    assert!(!untold(&rules(&[("c", "evt.type=close and proc.name=nc")])), "a rule on close");
+    assert!(!untold(&rules(&[("any", "proc.name=nc")])), "a rule with no evt.type sees closes");
+    let only_drops = derive_with(None, &[sc("openat"), sc("close")], &[]);
+    assert!(only_drops.syscalls.iter().all(|s| !s.untold), "no rules, nothing known of their needs");
+}

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Descriptors user space was never told of. An open the kernel filter keeps
+ * back leaves user space without its fd, so the close of that fd is of no use
+ * there either: it is kept back too (kfilter.h, a close's `untold`), which
+ * spares most closes their clock read, ring room and user-space work.
+ *
+ * Per process (tgid), one bit per fd below HR_UNTOLD_FDS: set when an open
+ * that returned the fd is kept back, cleared by the close of the fd and by any
+ * sent event that gives user space the fd (a kept open, socket, dup...). A set
+ * bit therefore always names an fd user space has no entry for. Only the
+ * processes user space follows have an entry: it writes an empty one once its
+ * table of a process is made (fork, /proc), so that what /proc showed it is
+ * never a set bit, and deletes it when the process is gone. Whatever cannot
+ * be followed exactly empties the record (exec's close-on-exec, close_range,
+ * pipe and socketpair's fds in user memory) or keeps the close (a thread with
+ * an fd table of its own, fds past HR_UNTOLD_FDS): a close sent is never wrong.
+ * A record another process of the same pid left (user space not yet past its
+ * exit) is emptied by the new one's first use: it names its owner by start time.
+ * Layout mirrored in crates/harrier-capture/src/untold.rs.
+ */
+#ifndef HARRIER_UNTOLD_H
+#define HARRIER_UNTOLD_H
+
+#define HR_UNTOLD_WORDS 16
+#define HR_UNTOLD_FDS (HR_UNTOLD_WORDS * 64)
+
+struct hr_untold {
+	__u64 start;		/* its process's start time (0: the first to come) */
+	__u64 files;		/* the fd table the bits are of */
+	__u64 w[HR_UNTOLD_WORDS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 32768);
+	__type(key, __u32);
+	__type(value, struct hr_untold);
+} untold SEC(".maps");
+
+/* x86_64 numbers of the syscalls whose return value is a new fd of the caller's. */
+static __always_inline bool hr_returns_fd(__u32 nr)
+{
+	switch (nr) {
+	case 2: case 85: case 257: case 437:		/* open creat openat openat2 */
+	case 41: case 43: case 288:			/* socket accept accept4 */
+	case 32: case 33: case 292: case 72:		/* dup dup2 dup3 fcntl (F_DUPFD) */
+	case 319: case 284: case 290: case 282: case 289: /* memfd_create eventfd(2) signalfd(4) */
+	case 283: case 253: case 294: case 213: case 291: /* timerfd_create inotify_init(1) epoll_create(1) */
+		return true;
+	}
+	return false;
+}
+
+/* Syscalls that make or close fds the record cannot follow one by one. */
+static __always_inline bool hr_fds_elsewhere(__u32 nr)
+{
+	return nr == 22 || nr == 293 || nr == 53 || nr == 436; /* pipe pipe2 socketpair close_range */
+}
+
+static __always_inline void hr_untold_clear(struct hr_untold *u)
+{
+	for (int i = 0; i < HR_UNTOLD_WORDS; i++)
+		u->w[i] = 0;
+}
+
+/* The record of task t's process, if user space follows it and t shares the
+ * fd table its bits are of. */
+static __always_inline struct hr_untold *hr_untold_of(struct task_struct *t)
+{
+	__u32 tgid = t->tgid;
+	struct hr_untold *u = bpf_map_lookup_elem(&untold, &tgid);
+	__u64 start = t->group_leader->start_time, files = (__u64)t->files;
+
+	if (!u)
+		return 0;
+	if (u->start != start) {
+		/* Its first use since written or emptied, or a process that
+		 * took the pid of one user space has not yet seen exit. */
+		if (u->start)
+			hr_untold_clear(u);
+		u->start = start;
+		u->files = files;
+	} else if (u->files != files) {
+		return 0;
+	}
+	return u;
+}
+
+static __always_inline void hr_untold_empty(struct task_struct *t)
+{
+	__u32 tgid = t->tgid;
+	struct hr_untold *u = bpf_map_lookup_elem(&untold, &tgid);
+
+	if (!u)
+		return;
+	u->start = 0;
+	hr_untold_clear(u);
+}
+
+/* An event of syscall nr with return value ret was kept back. */
+static __always_inline void hr_untold_kept_back(struct task_struct *t, __u32 nr, __s64 ret)
+{
+	struct hr_untold *u;
+
+	if (!kf_enabled || !hr_returns_fd(nr) || ret < 0 || ret >= HR_UNTOLD_FDS)
+		return;
+	if ((u = hr_untold_of(t)))
+		__sync_fetch_and_or(&u->w[(ret >> 6) & (HR_UNTOLD_WORDS - 1)], 1ULL << (ret & 63));
+}
+
+/* An event of syscall nr with return value ret was sent: user space now has
+ * the fd it returned (or fds this record cannot follow). */
+static __always_inline void hr_untold_sent(struct task_struct *t, __u32 nr, __s64 ret)
+{
+	struct hr_untold *u;
+
+	if (!kf_enabled || ret < 0)
+		return;
+	if (hr_fds_elsewhere(nr)) {
+		hr_untold_empty(t);
+		return;
+	}
+	if (!hr_returns_fd(nr) || ret >= HR_UNTOLD_FDS)
+		return;
+	if ((u = hr_untold_of(t)))
+		__sync_fetch_and_and(&u->w[(ret >> 6) & (HR_UNTOLD_WORDS - 1)], ~(1ULL << (ret & 63)));
+}
+
+/* fd was closed: true if user space was never told of it (its bit, now clear). */
+static __always_inline bool hr_untold_closed(struct task_struct *t, __u64 fd)
+{
+	struct hr_untold *u;
+	__u64 m, old;
+
+	if (fd >= HR_UNTOLD_FDS || !(u = hr_untold_of(t)))
+		return false;
+	m = 1ULL << (fd & 63);
+	old = __sync_fetch_and_and(&u->w[(fd >> 6) & (HR_UNTOLD_WORDS - 1)], ~m);
+	return old & m;
+}
+
+#endif
