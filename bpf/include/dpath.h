@@ -23,6 +23,8 @@
 #define HR_DW_ROOT 16		/* it ended at the task's root */
 #define HR_DW_UNSURE 32		/* with `check`: it climbed a deleted directory or a file system
 				 * that can move directories behind the kernel's back (not cacheable) */
+#define HR_DW_KF_CLEAR 64	/* with `kf_ask`: stopped, unfinished, at a directory no kernel
+				 * filter path can match below (kfdirs.h) */
 
 /* Where a walk is. In a per-CPU map value, not on the stack: the verifier
  * then does not track it across bpf_loop iterations, and the loop verifies in
@@ -36,7 +38,8 @@ struct hr_dwalk {
 	__u32 flags;
 	__u64 task;		/* the current task, from the caller (saves a helper call) */
 	__u32 check;		/* flag what may not be cached (HR_DW_UNSURE): a walk to store */
-	__u32 pad;
+	__u32 kf_ask;		/* the event is kept or not by its path alone: stop at a
+				 * directory no filter path can match below (HR_DW_KF_CLEAR) */
 };
 
 /* Sets w up for a walk of (d, vfsmnt) as task t sees it; false: nothing to walk. */

@@ -45,6 +45,7 @@ struct hr_em {
 	__u32 off;		/* bytes written so far */
 	__u32 at_exit;		/* a pointer argument was read at exit: HR_ARGS_AT_EXIT */
 	__u32 type;		/* the header's type (a constant in each handler) */
+	__u32 kf_unused;	/* the kernel filter's answer is known: keep it back (kfdirs.h) */
 };
 
 /* Arguments at exit come from the saved user registers: they are what the
@@ -167,6 +168,7 @@ static __always_inline void hr_em_init(struct hr_em *em, struct hr_cpu *c, struc
 	em->ret = ret;
 	em->off = off;
 	em->at_exit = 0;
+	em->kf_unused = 0;
 }
 
 /* Room for `need` bytes in this CPU's array ring, or NULL (counted as a
@@ -573,12 +575,12 @@ static __always_inline void hr_put_argv(struct hr_em *em, __u64 uargv)
 /* The three execve fields only make sense once the new image runs (ret == 0). */
 static __always_inline void hr_put_exe(struct hr_em *em)
 {
-	hr_put_dpath(em, em->ret == 0 ? HR_WALK_EXE : HR_WALK_NONE, 0);
+	hr_put_dpath(em, em->ret == 0 ? HR_WALK_EXE : HR_WALK_NONE, 0, false);
 }
 
 static __always_inline void hr_put_cwd(struct hr_em *em)
 {
-	hr_put_dpath(em, em->ret == 0 ? HR_WALK_CWD : HR_WALK_NONE, 0);
+	hr_put_dpath(em, em->ret == 0 ? HR_WALK_CWD : HR_WALK_NONE, 0, false);
 }
 
 static __always_inline void hr_put_args(struct hr_em *em)

@@ -22,12 +22,14 @@ static long hr_walk_cb(__u32 i, void *ctx)
 
 /*
  * The rest of walk w through the path cache (tree/dircache.h): the first
- * dc_after steps as usual, then, unless the root is two names away or less
+ * dc_after steps as usual (one with kf_ask), then, unless the root is two names away or less
  * (a lookup costs about four steps), the directory reached is looked up; on a hit its cached path goes
  * below the names so far, on a miss the walk goes on to the root and what it
  * wrote from that directory up is stored, if nothing can have moved a
  * directory meanwhile (inval.h: busy, the generation) and every directory
- * climbed is one that only this kernel's syscalls move.
+ * climbed is one that only this kernel's syscalls move. With w->kf_ask, a
+ * hit on a directory no kernel filter path can match below ends the walk
+ * there, unfinished (HR_DW_KF_CLEAR, kfdirs.h): the event is kept back.
  */
 static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct *t)
 {
@@ -42,15 +44,18 @@ static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct
 	__s64 busy;
 	__u32 len;
 
-	bpf_loop(dc_after, hr_walk_cb, 0, 0);
+	/* A walk that may end at a verdict asks at the file's own directory. */
+	bpf_loop(w->kf_ask ? 1 : dc_after, hr_walk_cb, 0, 0);
 	if (w->flags & HR_DW_DONE)
 		return;
-	/* Two names or fewer to the root: walking them costs less than a lookup. */
+	/* Two names or fewer to the root: walking them costs less than a lookup
+	 * (unless the lookup may end the walk there). */
 	/* Locals in hr_kread: on 6.1 BPF_CORE_READ would relocate w's fields too. */
 	at_d = w->dentry;
 	up = (__u64)hr_kread(at_d, struct dentry, d_parent);
-	if (at_d == w->root_dentry || up == w->root_dentry ||
-	    (__u64)hr_kread(up, struct dentry, d_parent) == w->root_dentry) {
+	if (at_d == w->root_dentry ||
+	    (!w->kf_ask && (up == w->root_dentry ||
+			    (__u64)hr_kread(up, struct dentry, d_parent) == w->root_dentry))) {
 		bpf_loop(HR_PATH_MAX / 2, hr_walk_cb, 0, 0);
 		return;
 	}
@@ -63,6 +68,11 @@ static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct
 		v = bpf_map_lookup_elem(&dirpaths, &k);
 		if (v && hr_dvalid_same(&v->v, &want)) {
 			len = v->len;
+			if (w->kf_ask && len > 0 && hr_kf_below_clear(v, len) && hr_dc_kept(v, gen)) {
+				c->stats.dir_clear++;
+				w->flags |= HR_DW_KF_CLEAR | HR_DW_DONE;
+				return;
+			}
 			at = w->pos - (__s32)len;
 			if (len > 0 && len < HR_DC_MAX && at >= 0) {
 				n = len;
@@ -90,6 +100,7 @@ static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct
 	c->dc.v = want;
 	c->dc.len = len;
 	c->dc.teach_in = 0;
+	c->dc.kf_gen = 0;
 	n = len;
 	hr_clamp(n, HR_DC_MAX - 1);
 	bpf_probe_read_kernel(c->dc.path, n, c->path + HR_DHEAD + (at & (HR_PATH_MAX - 1)));
@@ -162,8 +173,11 @@ __attribute__((noinline)) int hr_dwalk_run(int what, __s64 fd)
 
 #define HR_DPATH_WORDS 8	/* a walked path this many words long goes by plain stores */
 
-/* The absolute path hr_dwalk_run finds, as a variable field ("" for none). */
-static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd)
+/* The absolute path hr_dwalk_run finds, as a variable field ("" for none).
+ * kf_ask: the kernel filter keeps the event by this path alone; a walk that
+ * meets a directory no filter path can match below stops there, leaves the
+ * field empty and marks the event kept back (em->kf_unused). */
+static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd, bool kf_ask)
 {
 	struct hr_cpu *c = em->cpu;
 	__u8 *slot = hr_var_begin(em);
@@ -173,7 +187,13 @@ static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd)
 	if (!slot)
 		return;
 	c->walk.task = (__u64)em->task;
+	c->walk.kf_ask = kf_ask;
 	if (!hr_dwalk_run(what, fd)) {
+		hr_var_end(em, slot, 0);
+		return;
+	}
+	if (c->walk.flags & HR_DW_KF_CLEAR) {
+		em->kf_unused = 1;
 		hr_var_end(em, slot, 0);
 		return;
 	}
@@ -200,11 +220,16 @@ static __always_inline void hr_put_dpath(struct hr_em *em, int what, __s64 fd)
 	hr_var_end(em, slot, n);
 }
 
-/* What an open really opened: the file behind the returned descriptor. */
-static __always_inline void hr_put_fdpath_ret(struct hr_em *em)
+/* What an open really opened: the file behind the returned descriptor.
+ * Syscall nr's filter is asked, without a path, whether it keeps the event
+ * anyway (a clause without a path holds): if not, the walk may stop early.
+ * Its fixed parameters (the flags) precede this last one, so are written. */
+static __always_inline void hr_put_fdpath_ret(struct hr_em *em, __u32 nr)
 {
+	bool kf_ask = dircache && em->ret >= 0 && hr_kf_unused(em, nr, 0, 0);
+
 	hr_step(em->cpu, HR_STEP_ARGS);
-	hr_put_dpath(em, HR_WALK_FD, em->ret);
+	hr_put_dpath(em, HR_WALK_FD, em->ret, kf_ask);
 	hr_step(em->cpu, HR_STEP_WALK);
 }
 

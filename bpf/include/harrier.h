@@ -57,6 +57,8 @@ struct hr_cpu_stats {
 	__u64 filtered;		/* not sent: the kernel-side filter (kfilter.h) */
 	__u64 dir_hits;		/* walks that stopped at a cached directory (tree/dircache.h) */
 	__u64 dir_misses;	/* walks that looked the cache up and missed */
+	__u64 dir_clear;	/* walks that stopped at a directory no kernel filter path
+				 * can match below: the event kept back (kfdirs.h) */
 };
 
 /* Dispatcher tail-call slots: x86_64 syscall numbers stay below this

@@ -59,6 +59,7 @@ struct hr_kf_comm_key {
 const volatile bool kf_enabled = 0;
 
 #include "untold.h"
+#include "kfdirs.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -238,7 +239,8 @@ static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_of
 	bool unused;
 
 	hr_step(em->cpu, HR_STEP_FIELDS);
-	unused = hr_kf_unused(em, nr, path_off, fixed);
+	/* Kept back already where the walk met a directory (kfdirs.h). */
+	unused = em->kf_unused || hr_kf_unused(em, nr, path_off, fixed);
 	if (!unused)
 		hr_guard(em, nr, path_off, fixed);
 	hr_step(em->cpu, HR_STEP_FILTER);

@@ -21,6 +21,8 @@ struct hr_dcval {
 	struct hr_dvalid v;
 	__u32 len;
 	__u32 teach_in;	/* fswatch: hits until this entry's next event teaches the reader (dirrefs.h) */
+	__u32 kf_gen;	/* capture: the kernel filter generation kf_clear was made for (kfdirs.h) */
+	__u32 kf_clear;	/* no kernel filter path can match below this directory */
 	char path[HR_DC_MAX];
 };
 

@@ -162,6 +162,72 @@ fn leads(f: &KernelFilter) -> Vec<u64> {
     w
 }
 
+/// Bytes of `struct hr_kf_dir_key` (kfdirs.h): the prefix length, the path.
+const DIR_KEY_SIZE: usize = 4 + MAX_PATH + 4;
+
+/// kf_dirs (bpf/include/kfdirs.h): every entry's bytes (an exact name as a
+/// prefix), and every prefix of one that ends in '/', each with its length
+/// and whether some entry is a prefix of it. A directory below which the
+/// trie finds no entry cannot hold a path any entry matches.
+fn dir_trie(f: &KernelFilter) -> std::collections::BTreeMap<Vec<u8>, bool> {
+    let paths = f.syscalls.iter().flat_map(|s| &s.clauses).flat_map(|c| c.paths.iter().flatten());
+    let entries: std::collections::BTreeSet<&[u8]> = paths.map(|m| m.bytes()).collect();
+    let covered = |p: &[u8]| entries.iter().any(|e| p.starts_with(e));
+    let mut nodes = std::collections::BTreeMap::new();
+    for e in &entries {
+        nodes.insert(e.to_vec(), true);
+        for (i, _) in e.iter().enumerate().filter(|(_, &b)| b == b'/') {
+            let p = &e[..=i];
+            nodes.entry(p.to_vec()).or_insert_with(|| covered(p));
+        }
+    }
+    nodes
+}
+
+fn dir_key(path: &[u8]) -> [u8; DIR_KEY_SIZE] {
+    let mut k = [0u8; DIR_KEY_SIZE];
+    k[0..4].copy_from_slice(&(8 * path.len() as u32).to_ne_bytes());
+    k[4..4 + path.len()].copy_from_slice(path);
+    k
+}
+
+/// The filter generations written (kfdirs.h's kf_gen), process-wide so a
+/// verdict cached for one is never taken for a later one.
+static LAST_GEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Sets kf_gen: 0 turns the directory verdicts off (while the maps change).
+fn set_gen(skel: &mut crate::session::CaptureSkel, gen: u32) {
+    if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+        unsafe { std::ptr::write_volatile(&mut bss.kf_gen, gen) };
+    }
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+fn next_gen() -> u32 {
+    let g = LAST_GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed).wrapping_add(1);
+    if g == 0 {
+        next_gen()
+    } else {
+        g
+    }
+}
+
+/// Writes kf_dirs; false if the trie has no room for them all (the verdicts
+/// then stay off: every open is walked whole and looked up, as without them).
+fn write_dirs(skel: &crate::session::CaptureSkel, f: &KernelFilter) -> Result<bool> {
+    let nodes = dir_trie(f);
+    if nodes.len() > skel.maps.kf_dirs.info()?.info.max_entries as usize {
+        return Ok(false);
+    }
+    for (path, covered) in &nodes {
+        let mut v = [0u8; 4];
+        v[0..2].copy_from_slice(&(path.len() as u16).to_ne_bytes());
+        v[2] = *covered as u8;
+        skel.maps.kf_dirs.update(&dir_key(path), &v, MapFlags::ANY).context("writing kf_dirs")?;
+    }
+    Ok(true)
+}
+
 fn write_leads(skel: &crate::session::CaptureSkel, words: &[u64]) -> Result<()> {
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
     skel.maps.kf_leads.update(&0u32.to_ne_bytes(), &bytes, MapFlags::ANY).context("writing kf_leads")
@@ -169,8 +235,11 @@ fn write_leads(skel: &crate::session::CaptureSkel, words: &[u64]) -> Result<()> 
 
 /// Writes the filter into the loaded object's maps: the leads, then a
 /// syscall's paths and names before its entry, so a live update never keeps
-/// back an event that both the old and the new filter would send.
-pub(crate) fn install(skel: &crate::session::CaptureSkel, f: &KernelFilter) -> Result<()> {
+/// back an event that both the old and the new filter would send; the
+/// directory verdicts (kfdirs.h) turn on last, with a new generation.
+pub(crate) fn install(skel: &mut crate::session::CaptureSkel, f: &KernelFilter) -> Result<()> {
+    set_gen(skel, 0);
+    let dirs = write_dirs(skel, f)?;
     write_leads(skel, &leads(f))?;
     for s in &f.syscalls {
         for (i, c) in s.clauses.iter().enumerate() {
@@ -187,17 +256,21 @@ pub(crate) fn install(skel: &crate::session::CaptureSkel, f: &KernelFilter) -> R
         }
         skel.maps.kfilter.update(&s.nr.to_ne_bytes(), &kf_value(s)?, MapFlags::ANY)?;
     }
+    if dirs {
+        set_gen(skel, next_gen());
+    }
     Ok(())
 }
 
-/// Empties the filter: every entry first (everything is sent meanwhile),
-/// then the paths and names.
-pub(crate) fn clear(skel: &crate::session::CaptureSkel) -> Result<()> {
+/// Empties the filter: the directory verdicts and every entry first
+/// (everything is sent meanwhile), then the paths and names.
+pub(crate) fn clear(skel: &mut crate::session::CaptureSkel) -> Result<()> {
+    set_gen(skel, 0);
     let empty = [0u8; KF_SIZE];
     for nr in 0..skel.maps.kfilter.info()?.info.max_entries {
         skel.maps.kfilter.update(&nr.to_ne_bytes(), &empty, MapFlags::ANY)?;
     }
-    for map in [&skel.maps.kf_paths, &skel.maps.kf_comms] {
+    for map in [&skel.maps.kf_paths, &skel.maps.kf_comms, &skel.maps.kf_dirs] {
         let keys: Vec<Vec<u8>> = map.keys().collect();
         for k in keys {
             map.delete(&k)?;
@@ -230,7 +303,12 @@ mod tests {
         let with = |paths: Vec<PathMatch>| {
             let c = Clause { need_success: true, paths: Some(paths), ..Default::default() };
             leads(&KernelFilter {
-                syscalls: vec![SyscallFilter { nr: 257, clauses: vec![c], drop_comms: vec![], untold: false }],
+                syscalls: vec![SyscallFilter {
+                    nr: 257,
+                    clauses: vec![c],
+                    drop_comms: vec![],
+                    untold: false,
+                }],
             })
         };
         let w = with(vec![PathMatch::Prefix(b"/etc/".to_vec()), PathMatch::Exact(b"/".to_vec())]);
@@ -241,6 +319,50 @@ mod tests {
         let w = with(vec![PathMatch::Prefix(b"/".to_vec())]);
         assert!(bit(&w, b"/anything") && bit(&w, b"pipe:[1]") && bit(&w, b"/"));
         assert_eq!(with(vec![]).iter().sum::<u64>(), 0, "no entries, no leads");
+    }
+
+    /// Whether kfdirs.h finds directory d clear: the longest node that is a
+    /// prefix of d + "/" is missing, or shorter and uncovered.
+    fn clear_below(nodes: &std::collections::BTreeMap<Vec<u8>, bool>, d: &[u8]) -> bool {
+        let key = [d, b"/"].concat();
+        let best = nodes.iter().filter(|(p, _)| key.starts_with(p)).max_by_key(|(p, _)| p.len());
+        best.is_none_or(|(p, &covered)| !covered && p.len() < key.len())
+    }
+
+    #[test]
+    fn dir_verdicts_clear_only_directories_no_entry_reaches() {
+        let c = Clause {
+            need_success: true,
+            paths: Some(vec![
+                PathMatch::Prefix(b"/etc/".to_vec()),
+                PathMatch::Exact(b"/srv/x/y".to_vec()),
+                PathMatch::Prefix(b"/usr/lib/pyth".to_vec()),
+            ]),
+            ..Default::default()
+        };
+        let f = KernelFilter {
+            syscalls: vec![SyscallFilter { nr: 257, clauses: vec![c], ..Default::default() }],
+        };
+        let nodes = dir_trie(&f);
+        for d in ["/var/tmp", "/srv/z", "/srv/x/z", "/usr/lib/perl5", "/usr/libexec", "/e", "/etcx"] {
+            assert!(clear_below(&nodes, d.as_bytes()), "{d} should be clear");
+        }
+        let reached = ["/etc", "/etc/ssl/certs", "/srv", "/srv/x", "/srv/x/y", "/usr", "/usr/lib"];
+        for d in reached.into_iter().chain(["/usr/lib/pyth", "/usr/lib/python3"]) {
+            assert!(!clear_below(&nodes, d.as_bytes()), "{d} should not be clear");
+        }
+        let root = KernelFilter {
+            syscalls: vec![SyscallFilter {
+                nr: 257,
+                clauses: vec![Clause {
+                    paths: Some(vec![PathMatch::Prefix(b"/".to_vec())]),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        assert!(!clear_below(&dir_trie(&root), b"/var/tmp"), "'/' reaches everything");
+        assert_eq!(u32::from_ne_bytes(dir_key(b"/etc/")[0..4].try_into().unwrap()), 40);
     }
 
     #[test]

@@ -285,7 +285,7 @@ impl Session {
             fill_tail_slots(&skel, &plan)?;
         }
         if let Some(f) = kernel_filter {
-            crate::kfilter::install(&skel, f).context("writing the kernel filter")?;
+            crate::kfilter::install(&mut skel, f).context("writing the kernel filter")?;
         }
         if let Some(g) = &cfg.guard {
             fill_guard_tails(&skel, dispatcher)?;
@@ -407,8 +407,8 @@ impl Session {
         if !self.kernel_filter_on {
             bail!("the kernel filter was off when the sensor started");
         }
-        crate::kfilter::clear(&self.skel)?;
-        crate::kfilter::install(&self.skel, f)
+        crate::kfilter::clear(&mut self.skel)?;
+        crate::kfilter::install(&mut self.skel, f)
     }
 
     /// The processes whose untold closes the kernel may keep back (None: the

@@ -133,7 +133,7 @@ impl Stats {
                 "read_faults": k.read_faults,
                 "truncated": k.truncated,
                 "filtered": k.filtered,
-                "dir_cache": {"hits": k.dir_hits, "misses": k.dir_misses},
+                "dir_cache": {"hits": k.dir_hits, "misses": k.dir_misses, "clear": k.dir_clear},
                 "per_cpu": self.per_cpu.iter().enumerate().map(|(i, c)| json!({
                     "cpu": i, "events": c.events, "drops": c.dropped(), "drops_by_reason": drops(c),
                 })).collect::<Vec<_>>(),
@@ -178,7 +178,11 @@ impl Stats {
             "  toctou fallbacks: {}  stash failures: {}  read faults: {}  truncated: {}  filtered in kernel: {}",
             k.toctou_fallbacks, k.stash_fails, k.read_faults, k.truncated, k.filtered
         );
-        let _ = writeln!(s, "  {}: {} hits, {} misses", self.dir_cache, k.dir_hits, k.dir_misses);
+        let _ = writeln!(
+            s,
+            "  {}: {} hits, {} misses, {} kept back at a directory",
+            self.dir_cache, k.dir_hits, k.dir_misses, k.dir_clear
+        );
         if self.run_time_stats {
             let _ = writeln!(
                 s,

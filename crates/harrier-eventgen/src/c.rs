@@ -64,7 +64,7 @@ fn var_stmt(p: &Param, nr: u32, index: usize) -> String {
         }
         Kind::MsgData(i, len) => format!("hr_put_msgdata(&em, {}, {})", arg(*i), len_expr(*len)),
         Kind::Argv(i) => format!("hr_put_argv(&em, {})", arg(*i)),
-        Kind::FdPathRet => "hr_put_fdpath_ret(&em)".into(),
+        Kind::FdPathRet => format!("hr_put_fdpath_ret(&em, {nr})"),
         Kind::SockPeer(i) => format!("hr_put_sockpeer(&em, {})", arg(*i)),
         Kind::SockAddrOf(i, local) => {
             let fd = i.map_or("em.ret".to_string(), arg);

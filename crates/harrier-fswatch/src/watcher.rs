@@ -137,7 +137,7 @@ fn cache_sizes(cfg: &Config, ncpus: usize) -> (u32, u32) {
         return (1, 1);
     }
     const VERDICT: usize = 48; // struct hr_dvalid and the LRU's per-CPU slot
-    const PATH: usize = 1024 + 48; // struct hr_dcval
+    const PATH: usize = 1024 + 56; // struct hr_dcval
     let per = |budget: usize, size: usize, max: usize| (budget / (size * ncpus)).clamp(64, max) as u32;
     let paths = if cfg.resolution == Resolution::Fragments { 1 } else { per(16 << 20, PATH, 4096) };
     (per(4 << 20, VERDICT, 16384), paths)

@@ -67,10 +67,13 @@ pub struct CpuStats {
     /// (bpf/include/tree/dircache.h), and those that looked and missed.
     pub dir_hits: u64,
     pub dir_misses: u64,
+    /// Path walks that stopped at a cached directory no kernel filter path
+    /// can match below (bpf/include/kfdirs.h): the event kept back.
+    pub dir_clear: u64,
 }
 
 impl CpuStats {
-    pub const SIZE: usize = 11 * 8;
+    pub const SIZE: usize = 12 * 8;
 
     pub fn from_bytes(b: &[u8]) -> CpuStats {
         let u = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
@@ -84,6 +87,7 @@ impl CpuStats {
             filtered: u(8),
             dir_hits: u(9),
             dir_misses: u(10),
+            dir_clear: u(11),
         }
     }
 
@@ -99,6 +103,7 @@ impl CpuStats {
         self.filtered += o.filtered;
         self.dir_hits += o.dir_hits;
         self.dir_misses += o.dir_misses;
+        self.dir_clear += o.dir_clear;
     }
 
     pub fn dropped(&self) -> u64 {
