@@ -21,6 +21,34 @@ static long hr_walk_cb(__u32 i, void *ctx)
 }
 
 /*
+ * With kf_ask, before any step: whether the file's own directory is cached
+ * and no kernel filter path can match below it (kfdirs.h). Such an open
+ * copies no name at all. A file its walk leaves by anything but a name (a
+ * mount's root, the task's root) is left to the walk.
+ */
+static __always_inline bool hr_dwalk_kf_clear(struct hr_dwalk *w, struct task_struct *t)
+{
+	__u64 d = w->dentry, mnt = w->mnt, parent = 0, gen;
+	struct hr_dvalid want;
+	struct hr_dcval *v;
+	struct hr_dkey k;
+	struct mount *m;
+	__s64 busy;
+
+	if (hr_up(&d, &mnt, w->root_dentry, w->root_mnt, &parent) != HR_UP_NAME)
+		return false;
+	m = HR_CAST(mnt, struct mount);
+	hr_dkey_of(&k, HR_CAST(parent, struct dentry), m);
+	gen = hr_dc_gen(&busy);
+	if (busy || !k.mnt_uid)
+		return false;
+	hr_dvalid_now(&want, m, t, gen);
+	v = bpf_map_lookup_elem(&dirpaths, &k);
+	return v && hr_dvalid_same(&v->v, &want) && v->len > 0 && hr_kf_below_clear(v, v->len) &&
+	       hr_dc_kept(v, gen);
+}
+
+/*
  * The rest of walk w through the path cache (tree/dircache.h): the first
  * dc_after steps as usual (one with kf_ask), then, unless the root is two names away or less
  * (a lookup costs about four steps), the directory reached is looked up; on a hit its cached path goes
@@ -28,8 +56,8 @@ static long hr_walk_cb(__u32 i, void *ctx)
  * wrote from that directory up is stored, if nothing can have moved a
  * directory meanwhile (inval.h: busy, the generation) and every directory
  * climbed is one that only this kernel's syscalls move. With w->kf_ask, a
- * hit on a directory no kernel filter path can match below ends the walk
- * there, unfinished (HR_DW_KF_CLEAR, kfdirs.h): the event is kept back.
+ * file whose directory no kernel filter path can match below is not walked
+ * (HR_DW_KF_CLEAR, kfdirs.h): the event is kept back.
  */
 static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct *t)
 {
@@ -44,7 +72,12 @@ static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct
 	__s64 busy;
 	__u32 len;
 
-	/* A walk that may end at a verdict asks at the file's own directory. */
+	if (w->kf_ask && hr_dwalk_kf_clear(w, t)) {
+		c->stats.dir_clear++;
+		w->flags |= HR_DW_KF_CLEAR | HR_DW_DONE;
+		return;
+	}
+	/* Otherwise it stores the file's own directory, for the next such open. */
 	bpf_loop(w->kf_ask ? 1 : dc_after, hr_walk_cb, 0, 0);
 	if (w->flags & HR_DW_DONE)
 		return;
@@ -68,11 +101,6 @@ static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct
 		v = bpf_map_lookup_elem(&dirpaths, &k);
 		if (v && hr_dvalid_same(&v->v, &want)) {
 			len = v->len;
-			if (w->kf_ask && len > 0 && hr_kf_below_clear(v, len) && hr_dc_kept(v, gen)) {
-				c->stats.dir_clear++;
-				w->flags |= HR_DW_KF_CLEAR | HR_DW_DONE;
-				return;
-			}
 			at = w->pos - (__s32)len;
 			if (len > 0 && len < HR_DC_MAX && at >= 0) {
 				n = len;
