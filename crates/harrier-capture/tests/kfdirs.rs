@@ -86,9 +86,12 @@ fn opens_below_directories_no_filter_path_reaches_are_kept_back(mode: AttachMode
     assert_eq!(got, [N, 0, 0, N, 0, N], "opens sent of keep, keeper, other: f1 (first filter), f2 (second)");
     let k = c.stats.kernel_total();
     assert!(k.filtered >= 3 * N as u64, "filtered {}", k.filtered);
-    if c.stats.dir_cache.starts_with("path cache: on") {
+    // The cache keeps only paths whose every directory is on a local file
+    // system (the guests' root is the host's, over 9p): where it kept these
+    // (keep/'s opens hit it), the verdicts must have ended the others' walks.
+    if k.dir_hits > 0 {
         assert!(k.dir_clear >= N as u64, "kept back at a directory: {} ({})", k.dir_clear, c.stats.dir_cache);
     } else {
-        assert_eq!(k.dir_clear, 0, "no cache, no verdicts: {}", c.stats.dir_cache);
+        assert_eq!(k.dir_clear, 0, "no cache entries, no verdicts: {}", c.stats.dir_cache);
     }
 }
