@@ -23,8 +23,8 @@
 #define HR_DW_ROOT 16		/* it ended at the task's root */
 #define HR_DW_UNSURE 32		/* with `check`: it climbed a deleted directory or a file system
 				 * that can move directories behind the kernel's back (not cacheable) */
-#define HR_DW_KF_CLEAR 64	/* with `kf_ask`: stopped, unfinished, at a directory no kernel
-				 * filter path can match below (kfdirs.h) */
+#define HR_DW_KF_CLEAR 64	/* with `kf_ask`: not walked, the file's directory is one no
+				 * kernel filter path can match below (kfdirs.h) */
 
 /* Where a walk is. In a per-CPU map value, not on the stack: the verifier
  * then does not track it across bpf_loop iterations, and the loop verifies in

@@ -2,12 +2,12 @@
 /*
  * Directories below which no kernel filter path (kfilter.h's kf_paths) can
  * match: an open of a file there that is kept or not by its path alone is
- * kept back where its walk meets the directory in the path cache, without
- * the rest of the walk, the path's copies or the trie's lookup. The verdict
- * lives in the directory's cache entry (tree/dircache.h) beside the filter
- * generation it was made for (kf_gen), so it is made once per directory
- * and filter. User space moves kf_gen on every filter it writes: after the
- * new kf_dirs entries, before the kfilter entries that use them.
+ * kept back when its file's directory is in the path cache, before any walk
+ * step, path copy or trie lookup (emit_path.h). The verdict lives in the
+ * directory's cache entry (tree/dircache.h) beside the filter generation it
+ * was made for (kf_gen), so it is made once per directory and filter. User
+ * space sets kf_gen to 0 (no verdicts) before it rewrites any filter map and
+ * to a new generation once all of them are written (kfilter.rs).
  *
  * kf_dirs holds every kf_paths entry (of any syscall and clause, an exact
  * name as a prefix), and every prefix of one that ends in '/', each with
