@@ -3,6 +3,7 @@
 //! every event in time order, keeps the state tables current, and meets each
 //! event with only the rules that can match its type.
 
+pub mod clock;
 pub mod collect;
 pub mod drops;
 pub mod enforce;
@@ -17,6 +18,8 @@ pub mod source;
 pub mod state;
 pub mod statsfile;
 pub mod view;
+
+pub use clock::{epoch_offset, monotonic_now};
 
 use harrier_outputs::{Alert, Outputs};
 use harrier_rules::events::{EventType, PSEUDO_BASE, PSEUDO_EVENTS};
@@ -136,16 +139,6 @@ pub fn boot_epoch_ns() -> u64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let btime = stat.lines().find_map(|l| l.strip_prefix("btime ")?.trim().parse::<u64>().ok());
     btime.unwrap_or(0) * 1_000_000_000
-}
-
-/// CLOCK_REALTIME - CLOCK_MONOTONIC, for wall-clock event times.
-pub fn epoch_offset() -> u64 {
-    let now = |clock| {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    };
-    now(libc::CLOCK_REALTIME).saturating_sub(now(libc::CLOCK_MONOTONIC))
 }
 
 impl Engine {
@@ -412,13 +405,6 @@ fn json_value(v: OutputValue) -> Json {
         OutputValue::Bool(b) => b.into(),
         OutputValue::List(vs) => Json::Array(vs.into_iter().map(json_value).collect()),
     }
-}
-
-/// CLOCK_MONOTONIC now, in ns (the clock event timestamps use).
-pub fn monotonic_now() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// TSC cycles per ns, measured over `window` (for per-rule times).
