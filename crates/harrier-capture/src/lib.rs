@@ -25,9 +25,9 @@ mod session;
 mod stats;
 pub mod tracefs;
 mod untold;
-pub use untold::UntoldFds;
 /// Kernel feature checks (shared with the bypass).
 pub use harrier_kernel as kernel;
+pub use untold::UntoldFds;
 
 /// For tests of crates that load the sensor.
 pub mod testing {

@@ -253,7 +253,8 @@ pub fn run(a: Args) -> Result<()> {
     );
     md += &pressure(&a, rounds, &k, &dir.0, &receiver.url)?;
     if !a.no_e2e {
-        md += &e2e::run(&a.rules, a.harrier.clone(), falco(&a)?, (&a.rates, &a.falco_rates), &dir.0, a.quick)?;
+        md +=
+            &e2e::run(&a.rules, a.harrier.clone(), falco(&a)?, (&a.rates, &a.falco_rates), &dir.0, a.quick)?;
     }
     println!("{md}");
     std::fs::create_dir_all(&a.out)?;
