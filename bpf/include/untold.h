@@ -99,12 +99,14 @@ static __always_inline void hr_untold_empty(struct task_struct *t)
 	hr_untold_clear(u);
 }
 
-/* An event of syscall nr with return value ret was kept back. */
+/* An event of syscall nr with return value ret was kept back. fcntl returns
+ * an fd only for F_DUPFD(_CLOEXEC); its other commands return 0, flags or an
+ * owner, which must never mark an fd (its close would be kept back). */
 static __always_inline void hr_untold_kept_back(struct task_struct *t, __u32 nr, __s64 ret)
 {
 	struct hr_untold *u;
 
-	if (!kf_enabled || !hr_returns_fd(nr) || ret < 0 || ret >= HR_UNTOLD_FDS)
+	if (!kf_enabled || !hr_returns_fd(nr) || nr == 72 || ret < 0 || ret >= HR_UNTOLD_FDS)
 		return;
 	if ((u = hr_untold_of(t)))
 		__sync_fetch_and_or(&u->w[(ret >> 6) & (HR_UNTOLD_WORDS - 1)], 1ULL << (ret & 63));
