@@ -39,7 +39,9 @@ fn every_name_length_is_walked_whole(mode: AttachMode) {
     let d = TempDir::new("names");
     let mut dir = d.0.clone();
     let mut files = Vec::new();
-    for (i, len) in [1usize, 7, 8, 15, 16, 17, 31, 32, 33, 39, 40, 41, 63, 64, 65, 200, 255].into_iter().enumerate() {
+    for (i, len) in
+        [1usize, 7, 8, 15, 16, 17, 31, 32, 33, 39, 40, 41, 63, 64, 65, 200, 255].into_iter().enumerate()
+    {
         let name: String = (0..len).map(|k| (b'a' + ((i + k) % 26) as u8) as char).collect();
         dir.push(&name);
         std::fs::create_dir(&dir).unwrap();

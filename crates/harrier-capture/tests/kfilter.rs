@@ -64,7 +64,10 @@ fn opens_are_sent_only_when_a_clause_holds(mode: AttachMode) {
             raw_dotdot: false,
         },
     ];
-    let cfg = filtered("openat", vec![SyscallFilter { nr: nr("openat"), clauses, drop_comms: vec![], untold: false }]);
+    let cfg = filtered(
+        "openat",
+        vec![SyscallFilter { nr: nr("openat"), clauses, drop_comms: vec![], untold: false }],
+    );
     let tid = gettid();
     let cases: Vec<(String, i32, bool)> = vec![
         (format!("{keep}/a.txt"), libc::O_RDONLY, true),
@@ -139,8 +142,12 @@ fn a_process_name_is_dropped_for_one_syscall(mode: AttachMode) {
         return;
     }
     use_mode(mode);
-    let quiet_getcwd =
-        SyscallFilter { nr: nr("getcwd"), clauses: vec![], drop_comms: vec![b"hr-kf-quiet".to_vec()], untold: false };
+    let quiet_getcwd = SyscallFilter {
+        nr: nr("getcwd"),
+        clauses: vec![],
+        drop_comms: vec![b"hr-kf-quiet".to_vec()],
+        untold: false,
+    };
     let cfg = filtered("getcwd,getppid", vec![quiet_getcwd]);
     let named = |name: &'static str| {
         std::thread::Builder::new()
@@ -175,7 +182,10 @@ fn opens_whose_path_as_passed_has_dotdot_are_sent(mode: AttachMode) {
     std::fs::create_dir_all(dir.join("abcdef")).unwrap();
     std::fs::write(dir.join("f"), "x").unwrap();
     let clauses = vec![Clause { need_success: true, raw_dotdot: true, ..Clause::default() }];
-    let cfg = filtered("openat", vec![SyscallFilter { nr: nr("openat"), clauses, drop_comms: vec![], untold: false }]);
+    let cfg = filtered(
+        "openat",
+        vec![SyscallFilter { nr: nr("openat"), clauses, drop_comms: vec![], untold: false }],
+    );
     // Relative to dir (the kernel tests the path as passed, 8 bytes at a
     // time): pairs inside a word, across two (bytes 7 and 8), at the end;
     // lone dots; past 128 bytes it cannot tell and sends the open.

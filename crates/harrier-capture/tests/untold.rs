@@ -115,8 +115,16 @@ fn the_close_of_an_fd_whose_open_was_kept_back_is_kept_back(mode: AttachMode) {
         sent.push(f);
     });
     let got = closes_sent(&c, tid);
-    assert_eq!(got, sent.iter().map(|&f| f as i64).collect::<Vec<_>>(), "the closes sent (held back: {held:?})");
+    assert_eq!(
+        got,
+        sent.iter().map(|&f| f as i64).collect::<Vec<_>>(),
+        "the closes sent (held back: {held:?})"
+    );
     let k = c.stats.kernel_total();
     assert!(k.filtered >= 2 * held.len() as u64, "opens and closes kept back are counted: {}", k.filtered);
-    assert_eq!(c.stats.user.events + k.dropped() + k.filtered, k.events, "sent + dropped + filtered = produced");
+    assert_eq!(
+        c.stats.user.events + k.dropped() + k.filtered,
+        k.events,
+        "sent + dropped + filtered = produced"
+    );
 }

@@ -247,7 +247,8 @@ fn pids(r: &Run, _: &Lineage, field: &str, v: Value) -> Value {
         let before = out.strip_suffix('.').is_some_and(|o| o.ends_with(|c: char| c.is_ascii_digit()));
         let after = rest[n..].strip_prefix('.').is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
         // An address's port (127.0.0.1:3333, [::1]:3333) when the pid happens to equal it.
-        let port = out.strip_suffix(':').is_some_and(|o| o.ends_with(|c: char| c.is_ascii_digit() || c == ']'));
+        let port =
+            out.strip_suffix(':').is_some_and(|o| o.ends_with(|c: char| c.is_ascii_digit() || c == ']'));
         let in_address = before || after || port;
         out.push_str(if !in_address && (run == dec || run == short) { "<pid>" } else { run });
         rest = rest[n..].to_string();
