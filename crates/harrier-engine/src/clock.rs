@@ -13,6 +13,11 @@ pub fn monotonic_now() -> u64 {
     read(libc::CLOCK_MONOTONIC)
 }
 
+/// CLOCK_REALTIME now, in ns since the epoch (snapshots, plugin events).
+pub fn realtime_now() -> u64 {
+    read(libc::CLOCK_REALTIME)
+}
+
 /// One realtime read between two monotonic ones: (realtime - the monotonic
 /// midpoint, the span of the two monotonic reads).
 fn bracketed() -> (u64, u64) {
@@ -33,7 +38,7 @@ pub fn epoch_offset() -> u64 {
 }
 
 /// The offset and the span of the bracket it was read in (its uncertainty).
-pub fn epoch_offset_within() -> (u64, u64) {
+fn epoch_offset_within() -> (u64, u64) {
     let mut best = bracketed();
     for _ in 0..31 {
         let b = bracketed();

@@ -156,10 +156,6 @@ impl EventSource for Ev<'_> {
     }
 }
 
-fn now_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
-
 impl SourceRun {
     /// Runs until the plugin's end of stream, a failure or `stop`. Errors are one line,
     /// naming the plugin; they are also left in `stats.error`.
@@ -207,7 +203,7 @@ impl SourceRun {
                 num += 1;
                 let ts = unsafe { std::ptr::addr_of!((*ev).ts).read_unaligned() };
                 // u64::MAX: the plugin leaves the time to the host.
-                let wall_ns = if ts == u64::MAX { now_ns() } else { ts };
+                let wall_ns = if ts == u64::MAX { crate::clock::realtime_now() } else { ts };
                 let e = Ev {
                     ty,
                     input: abi::EventInput { evt: ev, evtnum: num, evtsrc: src_c.as_ptr() },

@@ -128,10 +128,6 @@ pub struct Snapshotter {
     last: Option<(Instant, Figures)>,
 }
 
-fn now_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// One decimal.
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
@@ -160,7 +156,7 @@ impl Snapshotter {
             version: version.to_string(),
             host: harrier_outputs::hostname(),
             kernel_release: kernel_release.trim().to_string(),
-            start_ns: now_ns(),
+            start_ns: crate::clock::realtime_now(),
             started,
             sample: 0,
             last: None,
@@ -189,7 +185,7 @@ impl Snapshotter {
         }
         self.last = Some((now, f.clone()));
         self.policy.output_rule.then(|| Alert {
-            time_ns: now_ns(),
+            time_ns: crate::clock::realtime_now(),
             rule: RULE.into(),
             priority: "Informational",
             output: OUTPUT.into(),
@@ -208,7 +204,7 @@ impl Snapshotter {
         let mut put = |k: &str, v: Value| {
             m.insert(k.to_string(), v);
         };
-        put("evt.time", now_ns().into());
+        put("evt.time", crate::clock::realtime_now().into());
         put("evt.source", "syscall".into());
         put("evt.hostname", self.host.clone().into());
         put("falco.version", self.version.clone().into());
