@@ -217,8 +217,8 @@ static __always_inline int hr_do_generic(struct pt_regs *regs, long nr, long ret
 	hr_put_u64(&em, 56, HR_ARG(&em, r8));
 	hr_put_u64(&em, 64, HR_ARG(&em, r9));
 	if (hr_kf_drop(&em, nr, 0, 24 + 6 * 8))
-		return hr_discard(&em, true);
-	return hr_submit_fixed(&em);
+		return hr_discard(&em, nr, true);
+	return hr_submit_fixed(&em, nr);
 }
 
 SEC("tracepoint")
@@ -341,7 +341,7 @@ int BPF_PROG(hr_fork, struct task_struct *parent, struct task_struct *child)
 	hr_put_u32(&em, 52, (child->files == parent->files ? HR_FORK_SHARES_FILES : 0) |
 			    (child->tgid != parent->tgid && child->real_parent != parent ?
 				     HR_FORK_PARENTS_PARENT : 0));
-	return hr_submit_fixed(&em);
+	return hr_submit_fixed(&em, HR_META_FORK);
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -359,7 +359,7 @@ int BPF_PROG(hr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	hr_put_u32(&em, 24, old_pid);
 	hr_put_comm(&em, 28, p->comm);
 	hr_put_cgroup(&em);
-	return hr_submit(&em);
+	return hr_submit(&em, HR_META_EXEC);
 }
 
 SEC("tp_btf/sched_process_exit")
@@ -370,7 +370,7 @@ int BPF_PROG(hr_exit_task, struct task_struct *p)
 	if (hr_begin_fixed(&em, HR_META_EXIT, 0, 24 + 4))
 		return 0;
 	hr_put_u32(&em, 24, p->tgid);
-	return hr_submit_fixed(&em);
+	return hr_submit_fixed(&em, HR_META_EXIT);
 }
 
 SEC("tp_btf/task_rename")
@@ -387,5 +387,5 @@ int BPF_PROG(hr_rename, struct task_struct *task, const char *comm)
 	if (hr_begin_fixed(&em, HR_META_COMM, 0, 24 + 16))
 		return 0;
 	hr_put_comm(&em, 24, comm);
-	return hr_submit_fixed(&em);
+	return hr_submit_fixed(&em, HR_META_COMM);
 }

@@ -205,7 +205,9 @@ static __always_inline bool hr_kf_early(struct task_struct *t, __u32 nr, __s64 r
 		if (bpf_map_lookup_elem(&kf_comms, &ck))
 			return true;
 	}
-	return kf->untold && ret == 0 && hr_untold_closed(t, hr_regs_of(t)->di);
+	/* Only close has the flag (kfilter.rs); nr is a constant here, so the
+	 * other handlers carry no untold code for the verifier to walk. */
+	return nr == 3 && kf->untold && ret == 0 && hr_untold_closed(t, hr_regs_of(t)->di);
 }
 
 /* True: no rule or state table can use this event of syscall nr (path_off:
@@ -249,11 +251,11 @@ static __always_inline bool hr_kf_drop(struct hr_em *em, __u32 nr, __u32 path_of
 
 /* Instead of hr_submit*: the event stays unpublished (its ring room is
  * reused), counted as produced and filtered. */
-static __always_inline int hr_discard(struct hr_em *em, const bool fixed)
+static __always_inline int hr_discard(struct hr_em *em, const __u32 nr, const bool fixed)
 {
 	struct hr_cpu *c = em->cpu;
 
-	hr_untold_kept_back(em->task, em->type, em->ret);
+	hr_untold_kept_back(em->task, nr, em->ret);
 	if (!fixed)
 		c->stats.events++;
 	c->stats.filtered++;

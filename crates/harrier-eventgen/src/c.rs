@@ -147,8 +147,8 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
         "static __always_inline int hr_do_{name}(void *ctx, struct pt_regs *regs, long nr, long ret, const bool tail)\n{{\n\
          \tstruct hr_em em;\n\
          {kf_decl}\n{guard}\tif ({begin}(&em, {nr}, ret, {off}))\n\t\treturn 0;\n\
-         {regs}{stash}{body}\tif (hr_kf_drop(&em, {nr}, {kf_path}, {fixed_size}))\n\t\treturn hr_discard(&em, {fixed});\n\
-         \treturn {submit}(&em);\n}}\n\n",
+         {regs}{stash}{body}\tif (hr_kf_drop(&em, {nr}, {kf_path}, {fixed_size}))\n\t\treturn hr_discard(&em, {nr}, {fixed});\n\
+         \treturn {submit}(&em, {nr});\n}}\n\n",
         nr = sc.nr,
         fixed_size = if fixed { off } else { 0 },
     );
