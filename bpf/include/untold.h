@@ -65,6 +65,17 @@ static __always_inline void hr_untold_clear(struct hr_untold *u)
 		u->w[i] = 0;
 }
 
+/* The word of fd's bit. The mask stays in the code: with the bounds checks
+ * before it, clang drops it, and 6.1's verifier, which keeps a range it
+ * cannot reach there, then finds the offset unbounded. */
+static __always_inline __u64 *hr_untold_word(struct hr_untold *u, __u64 fd)
+{
+	__u32 i = fd >> 6;
+
+	barrier_var(i);
+	return &u->w[i & (HR_UNTOLD_WORDS - 1)];
+}
+
 /* The record of task t's process, if user space follows it and t shares the
  * fd table its bits are of. */
 static __always_inline struct hr_untold *hr_untold_of(struct task_struct *t)
@@ -109,7 +120,7 @@ static __always_inline void hr_untold_kept_back(struct task_struct *t, __u32 nr,
 	if (!kf_enabled || !hr_returns_fd(nr) || nr == 72 || ret < 0 || ret >= HR_UNTOLD_FDS)
 		return;
 	if ((u = hr_untold_of(t)))
-		__sync_fetch_and_or(&u->w[(ret >> 6) & (HR_UNTOLD_WORDS - 1)], 1ULL << (ret & 63));
+		__sync_fetch_and_or(hr_untold_word(u, ret), 1ULL << (ret & 63));
 }
 
 /* An event of syscall nr with return value ret was sent: user space now has
@@ -127,7 +138,7 @@ static __always_inline void hr_untold_sent(struct task_struct *t, __u32 nr, __s6
 	if (!hr_returns_fd(nr) || ret >= HR_UNTOLD_FDS)
 		return;
 	if ((u = hr_untold_of(t)))
-		__sync_fetch_and_and(&u->w[(ret >> 6) & (HR_UNTOLD_WORDS - 1)], ~(1ULL << (ret & 63)));
+		__sync_fetch_and_and(hr_untold_word(u, ret), ~(1ULL << (ret & 63)));
 }
 
 /* fd was closed: true if user space was never told of it (its bit, now clear). */
@@ -139,7 +150,7 @@ static __always_inline bool hr_untold_closed(struct task_struct *t, __u64 fd)
 	if (fd >= HR_UNTOLD_FDS || !(u = hr_untold_of(t)))
 		return false;
 	m = 1ULL << (fd & 63);
-	old = __sync_fetch_and_and(&u->w[(fd >> 6) & (HR_UNTOLD_WORDS - 1)], ~m);
+	old = __sync_fetch_and_and(hr_untold_word(u, fd), ~m);
 	return old & m;
 }
 
