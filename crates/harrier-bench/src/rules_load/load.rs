@@ -171,6 +171,23 @@ impl Load {
         self.shared.issued.load(Ordering::Relaxed)
     }
 
+    /// The worker thread's CPU time so far (user + system), seconds: what a
+    /// sensor's in-kernel work costs it, without the time it waits for a CPU.
+    pub fn cpu_s(&self) -> Result<f64> {
+        use std::os::unix::thread::JoinHandleExt;
+        let worker = self.worker.as_ref().context("the load thread has stopped")?;
+        let mut clock: libc::clockid_t = 0;
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: the thread is not joined while `worker` is held, so its pthread_t is valid.
+        let rc = unsafe { libc::pthread_getcpuclockid(worker.as_pthread_t(), &mut clock) };
+        anyhow::ensure!(rc == 0, "the load thread's CPU clock: error {rc}");
+        // SAFETY: ts is a valid timespec to write.
+        if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("reading the load thread's CPU clock");
+        }
+        Ok(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+    }
+
     /// Stops the worker; its error, if it failed.
     pub fn finish(mut self) -> Result<()> {
         self.shutdown()

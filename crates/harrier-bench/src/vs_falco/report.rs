@@ -387,6 +387,21 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
     if !rates.is_empty() {
         md += &format!("\nHighest drop-free rate of the mix, sensor in a 1-CPU cgroup quota, load on the last CPU:\n\n{}", rate_table.markdown());
     }
+    let mix = o.workloads.iter().position(|w| *w == Workload::Mix);
+    let names: Vec<String> = labels
+        .iter()
+        .enumerate()
+        .map(|(si, l)| if Some(si) == falco { falco_name.clone() } else { l.to_string() })
+        .collect();
+    let columns = mix_cpu::Columns { none, falco, harrier, floor };
+    if let Some(t) = mix.and_then(|wi| mix_cpu::table(&names, &samples[wi], &columns)) {
+        md += &format!(
+            "\nThe mix as its own thread's CPU time (user + system, the same runs; the programs' work is \
+             charged to the thread that made the syscall, waiting for a CPU is not; added: the median of each \
+             round's difference to no sensor):\n\n{}",
+            t.markdown()
+        );
+    }
     md += &format!("\nStopping with SIGINT (every run above):\n\n{}", stop.markdown());
     println!("{md}");
     std::fs::create_dir_all(&o.out)?;
@@ -395,6 +410,8 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
     eprintln!("vs-falco: wrote {}/vs-falco.md and vs-falco.png", o.out.display());
     Ok(())
 }
+
+mod mix_cpu;
 
 #[cfg(test)]
 mod tests;

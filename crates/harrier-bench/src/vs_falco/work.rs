@@ -68,6 +68,8 @@ pub struct Done {
     /// The workload's syscalls: counted (mix: its own 10 per iteration;
     /// getpid: the calls), or ops × the calibrated syscalls per op.
     pub syscalls: f64,
+    /// The mix thread's own CPU time over the run, seconds (0: not measured).
+    pub load_cpu_s: f64,
 }
 
 impl Done {
@@ -162,13 +164,18 @@ impl Bench {
                 // Each test runs n requests: the time is the sum of theirs.
                 let rps = redis_results(&out)?;
                 let ops = n * rps.len() as f64;
-                Done { ops, secs: rps.iter().map(|r| n / r).sum(), syscalls: ops * self.per_op(w) }
+                Done {
+                    ops,
+                    secs: rps.iter().map(|r| n / r).sum(),
+                    syscalls: ops * self.per_op(w),
+                    load_cpu_s: 0.0,
+                }
             }
             Workload::Getpid => {
                 let ns: f64 = out.trim().parse().with_context(|| format!("getpid loop printed {out:?}"))?;
-                Done { ops: n, secs: n * ns / 1e9, syscalls: n }
+                Done { ops: n, secs: n * ns / 1e9, syscalls: n, load_cpu_s: 0.0 }
             }
-            _ => Done { ops: n, secs: wall.as_secs_f64(), syscalls: n * self.per_op(w) },
+            _ => Done { ops: n, secs: wall.as_secs_f64(), syscalls: n * self.per_op(w), load_cpu_s: 0.0 },
         })
     }
 
@@ -177,12 +184,12 @@ impl Bench {
         let n = match w {
             Workload::Mix => {
                 let load = self.load.as_ref().expect("started for the mix");
-                let (i0, t0) = (load.issued(), Instant::now());
+                let (i0, c0, t0) = (load.issued(), load.cpu_s()?, Instant::now());
                 load.set_rate(MAX);
                 std::thread::sleep(self.sizes.mix);
                 load.set_rate(0);
                 let (n, secs) = ((load.issued() - i0) as f64, t0.elapsed().as_secs_f64());
-                return Ok(Done { ops: n, secs, syscalls: n });
+                return Ok(Done { ops: n, secs, syscalls: n, load_cpu_s: load.cpu_s()? - c0 });
             }
             Workload::Redis => self.sizes.redis_requests,
             Workload::Getpid => self.sizes.getpid_calls,

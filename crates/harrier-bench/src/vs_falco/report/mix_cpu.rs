@@ -1,0 +1,91 @@
+//! The mix's cost as its own thread's CPU time: a sensor's programs run in
+//! the syscall and are charged to the thread that made it, while time spent
+//! waiting for a CPU (the sensor's user space, the machine's other load) is
+//! not. Wall-clock ns/op swings with that load on a shared 2-CPU machine;
+//! this measure of the same runs resolves what the sensor adds per syscall.
+
+use super::{med, ratio};
+use crate::report::{num, Table};
+use crate::vs_falco::Sample;
+
+/// The mix thread's CPU ns per syscall of one run (NaN if not measured).
+fn cpu_ns(s: &Sample) -> f64 {
+    match s.done.load_cpu_s > 0.0 {
+        true => s.done.load_cpu_s * 1e9 / s.done.syscalls,
+        false => f64::NAN,
+    }
+}
+
+/// Setup indices of the comparison's fixed columns.
+pub struct Columns {
+    pub none: Option<usize>,
+    pub falco: Option<usize>,
+    pub harrier: Option<usize>,
+    pub floor: Option<usize>,
+}
+
+/// One row per setup of the mix's runs (`runs[setup]`); None without a
+/// no-sensor column or CPU figures.
+pub fn table(names: &[String], runs: &[Vec<Sample>], c: &Columns) -> Option<Table> {
+    let base = &runs[c.none?];
+    if base.iter().all(|s| cpu_ns(s).is_nan()) {
+        return None;
+    }
+    let added: Vec<f64> =
+        runs.iter().map(|r| med(r.iter().zip(base).map(|(s, b)| cpu_ns(s) - cpu_ns(b)))).collect();
+    let rows = names
+        .iter()
+        .enumerate()
+        .map(|(si, name)| {
+            let sensor = Some(si) != c.none;
+            let vs = |other: Option<usize>| match other {
+                Some(o) if o != si && sensor => ratio(added[si], added[o]),
+                _ => String::new(),
+            };
+            vec![
+                name.clone(),
+                num(med(runs[si].iter().map(cpu_ns)), 1),
+                if sensor { format!("{:+.1}", added[si]) } else { String::new() },
+                vs(c.falco),
+                if Some(si) == c.harrier { vs(c.floor) } else { String::new() },
+            ]
+        })
+        .collect();
+    let header = ["sensor", "mix thread CPU ns/syscall", "added", "× Falco's", "× floor's"];
+    Some(Table { header: header.map(String::from).to_vec(), rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vs_falco::work::Done;
+
+    fn run(cpu_ns_per_syscall: f64) -> Sample {
+        let done = Done { ops: 1e6, secs: 1.0, syscalls: 1e6, load_cpu_s: cpu_ns_per_syscall * 1e-3 };
+        Sample { done, ..Sample::default() }
+    }
+
+    #[test]
+    fn added_cpu_is_paired_per_round_and_compared_with_falco_and_the_floor() {
+        let names = ["none", "Falco", "harrier", "floor"].map(String::from);
+        // Round 2 is a slower machine for everyone: pairing cancels it.
+        let runs = vec![
+            vec![run(1000.0), run(2000.0)],
+            vec![run(1500.0), run(2500.0)],
+            vec![run(1300.0), run(2300.0)],
+            vec![run(1200.0), run(2200.0)],
+        ];
+        let c = Columns { none: Some(0), falco: Some(1), harrier: Some(2), floor: Some(3) };
+        let t = table(&names, &runs, &c).expect("a table");
+        assert_eq!(t.rows[2][2..], ["+300.0", "0.60×", "1.50×"].map(String::from));
+        assert_eq!(t.rows[3][2..], ["+200.0", "0.40×", ""].map(String::from));
+        assert_eq!(t.rows[0][2..], ["", "", ""].map(String::from));
+    }
+
+    #[test]
+    fn no_table_without_cpu_figures() {
+        let runs = vec![vec![Sample::default()], vec![Sample::default()]];
+        let c = Columns { none: Some(0), falco: None, harrier: Some(1), floor: None };
+        assert!(table(&["a".into(), "b".into()], &runs, &c).is_none());
+    }
+}
