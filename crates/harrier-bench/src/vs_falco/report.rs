@@ -65,7 +65,12 @@ pub struct Cell {
 /// Median over rounds of (ns/op under the setup − ns/op with no sensor in
 /// the same round): each pair ran minutes apart at most.
 pub fn paired_added(runs: &[Sample], base: &[Sample]) -> f64 {
-    med(runs.iter().zip(base).map(|(r, b)| ns_per_op(r) - ns_per_op(b)))
+    paired(runs, base, ns_per_op)
+}
+
+/// Median over rounds of (f under the setup − f with no sensor in the same round).
+fn paired(runs: &[Sample], base: &[Sample], f: fn(&Sample) -> f64) -> f64 {
+    med(runs.iter().zip(base).map(|(r, b)| f(r) - f(b)))
 }
 
 /// BPF ns per workload syscall of one run: all its programs' time.

@@ -4,7 +4,7 @@
 //! not. Wall-clock ns/op swings with that load on a shared 2-CPU machine;
 //! this measure of the same runs resolves what the sensor adds per syscall.
 
-use super::{med, ratio};
+use super::{med, paired, ratio};
 use crate::report::{num, Table};
 use crate::vs_falco::Sample;
 
@@ -31,8 +31,7 @@ pub fn table(names: &[String], runs: &[Vec<Sample>], c: &Columns) -> Option<Tabl
     if base.iter().all(|s| cpu_ns(s).is_nan()) {
         return None;
     }
-    let added: Vec<f64> =
-        runs.iter().map(|r| med(r.iter().zip(base).map(|(s, b)| cpu_ns(s) - cpu_ns(b)))).collect();
+    let added: Vec<f64> = runs.iter().map(|r| paired(r, base, cpu_ns)).collect();
     let rows = names
         .iter()
         .enumerate()
