@@ -82,6 +82,7 @@ struct hr_cpu {
 	__u8 ev[HR_SCRATCH];
 	__u8 path[HR_PATHBUF];
 	struct hr_dcval dc;	/* a path cache entry being stored */
+	struct hr_kf_last kf_last;	/* emit_path.h: the last directory found clear */
 };
 
 HR_CPU_STATE_MAP(struct hr_cpu);

@@ -26,9 +26,12 @@ static long hr_walk_cb(__u32 i, void *ctx)
  * copies no name at all. A file its walk leaves by anything but a name (a
  * mount's root, the task's root) is left to the walk.
  */
-static __always_inline bool hr_dwalk_kf_clear(struct hr_dwalk *w, struct task_struct *t)
+static __always_inline bool hr_dwalk_kf_clear(struct hr_cpu *c, struct task_struct *t)
 {
+	struct hr_dwalk *w = &c->walk;
+	struct hr_kf_last *last = &c->kf_last;
 	__u64 d = w->dentry, mnt = w->mnt, parent = 0, gen;
+	__u32 g = *(volatile __u32 *)&kf_gen;
 	struct hr_dvalid want;
 	struct hr_dcval *v;
 	struct hr_dkey k;
@@ -40,12 +43,22 @@ static __always_inline bool hr_dwalk_kf_clear(struct hr_dwalk *w, struct task_st
 	m = HR_CAST(mnt, struct mount);
 	hr_dkey_of(&k, HR_CAST(parent, struct dentry), m);
 	gen = hr_dc_gen(&busy);
-	if (busy || !k.mnt_uid)
+	if (busy || !k.mnt_uid || !g)
 		return false;
 	hr_dvalid_now(&want, m, t, gen);
+	if (last->kf_gen == g && last->k.mnt_uid == k.mnt_uid && last->k.ino == k.ino &&
+	    last->k.dev == k.dev && hr_dvalid_same(&last->v, &want))
+		return true;
 	v = bpf_map_lookup_elem(&dirpaths, &k);
-	return v && hr_dvalid_same(&v->v, &want) && v->len > 0 && hr_kf_below_clear(v, v->len) &&
-	       hr_dc_kept(v, gen);
+	if (!v || !hr_dvalid_same(&v->v, &want) || !v->len || !hr_kf_below_clear(v, v->len) ||
+	    !hr_dc_kept(v, gen))
+		return false;
+	/* The generation read before the entry's: a verdict older than the
+	 * filter now is never remembered as this one's. */
+	last->k = k;
+	last->v = want;
+	last->kf_gen = g;
+	return true;
 }
 
 /*
@@ -72,7 +85,7 @@ static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct
 	__s64 busy;
 	__u32 len;
 
-	if (w->kf_ask && hr_dwalk_kf_clear(w, t)) {
+	if (w->kf_ask && hr_dwalk_kf_clear(c, t)) {
 		c->stats.dir_clear++;
 		w->flags |= HR_DW_KF_CLEAR | HR_DW_DONE;
 		return;
@@ -158,6 +171,7 @@ static __always_inline __u64 hr_fd_file(struct hr_em *em, __s64 fd)
 #define HR_WALK_FD 1	/* the file behind a descriptor */
 #define HR_WALK_EXE 2	/* the task's executable */
 #define HR_WALK_CWD 3	/* its working directory */
+#define HR_WALK_FD_CLEAR 4	/* no walk: 1 if the fd's file's directory is clear (hr_dwalk_kf_clear) */
 
 /*
  * Walks what `what` names, as the current task sees it, into this CPU's
@@ -183,7 +197,7 @@ __attribute__((noinline)) int hr_dwalk_run(int what, __s64 fd)
 	if (what == HR_WALK_CWD) {
 		d = t->fs->pwd.dentry;
 		m = t->fs->pwd.mnt;
-	} else if (what == HR_WALK_EXE || what == HR_WALK_FD) {
+	} else if (what == HR_WALK_EXE || what == HR_WALK_FD || what == HR_WALK_FD_CLEAR) {
 		f = what == HR_WALK_EXE ? (__u64)t->mm->exe_file : hr_fd_file_of(t, fd);
 		if (f) {
 			d = hr_kread(f, struct file, f_path.dentry);
@@ -192,6 +206,8 @@ __attribute__((noinline)) int hr_dwalk_run(int what, __s64 fd)
 	}
 	if (!hr_dwalk_init(&c->walk, d, m, t))
 		return 0;
+	if (what == HR_WALK_FD_CLEAR)
+		return dircache && hr_dwalk_kf_clear(c, t);
 	if (dircache)
 		hr_dwalk_cached(c, t);
 	else

@@ -123,19 +123,51 @@ static __always_inline __u64 hr_dots(__u64 w)
 	return ~(((t & low7) + low7) | t | low7);
 }
 
+#define HR_STASH_WORDS 16	/* a path this many words long goes by plain loads and stores */
+
+/* Whether word i of a path of len bytes, and the word before it (its dots in
+ * *prev), hold two dots in a row; what lies past the path is not looked at. */
+static __always_inline __u64 hr_dotdot_word(__u64 w, __u64 len, int i, __u64 *prev)
+{
+	__u64 m, pairs;
+
+	if (len - i * 8 < 8)
+		w &= (1ULL << ((len - i * 8) * 8)) - 1;
+	m = hr_dots(w);
+	pairs = (m & (m >> 8)) | ((*prev >> 56) & m & 0x80);
+	*prev = m;
+	return pairs;
+}
+
+/* Whether the entry copy of a path may hold ".." (the kernel filter's
+ * traversal test), read in place: true when unsure (no copy, or one longer
+ * than HR_STASH_WORDS words). */
+static __always_inline bool hr_stash_dotdot(struct hr_stash *st)
+{
+	__u64 len = st->path_len, prev = 0, pairs = 0;
+
+	if (st->path_long || len > HR_STASH_WORDS * 8)
+		return true;
+#pragma unroll
+	for (int i = 0; i < HR_STASH_WORDS; i++) {
+		if (i * 8 >= len)
+			break;
+		pairs |= hr_dotdot_word(((__u64 *)st->path)[i], len, i, &prev);
+	}
+	return pairs != 0;
+}
+
 /* The entry copy of a path into the record: up to HR_STASH_WORDS words with
  * plain loads and stores (a helper call costs more than the copy here), the
  * rest by one probe read (from lp, the long stash, if the path is there).
  * Bytes past the path land where the next field goes, inside the record's
  * room. On the way, whether it may hold ".." (the kernel filter's traversal
  * test): two dots in a row, also across words. */
-#define HR_STASH_WORDS 16
-
 static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stash *st,
 						struct hr_stash_long *lp)
 {
 	__u8 *slot = hr_var_begin(em);
-	__u64 len = st->path_len, w, m, prev = 0, pairs = 0;
+	__u64 len = st->path_len, w, prev = 0, pairs = 0;
 
 	if (!slot)
 		return;
@@ -154,11 +186,7 @@ static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stas
 				break;
 			w = ((__u64 *)st->path)[i];
 			((__u64 *)(slot + 2))[i] = w;
-			if (len - i * 8 < 8) /* what lies past the path is not looked at */
-				w &= (1ULL << ((len - i * 8) * 8)) - 1;
-			m = hr_dots(w);
-			pairs |= (m & (m >> 8)) | ((prev >> 56) & m & 0x80);
-			prev = m;
+			pairs |= hr_dotdot_word(w, len, i, &prev);
 		}
 	}
 	em->cpu->raw_dotdot = pairs != 0;
@@ -207,6 +235,31 @@ static __always_inline __u64 hr_stash_u64(struct hr_em *em, struct hr_stash *st,
 	else
 		em->at_exit = 1, v = hr_user_u64(uptr);
 	return v;
+}
+
+/*
+ * An open's verdict before any variable field is written: true if the kernel
+ * filter keeps it back whatever its path fields hold, which the walk would
+ * otherwise find only after the entry copy went into the record. Its clauses
+ * without a path (the flags, written already, and ".." in the entry copy,
+ * read in place) do not hold, and the file's directory is one no filter path
+ * can match below. False also when unsure: the open then goes the usual way.
+ */
+static __always_inline bool hr_kf_open_clear(struct hr_em *em, __u32 nr, struct hr_stash *st)
+{
+	struct hr_cpu *c = em->cpu;
+
+	if (!dircache || !kf_enabled || em->ret < 0 || !st)
+		return false;
+	c->raw_dotdot = hr_stash_dotdot(st);
+	if (!hr_kf_unused(em, nr, 0, 0))
+		return false;
+	c->walk.task = (__u64)em->task;
+	if (!hr_dwalk_run(HR_WALK_FD_CLEAR, em->ret))
+		return false;
+	c->stats.dir_clear++;
+	hr_step(c, HR_STEP_WALK);
+	return true;
 }
 
 #endif

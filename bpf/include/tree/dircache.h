@@ -26,6 +26,18 @@ struct hr_dcval {
 	char path[HR_DC_MAX];
 };
 
+/* Capture's memo, per CPU, of the last directory whose entry said no kernel
+ * filter path can match below it (kfdirs.h): opens cluster in a few
+ * directories, and comparing the key and what the entry must match costs
+ * less than the lookup (~60 ns here). Exact as the entry: it holds under the
+ * same key, validity (hr_dvalid) and filter generation. */
+struct hr_kf_last {
+	struct hr_dkey k;
+	struct hr_dvalid v;
+	__u32 kf_gen;		/* 0: empty */
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
 	__uint(max_entries, 1024);

@@ -60,15 +60,29 @@ fn opens_below_directories_no_filter_path_reaches_are_kept_back(mode: AttachMode
     let sink = events.clone();
     let mut s = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().push(b.to_vec()))).unwrap();
     let tid = gettid();
-    let phase = |name: &str| {
-        for _ in 0..N {
-            TOPS.iter().for_each(|top| open_close(&deep(top).join(name)));
+    // Each directory's opens in a row, so the per-CPU memo of the last clear
+    // directory is met; the second phase starts where the first ended, in
+    // `other`, which the new filter reaches: a verdict of the old filter
+    // must not be reused.
+    let phase = |name: &str, order: &[&str]| {
+        for top in order {
+            (0..N).for_each(|_| open_close(&deep(top).join(name)));
         }
     };
-    phase("f1");
+    phase("f1", &TOPS);
     s.drain().unwrap();
     s.replace_kernel_filter(&below(&[root.join("keep"), root.join("other")])).unwrap();
-    phase("f2");
+    phase("f2", &["other", "keeper", "keep"]);
+    s.drain().unwrap();
+    // A directory met clear, then moved below `keep/`: the same directory
+    // (the memo's key), a new path (a rename moves the cache's generation).
+    let away = root.join("away");
+    std::fs::create_dir_all(away.join("a/b")).unwrap();
+    std::fs::write(away.join("a/b/f3"), "x").unwrap();
+    (0..N).for_each(|_| open_close(&away.join("a/b/f3")));
+    let moved = root.join("keep/away");
+    std::fs::rename(&away, &moved).unwrap();
+    (0..N).for_each(|_| open_close(&moved.join("a/b/f3")));
     s.drain().unwrap();
     let stats = s.stop().unwrap();
     let c = Captured { events: Rc::try_unwrap(events).unwrap().into_inner(), stats };
@@ -84,6 +98,12 @@ fn opens_below_directories_no_filter_path_reaches_are_kept_back(mode: AttachMode
     };
     let got: Vec<usize> = ["f1", "f2"].iter().flat_map(|n| TOPS.map(|t| count(t, n))).collect();
     assert_eq!(got, [N, 0, 0, N, 0, N], "opens sent of keep, keeper, other: f1 (first filter), f2 (second)");
+    let sent = |p: PathBuf| {
+        let want = p.into_os_string().into_encoded_bytes();
+        opens.iter().filter(|e| e.param("fullpath").unwrap().as_bytes() == Some(&want[..])).count()
+    };
+    let moved_opens = [sent(away.join("a/b/f3")), sent(moved.join("a/b/f3"))];
+    assert_eq!(moved_opens, [0, N], "opens sent of a directory before and after its move below keep/");
     let k = c.stats.kernel_total();
     assert!(k.filtered >= 3 * N as u64, "filtered {}", k.filtered);
     // The cache keeps only paths whose every directory is on a local file

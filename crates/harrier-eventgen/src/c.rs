@@ -95,13 +95,25 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
     let sc = &ev.syscall;
     let mut off = PARAMS_BASE;
     let mut body = String::new();
+    // An open whose verdict needs no path field gets it before any is written.
+    let open_clear = ev.has_enter() && ev.params.iter().any(|p| matches!(p.kind, Kind::FdPathRet));
+    let mut vars_begun = false;
     for (index, p) in ev.params.iter().enumerate() {
         match p.kind.wire().fixed_size() {
             Some(sz) => {
+                // The early verdict reads the flags from the record.
+                assert!(!(open_clear && vars_begun), "{}: a fixed field after a variable one", sc.name);
                 body += &fixed_stmt(p, off);
                 off += sz;
             }
             None => {
+                if open_clear && !vars_begun {
+                    body += &format!(
+                        "	if (hr_kf_open_clear(&em, {nr}, st))\n\t\treturn hr_discard(&em, {nr}, false);\n",
+                        nr = sc.nr
+                    );
+                }
+                vars_begun = true;
                 // The kernel-side filter matches paths on what the kernel resolved.
                 if matches!(p.kind, Kind::FdPathRet) && !body.contains("kf_path =") {
                     body += "\tkf_path = em.off;\n";
