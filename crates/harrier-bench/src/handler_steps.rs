@@ -177,7 +177,7 @@ fn report(
                 }
                 // Per handler run: a step some runs skip (a failed open's walk) weighs less.
                 sum += ns * share;
-                rows.push(vec![prog.clone(), what.into(), num(ns, 1), format!("{:.0}%", 100.0 * share)]);
+                rows.push(vec![prog.clone(), what.into(), num(ns, 1), share_text(share)]);
                 bars.push((what.to_string(), ns * share));
             }
             rows.push(vec![prog.clone(), "**sum of the steps, per run**".into(), num(sum, 1), String::new()]);
@@ -213,4 +213,26 @@ fn report(
     bar_panels(&a.out.join("handler-steps.png"), "Where the mix's handlers spend their time", &panels)?;
     eprintln!("harrier-bench: wrote {}/handler-steps.md and .png", a.out.display());
     Ok(())
+}
+
+/// A step's share of the handler's runs; one a few runs take is not "0%".
+fn share_text(share: f64) -> String {
+    if share > 0.0 && share < 0.005 {
+        "<1%".into()
+    } else {
+        format!("{:.0}%", 100.0 * share)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share_text;
+
+    #[test]
+    fn a_step_few_runs_take_is_not_shown_as_none() {
+        assert_eq!(share_text(0.0), "0%");
+        assert_eq!(share_text(0.0001), "<1%");
+        assert_eq!(share_text(0.25), "25%");
+        assert_eq!(share_text(1.0), "100%");
+    }
 }
