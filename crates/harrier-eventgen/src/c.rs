@@ -109,7 +109,7 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
             None => {
                 if open_clear && !vars_begun {
                     body += &format!(
-                        "	if (hr_kf_open_clear(&em, {nr}, st))\n\t\treturn hr_discard(&em, {nr}, false);\n",
+                        "\tif (hr_kf_open_clear(&em, {nr}, st))\n\t\treturn hr_discard(&em, {nr}, false);\n",
                         nr = sc.nr
                     );
                 }

@@ -19,6 +19,7 @@ impl Drop for Reaped {
 }
 
 /// `harrier run ARGS`, with its stdout and stderr lines as they come.
+#[allow(dead_code)] // plugins_cli starts other subcommands only
 pub fn harrier_run(args: &[&str]) -> (Reaped, Receiver<String>, Receiver<String>) {
     harrier("run", args)
 }
