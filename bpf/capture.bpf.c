@@ -50,6 +50,12 @@ const volatile __u64 aring_exec_reserve = 0;
 #define HR_PRIO_EXEC 2		/* the life cycle: the whole ring (execve, execveat) */
 __u8 priority[HR_NR_SLOTS] = {};
 
+/* Benchmarks (harrier run --entry-copies-only): the entry programs copy as
+ * usual and every other program returns once it has the task, which any
+ * real handler needs. What is left is the least a sensor with TOCTOU entry
+ * copies can cost on this attach plan. */
+const volatile bool entry_copies_only = 0;
+
 /* Set by user space when it stops: every program returns at once from then
  * on, so the final figures are exact while the links are detached (one
  * grace period per tracepoint, seconds for a few dozen). */

@@ -208,7 +208,8 @@ static __always_inline int hr_begin_fixed(struct hr_em *em, __u32 type, __s64 re
 	void *ring;
 	__u8 *ev;
 
-	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, task, type, ret))
+	if (!tid || entry_copies_only || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) ||
+	    hr_dropped_early(c, task, type, ret))
 		return 1;
 	hr_step_start(c, type);
 	c->stats.events++;
@@ -268,7 +269,8 @@ static __always_inline int hr_begin(struct hr_em *em, __u32 type, __s64 ret, __u
 	struct hr_cpu *c;
 	__u8 *ev;
 
-	if (!tid || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) || hr_dropped_early(c, task, type, ret))
+	if (!tid || entry_copies_only || hr_compat_syscall(task, type) || !(c = hr_cpu_get()) ||
+	    hr_dropped_early(c, task, type, ret))
 		return 1;
 	hr_step_start(c, type);
 	if (shared_rings) {

@@ -32,24 +32,25 @@ pub enum DirCache {
 
 impl DirCache {
     /// Whether the session uses it: asked for (Config::dir_cache), events
-    /// flow (not empty programs), and the kernel has the hooks.
-    pub fn choose(asked: bool, empty_programs: bool) -> DirCache {
-        Self::choose_with(asked, empty_programs, FSWATCH_CTIME.present(), || FSWATCH_FENTRY.present())
+    /// flow (not a benchmark's empty programs or entry copies only), and the
+    /// kernel has the hooks.
+    pub fn choose(asked: bool, no_events: bool) -> DirCache {
+        Self::choose_with(asked, no_events, FSWATCH_CTIME.present(), || FSWATCH_FENTRY.present())
     }
 
     /// `choose` with the kernel's answers given (tests fake them). A probe
     /// that could not run (no privileges) is no answer: the load says.
     pub fn choose_with(
         asked: bool,
-        empty_programs: bool,
+        no_events: bool,
         ctime: Option<bool>,
         fentry: impl Fn() -> Option<bool>,
     ) -> DirCache {
         if !asked {
             return DirCache::Off("turned off".into());
         }
-        if empty_programs {
-            return DirCache::Off("empty programs".into());
+        if no_events {
+            return DirCache::Off("no events flow (benchmark)".into());
         }
         if ctime != Some(false) {
             return DirCache::On { ctime: true };

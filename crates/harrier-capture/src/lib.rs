@@ -123,6 +123,10 @@ pub struct Config {
     /// The floor of the attach plan: an empty program of the same type
     /// wherever a program would be linked (benchmarks; no events flow).
     pub empty_programs: bool,
+    /// The least a sensor with entry copies can cost on the attach plan
+    /// (benchmarks): the entry programs copy, every other program returns
+    /// once it has the task; no events flow.
+    pub entry_copies_only: bool,
     /// openat's exit handler on an fexit of `__x64_sys_openat` instead of
     /// its tracepoint (harrier-bench hook-costs: the same handler on a BPF
     /// trampoline, kernels that have them). Per-syscall attach only; refused
@@ -154,6 +158,7 @@ impl Config {
             priority_syscalls: Vec::new(),
             backlog_bytes: merge::BACKLOG_BYTES,
             empty_programs: false,
+            entry_copies_only: false,
             fexit_openat: false,
             dir_cache: true,
             step_clock: None,

@@ -210,8 +210,9 @@ impl Session {
             rodata.guard_hold = g.hold;
         }
         cfg.collect.write(&mut rodata.skip_params, &mut rodata.skip_params_ok, &mut rodata.no_entry);
-        let dir_cache = DirCache::choose(cfg.dir_cache, cfg.empty_programs);
+        let dir_cache = DirCache::choose(cfg.dir_cache, cfg.empty_programs || cfg.entry_copies_only);
         rodata.dircache = dir_cache.is_on();
+        rodata.entry_copies_only = cfg.entry_copies_only;
         rodata.step_clock = cfg.step_clock.is_some();
         rodata.step_nr = cfg.step_clock.unwrap_or(0);
 

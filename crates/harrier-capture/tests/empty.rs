@@ -1,5 +1,7 @@
-//! `Config::empty_programs`: the attach plan's floor links an empty program
-//! wherever the session would link one of its own, and nothing else.
+//! The benchmarks' two baselines. `Config::empty_programs`: the attach
+//! plan's floor links an empty program wherever the session would link one
+//! of its own, and nothing else. `Config::entry_copies_only`: the entry
+//! programs copy, the rest return at once.
 
 use harrier_capture::testing::bpf_available;
 use harrier_capture::AttachMode::{self, Dispatcher, PerSyscall};
@@ -80,4 +82,33 @@ fn empty_programs_take_every_link_of_the_plan_and_send_nothing() {
         assert_eq!(empty_btf, btf, "{mode}: tp_btf for tp_btf: {real:?} vs {empty:?}");
         assert!(linked_programs().is_empty(), "{mode}: all detached");
     }
+}
+
+/// Per openat of this process: (entry copies made, exits begun, events).
+fn openat_steps(copies_only: bool) -> (u64, u64, u64) {
+    let mut cfg = Config::new(parse_syscalls("openat").unwrap());
+    cfg.entry_copies_only = copies_only;
+    cfg.pid = Some(std::process::id());
+    cfg.step_clock = Some(libc::SYS_openat as u32);
+    let mut s = Session::start_counting(&cfg).unwrap();
+    for _ in 0..100 {
+        drop(std::fs::File::open("/proc/self/stat"));
+    }
+    let steps = s.step_sums().unwrap();
+    s.drain().unwrap();
+    let events = s.stop().unwrap().user.events;
+    // steps.h: 9 the entry's copy, 0 the exit's beginning.
+    (steps[9].1, steps[0].1, events)
+}
+
+#[test]
+fn entry_copies_only_copies_at_entry_and_stops_every_exit() {
+    if !bpf_available() {
+        return;
+    }
+    let (copies, exits, events) = openat_steps(false);
+    assert!(copies >= 100 && exits >= 100 && events >= 100, "the full handlers: {copies} {exits} {events}");
+    let (copies, exits, events) = openat_steps(true);
+    assert!(copies >= 100, "entry copies still made: {copies}");
+    assert_eq!((exits, events), (0, 0), "exits return once they have the task, nothing sent");
 }

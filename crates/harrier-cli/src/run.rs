@@ -71,6 +71,11 @@ pub struct RunArgs {
     /// would be linked (the attach plan's floor); no event reaches the rules.
     #[arg(long, hide = true)]
     pub(crate) empty_programs: bool,
+    /// Benchmarks: the entry programs copy pointer arguments as usual, every
+    /// other program returns once it has the task (the least a sensor with
+    /// entry copies costs here); no event reaches the rules.
+    #[arg(long, hide = true, conflicts_with_all = ["empty_programs", "no_entry_copies"])]
+    pub(crate) entry_copies_only: bool,
     /// Read open's and connect's pointer arguments at syscall exit, with no
     /// entry program (the config's entry_copies: false; see harrier.yaml).
     #[arg(long)]
@@ -260,6 +265,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     cfg.run_time_stats = a.bpf_stats;
     cfg.dir_cache = !a.no_dir_cache;
     cfg.empty_programs = a.empty_programs;
+    cfg.entry_copies_only = a.entry_copies_only;
     cfg.buffer_size = match (&a.buffer_size, c.buffer_size) {
         (Some(s), _) => parse_size(s)?,
         (None, Some(preset)) => preset as usize,
@@ -381,6 +387,9 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     say!("harrier: {}", session.dir_cache().describe());
     if a.empty_programs {
         say!("harrier: --empty-programs: empty programs at every attach point, no events");
+    }
+    if a.entry_copies_only {
+        say!("harrier: --entry-copies-only: entry copies made, every other program returns at once, no events");
     }
     for r in &interest.unbounded_rules {
         say!("harrier: note: rule '{r}' has no evt.type: it sees typed syscalls only");

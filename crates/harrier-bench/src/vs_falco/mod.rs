@@ -68,6 +68,11 @@ pub struct Args {
     /// Falco reads them where its TOCTOU programs do not attach (this VM).
     #[arg(long)]
     no_entry_copies_row: bool,
+    /// Also `harrier run --entry-copies-only`: the entry copies made, every
+    /// other program returning once it has the task. The least a sensor with
+    /// entry copies costs on this attach plan, against the same floor.
+    #[arg(long)]
+    entry_copies_row: bool,
     /// Also `harrier run` enforcing (kill) the stable rules the kernel decides
     /// (ENFORCED_RULES): enforcement's cost, in the same run.
     #[arg(long)]
@@ -99,6 +104,7 @@ pub const FALCO: &str = "Falco";
 pub const HARRIER: &str = "harrier run";
 pub const FLOOR: &str = "harrier run, empty programs";
 pub const NO_ENTRY_COPIES: &str = "harrier run, no entry copies";
+pub const COPIES_ONLY: &str = "harrier run, entry copies only";
 pub const ENFORCING: &str = "harrier run, enforcing";
 pub const NO_DIR_CACHE: &str = "harrier run, no path cache";
 /// Falco's stable rules `harrier rules check --enforce` finds decided in the kernel.
@@ -219,6 +225,11 @@ pub fn run_cli(a: Args) -> Result<()> {
         let mut args = harrier_args.clone();
         args.push("--no-dir-cache".into());
         setups.push(Setup { label: NO_DIR_CACHE.into(), kind: Some(Kind::Harrier), args });
+    }
+    if a.entry_copies_row {
+        let mut args = harrier_args.clone();
+        args.push("--entry-copies-only".into());
+        setups.push(Setup { label: COPIES_ONLY.into(), kind: Some(Kind::Harrier), args });
     }
     if a.enforce_row {
         let mut args = harrier_args.clone();
@@ -408,7 +419,9 @@ pub fn run(o: Opts, sizes: work::Sizes) -> Result<()> {
     let mut rates = Vec::new();
     if !r.o.rate_steps.is_empty() {
         for setup in
-            setups.iter().filter(|s| s.kind.is_some() && !s.args.iter().any(|a| a == "--empty-programs"))
+            setups.iter().filter(|s| {
+                s.kind.is_some() && !s.args.iter().any(|a| a == "--empty-programs" || a == "--entry-copies-only")
+            })
         {
             interrupted()?;
             let spec = r.spec(setup);

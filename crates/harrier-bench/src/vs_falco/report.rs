@@ -4,9 +4,9 @@
 
 use super::rate::Rates;
 use super::work::{Sizes, Workload};
-use super::{Opts, Sample, Samples, FALCO, FLOOR, HARRIER, NONE};
+use super::{Opts, Sample, Samples, FALCO, FLOOR, NONE};
 use crate::report::{bar_panels, num, Table};
-use crate::sensor::StopReport;
+use crate::sensor::{Kind, StopReport};
 use crate::workload::median;
 use anyhow::Result;
 use std::collections::BTreeMap;
@@ -166,7 +166,11 @@ fn med_max(v: &[f64]) -> String {
 pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[Rates]) -> Result<()> {
     let labels: Vec<&str> = o.setups.iter().map(|s| s.label.as_str()).collect();
     let at = |l: &str| labels.iter().position(|x| *x == l);
-    let (none, falco, harrier, floor) = (at(NONE), at(FALCO), at(HARRIER), at(FLOOR));
+    let (none, falco, floor) = (at(NONE), at(FALCO), at(FLOOR));
+    // Every Harrier setup but the floor is compared with it.
+    let to_floor: Vec<usize> = (0..labels.len())
+        .filter(|&si| o.setups[si].kind == Some(Kind::Harrier) && Some(si) != floor)
+        .collect();
     let falco_name = meta.falco_version.clone().unwrap_or_else(|| "Falco".into());
     let cells: Vec<Vec<Cell>> = o
         .workloads
@@ -218,7 +222,7 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
             let sensor = o.setups[si].kind.is_some();
             let name = if Some(si) == falco { falco_name.clone() } else { label.to_string() };
             let to_floor = match floor {
-                Some(fl) if Some(si) == harrier => ratio(c[si].added_ns, c[fl].added_ns),
+                Some(fl) if to_floor.contains(&si) => ratio(c[si].added_ns, c[fl].added_ns),
                 _ => String::new(),
             };
             app.rows.push(vec![
@@ -398,7 +402,7 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
         .enumerate()
         .map(|(si, l)| if Some(si) == falco { falco_name.clone() } else { l.to_string() })
         .collect();
-    let columns = mix_cpu::Columns { none, falco, harrier, floor };
+    let columns = mix_cpu::Columns { none, falco, to_floor, floor };
     if let Some(t) = mix.and_then(|wi| mix_cpu::table(&names, &samples[wi], &columns)) {
         md += &format!(
             "\nThe mix as its own thread's CPU time (user + system, the same runs; the programs' work is \
