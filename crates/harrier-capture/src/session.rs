@@ -203,6 +203,7 @@ impl Session {
         };
         let kernel_filter = cfg.kernel_filter.as_ref().filter(|f| !f.is_empty());
         rodata.kf_enabled = kernel_filter.is_some();
+        rodata.untold_mask = if kernel_filter.is_some() { crate::UntoldFds::SLOTS - 1 } else { 0 };
         if let Some(g) = &cfg.guard {
             rodata.guard_enabled = true;
             rodata.guard_self_tgid = std::process::id();
@@ -250,6 +251,8 @@ impl Session {
             p.set_autoload(wanted.contains(&name));
         }
         open.maps.dirpaths.set_max_entries(dir_cache.entries(ncpus))?;
+        let untold_slots = if kernel_filter.is_some() { crate::UntoldFds::SLOTS } else { 1 };
+        open.maps.untold.set_max_entries(untold_slots)?;
 
         let opts = libbpf_sys::bpf_map_create_opts {
             sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,

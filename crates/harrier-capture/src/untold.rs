@@ -5,9 +5,10 @@
 use anyhow::Result;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
-/// `struct hr_untold`: its process's start time and fd table, then one bit per fd.
-const RECORD: usize = 16 + 16 * 8;
-const BITS_AT: usize = 16;
+/// `struct hr_untold`: the process (tgid, pad), its start time and fd table,
+/// then one bit per fd.
+const RECORD: usize = 24 + 16 * 8;
+const BITS_AT: usize = 24;
 
 /// A handle on the session's `untold` map; it outlives the borrow of the
 /// session (the consumer's tables keep it).
@@ -16,26 +17,53 @@ pub struct UntoldFds {
 }
 
 impl UntoldFds {
+    /// The array's slots (pid_max's default): process `pid` has slot
+    /// `pid % SLOTS`, and is not followed while another followed process holds it.
+    pub const SLOTS: u32 = 32768;
+
     pub(crate) fn new(map: &libbpf_rs::Map) -> Result<UntoldFds> {
         Ok(UntoldFds { map: MapHandle::try_from(map)? })
+    }
+
+    fn slot(pid: u32) -> [u8; 4] {
+        (pid % Self::SLOTS).to_ne_bytes()
+    }
+
+    /// The record in `pid`'s slot, if it is `pid`'s.
+    fn record(&self, pid: u32) -> Option<Vec<u8>> {
+        let v = self.map.lookup(&Self::slot(pid), MapFlags::ANY).ok()??;
+        (u32::from_ne_bytes(v[..4].try_into().unwrap()) == pid).then_some(v)
+    }
+
+    fn holder(&self, pid: u32) -> Option<u32> {
+        let v = self.map.lookup(&Self::slot(pid), MapFlags::ANY).ok()??;
+        Some(u32::from_ne_bytes(v[..4].try_into().unwrap())).filter(|&t| t != 0)
     }
 
     /// The consumer's table of process `pid` is made: the kernel may keep
     /// back closes of fds kept back from now on. The record written is empty,
     /// so that no fd the table already holds (from /proc, say) is one.
-    /// False: not written (the map is full); that process's closes are all sent.
+    /// False: not written (another followed process holds its slot); that
+    /// process's closes are all sent.
     pub fn follow(&self, pid: u32) -> bool {
-        self.map.update(&pid.to_ne_bytes(), &[0u8; RECORD], MapFlags::ANY).is_ok()
+        if pid == 0 || self.holder(pid).is_some_and(|t| t != pid) {
+            return false;
+        }
+        let mut rec = [0u8; RECORD];
+        rec[..4].copy_from_slice(&pid.to_ne_bytes());
+        self.map.update(&Self::slot(pid), &rec, MapFlags::ANY).is_ok()
     }
 
     /// The consumer freed its table of `pid`.
     pub fn forget(&self, pid: u32) {
-        let _ = self.map.delete(&pid.to_ne_bytes());
+        if self.holder(pid) == Some(pid) {
+            let _ = self.map.update(&Self::slot(pid), &[0u8; RECORD], MapFlags::ANY);
+        }
     }
 
     /// Whether the kernel holds that `fd` of `pid` was never told (tests).
     pub fn is_untold(&self, pid: u32, fd: u32) -> bool {
-        let Ok(Some(v)) = self.map.lookup(&pid.to_ne_bytes(), MapFlags::ANY) else { return false };
+        let Some(v) = self.record(pid) else { return false };
         let at = BITS_AT + (fd as usize / 64) * 8;
         fd < 1024 && u64::from_ne_bytes(v[at..at + 8].try_into().unwrap()) >> (fd % 64) & 1 == 1
     }

@@ -108,6 +108,15 @@ fn the_close_of_an_fd_whose_open_was_kept_back_is_kept_back(mode: AttachMode) {
         close(p[0]);
         close(p[1]);
         sent.extend([e, p[0], p[1]]);
+        // A process whose slot this one holds is not followed, nor can it
+        // be forgotten in this one's place.
+        let twin = pid + UntoldFds::SLOTS;
+        assert!(!untold.follow(twin), "the slot is taken");
+        untold.forget(twin);
+        let g = open(&other);
+        assert!(untold.is_untold(pid, g as u32), "still followed: fd {g}");
+        close(g);
+        held.push(g);
         // Sent: a process the consumer does not follow.
         untold.forget(pid);
         let f = open(&other);
