@@ -1,7 +1,7 @@
 use super::*;
 use crate::sensor::{bpf::ProgStat, Kind};
 use crate::vs_falco::work::Done;
-use crate::vs_falco::{rate::Step, Setup};
+use crate::vs_falco::{rate::Step, Setup, COPIES_ONLY, HARRIER};
 use std::time::Duration;
 
 /// A run of `ops` operations in `secs`, its sensor using `cpu_s`.
@@ -82,6 +82,7 @@ fn the_report_has_every_table_and_the_chart() {
             setup(NONE, None),
             setup(FALCO, Some(Kind::Falco)),
             setup(HARRIER, Some(Kind::Harrier)),
+            setup(COPIES_ONLY, Some(Kind::Harrier)),
             setup(FLOOR, Some(Kind::Harrier)),
         ],
         workloads: vec![Workload::Getpid],
@@ -104,10 +105,15 @@ fn the_report_has_every_table_and_the_chart() {
         counters: Default::default(),
     };
     let with = |ns: f64| Sample { stop: Some(stop.clone()), ..run(1e6, ns / 1e3, 0.1) };
-    // ns per call: none 200, Falco 400 (+200), harrier 300 (+100), floor 260 (+60).
-    let samples: Samples =
-        vec![vec![vec![run(1e6, 0.2, 0.0)], vec![with(400.0)], vec![with(300.0)], vec![with(260.0)]]];
-    let mut bpf: Samples = vec![vec![vec![]; 4]];
+    // ns per call: none 200, Falco 400 (+200), harrier 300 (+100), copies only 280 (+80), floor 260 (+60).
+    let samples: Samples = vec![vec![
+        vec![run(1e6, 0.2, 0.0)],
+        vec![with(400.0)],
+        vec![with(300.0)],
+        vec![with(280.0)],
+        vec![with(260.0)],
+    ]];
+    let mut bpf: Samples = vec![vec![vec![]; 5]];
     let mut b = with(300.0);
     b.progs = vec![prog("hr_dispatch", 1_000_000, 80_000_000)];
     bpf[0][2].push(b);
@@ -149,6 +155,8 @@ fn the_report_has_every_table_and_the_chart() {
         h.contains("+100.0") && h.contains("0.50×") && h.contains("1.67×"),
         "Falco's half, the floor's 1.67×: {h}"
     );
+    assert!(row("| getpid (calls) | harrier run, entry copies only |").ends_with("| 0.40× | 1.33× |"));
+    assert!(row("| getpid (calls) | harrier run, empty programs |").ends_with("| 0.30× |  |"), "no floor × itself");
     assert!(row("| getpid (calls) | Falco 0.44.1 |").contains("+200.0"));
     assert!(row("| getpid | harrier run |").contains("| 80.0 |"), "BPF ns per syscall");
     assert!(row("| getpid | harrier run | hr_dispatch |").contains("| 1.000 | 80.0 | 80.0 |"));
