@@ -389,7 +389,9 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
         say!("harrier: --empty-programs: empty programs at every attach point, no events");
     }
     if a.entry_copies_only {
-        say!("harrier: --entry-copies-only: entry copies made, every other program returns at once, no events");
+        say!(
+            "harrier: --entry-copies-only: entry copies made, every other program returns at once, no events"
+        );
     }
     for r in &interest.unbounded_rules {
         say!("harrier: note: rule '{r}' has no evt.type: it sees typed syscalls only");

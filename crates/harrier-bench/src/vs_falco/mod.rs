@@ -418,11 +418,9 @@ pub fn run(o: Opts, sizes: work::Sizes) -> Result<()> {
     }
     let mut rates = Vec::new();
     if !r.o.rate_steps.is_empty() {
-        for setup in
-            setups.iter().filter(|s| {
-                s.kind.is_some() && !s.args.iter().any(|a| a == "--empty-programs" || a == "--entry-copies-only")
-            })
-        {
+        for setup in setups.iter().filter(|s| {
+            s.kind.is_some() && !s.args.iter().any(|a| a == "--empty-programs" || a == "--entry-copies-only")
+        }) {
             interrupted()?;
             let spec = r.spec(setup);
             rates.push(rate::search(&setup.label, spec, &r.o.rate_steps, r.o.rate_secs, r.o.exec_every)?);

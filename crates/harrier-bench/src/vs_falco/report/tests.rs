@@ -156,7 +156,10 @@ fn the_report_has_every_table_and_the_chart() {
         "Falco's half, the floor's 1.67×: {h}"
     );
     assert!(row("| getpid (calls) | harrier run, entry copies only |").ends_with("| 0.40× | 1.33× |"));
-    assert!(row("| getpid (calls) | harrier run, empty programs |").ends_with("| 0.30× |  |"), "no floor × itself");
+    assert!(
+        row("| getpid (calls) | harrier run, empty programs |").ends_with("| 0.30× |  |"),
+        "no floor × itself"
+    );
     assert!(row("| getpid (calls) | Falco 0.44.1 |").contains("+200.0"));
     assert!(row("| getpid | harrier run |").contains("| 80.0 |"), "BPF ns per syscall");
     assert!(row("| getpid | harrier run | hr_dispatch |").contains("| 1.000 | 80.0 | 80.0 |"));
