@@ -181,7 +181,12 @@ static __always_inline __u8 *hr_aring_claim(struct hr_em *em, struct hr_cpu *c, 
 	__u8 *ev;
 
 	if (aring_reserve && type < HR_NR_SLOTS) {
-		prio = priority[type & (HR_NR_SLOTS - 1)];
+		/* The mask stays in the code (clang drops it after the compare):
+		 * 6.1's verifier loses the compare's bound when type is spilled. */
+		__u32 i = type;
+
+		barrier_var(i);
+		prio = priority[i & (HR_NR_SLOTS - 1)];
 		extra = prio == HR_PRIO_EXEC ? 0 : prio ? aring_exec_reserve : aring_reserve;
 	}
 	ev = hr_aring_reserve(&arings, c->ring, aring_mask, aring_last, need + extra, miss, &em->ring, &em->head);

@@ -221,10 +221,11 @@ static __always_inline void hr_guard(struct hr_em *em, __u32 nr, __u32 path_off,
 	if (path_off && em->ret >= 0) {
 		bpf_probe_read_kernel(&len, 2, em->ev + (path_off & 0x3fff));
 		if (len != HR_VAR_ABSENT) {
-			__u32 n = len;
+			__u64 n = len;
 
-			if (n > HR_G_STR)
-				n = HR_G_STR;
+			/* In asm: a compare's bound is lost on 6.1 where clang
+			 * reloads n from a spill made before it. */
+			hr_clamp(n, HR_G_STR);
 			/* Past its NUL the trie compares nothing: no need to clear. */
 			bpf_probe_read_kernel(s->path, n, em->ev + (path_off & 0x3fff) + 2);
 			if (n < HR_G_STR)
