@@ -29,15 +29,14 @@ impl UntoldFds {
         (pid % Self::SLOTS).to_ne_bytes()
     }
 
-    /// The record in `pid`'s slot, if it is `pid`'s.
-    fn record(&self, pid: u32) -> Option<Vec<u8>> {
+    /// `pid`'s slot: the process holding it (0: free) and its record.
+    fn slot_record(&self, pid: u32) -> Option<(u32, Vec<u8>)> {
         let v = self.map.lookup(&Self::slot(pid), MapFlags::ANY).ok()??;
-        (u32::from_ne_bytes(v[..4].try_into().unwrap()) == pid).then_some(v)
+        Some((u32::from_ne_bytes(v[..4].try_into().unwrap()), v))
     }
 
     fn holder(&self, pid: u32) -> Option<u32> {
-        let v = self.map.lookup(&Self::slot(pid), MapFlags::ANY).ok()??;
-        Some(u32::from_ne_bytes(v[..4].try_into().unwrap())).filter(|&t| t != 0)
+        self.slot_record(pid).map(|(t, _)| t).filter(|&t| t != 0)
     }
 
     /// The consumer's table of process `pid` is made: the kernel may keep
@@ -63,7 +62,7 @@ impl UntoldFds {
 
     /// Whether the kernel holds that `fd` of `pid` was never told (tests).
     pub fn is_untold(&self, pid: u32, fd: u32) -> bool {
-        let Some(v) = self.record(pid) else { return false };
+        let Some((_, v)) = self.slot_record(pid).filter(|(t, _)| *t == pid) else { return false };
         let at = BITS_AT + (fd as usize / 64) * 8;
         fd < 1024 && u64::from_ne_bytes(v[at..at + 8].try_into().unwrap()) >> (fd % 64) & 1 == 1
     }
