@@ -8,17 +8,57 @@
 #ifndef HARRIER_EMIT_STASH_H
 #define HARRIER_EMIT_STASH_H
 
+/* Thread tid's stash slot if it holds it; with claim, a free one becomes its
+ * own (held until the thread exits: hr_stash_release). */
+static __always_inline struct hr_stash *hr_stash_slot(__u32 tid, bool claim)
+{
+	__u32 i = tid & stash_mask;
+	struct hr_stash *s = bpf_map_lookup_elem(&stash_slots, &i);
+
+	if (!s)
+		return 0;
+	if (s->owner == tid)
+		return s;
+	if (claim && !s->owner && !__sync_val_compare_and_swap(&s->owner, 0, tid))
+		return s;
+	return 0;
+}
+
+/* The stash of task t (thread tid): its slot, else its task storage. */
+static __always_inline struct hr_stash *hr_stash_of(struct task_struct *t, __u32 tid, bool make)
+{
+	struct hr_stash *st = hr_stash_slot(tid, make);
+
+	if (st)
+		return st;
+	return bpf_task_storage_get(&stash, t, 0, make ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* Exiting thread tid leaves its slot. */
+static __always_inline void hr_stash_release(__u32 tid)
+{
+	struct hr_stash *s = hr_stash_slot(tid, false);
+
+	if (s)
+		s->owner = 0;
+}
+
 static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
 {
 	struct hr_stash *st;
 	struct task_struct *task;
 	struct hr_cpu *c;
+	__u32 tid = hr_tid(&task);
 
-	if (!hr_tid(&task))
+	if (!tid)
 		return 0;
 	if (step_clock && (c = hr_cpu_get()))
 		hr_step_start(c, nr);
-	st = bpf_task_storage_get(&stash, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	st = hr_stash_slot(tid, true);
+	if (!st && (c = hr_cpu_get()))
+		c->stats.stash_in_task++;
+	if (!st)
+		st = bpf_task_storage_get(&stash, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st) {
 		if ((c = hr_cpu_get()))
 			c->stats.stash_fails++;
@@ -88,7 +128,8 @@ static __always_inline void hr_stash_extra(struct hr_stash *st, const void *uptr
 /* Whether the pending entry copy belongs to syscall nr (not consumed). */
 static __always_inline bool hr_stash_is(__u32 nr)
 {
-	struct hr_stash *st = bpf_task_storage_get(&stash, bpf_get_current_task_btf(), 0, 0);
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct hr_stash *st = hr_stash_of(t, t->pid, false);
 
 	return st && st->nr == nr;
 }
@@ -102,7 +143,7 @@ static __always_inline struct hr_stash *hr_stash_take(struct hr_em *em, __u32 nr
 
 	if (no_entry[nr])
 		return 0;
-	st = bpf_task_storage_get(&stash, em->task, 0, 0);
+	st = hr_stash_of(em->task, em->task->pid, false);
 	hr_step(em->cpu, HR_STEP_STASH);
 	if (st && st->nr == nr) {
 		st->nr = 0;

@@ -59,6 +59,8 @@ struct hr_cpu_stats {
 	__u64 dir_misses;	/* walks that looked the cache up and missed */
 	__u64 dir_clear;	/* walks that stopped at a directory no kernel filter path
 				 * can match below: the event kept back (kfdirs.h) */
+	__u64 stash_in_task;	/* entry copies in task storage: the thread's stash
+				 * slot was another's (capture.bpf.c) */
 };
 
 /* Dispatcher tail-call slots: x86_64 syscall numbers stay below this

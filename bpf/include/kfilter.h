@@ -118,14 +118,15 @@ struct {
 static __always_inline struct hr_kf_path_key *hr_kf_path_key(struct hr_em *em, __u32 nr, __u32 path_off)
 {
 	__u32 zero = 0, n, len;
-	struct hr_kf_key_room *room = bpf_map_lookup_elem(&kf_scratch, &zero);
+	struct hr_kf_key_room *room;
 	struct hr_kf_leads *leads;
 	struct hr_kf_path_key *k;
 	__u32 lead;
 	__u64 o = path_off;
 	__u8 *at;
 
-	if (!room || !path_off)
+	/* No path, no lookup: the scratch's line stays out of the cache. */
+	if (!path_off || !(room = bpf_map_lookup_elem(&kf_scratch, &zero)))
 		return 0;
 	k = &room->k;
 	/* The record is map memory: plain loads, word by word (two helper

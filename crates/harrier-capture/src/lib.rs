@@ -138,7 +138,14 @@ pub struct Config {
     /// Time the steps of this syscall's handlers (bpf/include/steps.h;
     /// harrier-bench handler-steps): [`Session::step_sums`]. None: off.
     pub step_clock: Option<u32>,
+    /// Stash slots threads may hold (a power of two up to [`STASH_SLOTS`]);
+    /// one whose slot another thread holds keeps its entry copies in task
+    /// storage (tests set 1 to make them). None: all of them.
+    pub stash_slots: Option<u32>,
 }
+
+/// `HR_STASH_SLOTS` (bpf/capture.bpf.c): entry copies' per-thread slots.
+pub const STASH_SLOTS: u32 = 4096;
 
 impl Config {
     pub fn new(syscalls: Vec<&'static SyscallInfo>) -> Config {
@@ -162,6 +169,7 @@ impl Config {
             fexit_openat: false,
             dir_cache: true,
             step_clock: None,
+            stash_slots: None,
         }
     }
 

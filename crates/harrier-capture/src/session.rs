@@ -216,6 +216,11 @@ impl Session {
         rodata.entry_copies_only = cfg.entry_copies_only;
         rodata.step_clock = cfg.step_clock.is_some();
         rodata.step_nr = cfg.step_clock.unwrap_or(0);
+        let slots = cfg.stash_slots.unwrap_or(crate::STASH_SLOTS);
+        if !slots.is_power_of_two() || slots > crate::STASH_SLOTS {
+            bail!("stash slots: {slots} is not a power of two up to {}", crate::STASH_SLOTS);
+        }
+        rodata.stash_mask = slots - 1;
 
         // Only the programs the chosen mode uses are loaded (verified).
         let mut wanted: Vec<String> = LIFE_CYCLE.iter().map(|s| s.to_string()).collect();
@@ -629,6 +634,18 @@ impl Session {
             out.push(v.iter().take(self.ncpus).fold((0, 0), |(ns, n), b| (ns + word(b, 0), n + word(b, 1))));
         }
         Ok(out)
+    }
+
+    /// The thread holding stash slot `slot` (0: none); tests look.
+    pub fn stash_slot_owner(&self, slot: u32) -> Result<u64> {
+        let v = self
+            .skel
+            .maps
+            .stash_slots
+            .lookup(&slot.to_ne_bytes(), MapFlags::ANY)?
+            .ok_or_else(|| anyhow!("stash slot {slot} missing"))?;
+        // struct hr_stash: nr, path_len, extra_len, then the owner.
+        Ok(u64::from_ne_bytes(v[8..16].try_into()?))
     }
 
     fn prog_stats(&self) -> Vec<ProgStats> {

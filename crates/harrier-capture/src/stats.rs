@@ -130,6 +130,7 @@ impl Stats {
                 "drops_by_reason": drops(&k),
                 "toctou_fallbacks": k.toctou_fallbacks,
                 "stash_fails": k.stash_fails,
+                "stash_in_task": k.stash_in_task,
                 "read_faults": k.read_faults,
                 "truncated": k.truncated,
                 "filtered": k.filtered,
@@ -175,8 +176,9 @@ impl Stats {
         }
         let _ = writeln!(
             s,
-            "  toctou fallbacks: {}  stash failures: {}  read faults: {}  truncated: {}  filtered in kernel: {}",
-            k.toctou_fallbacks, k.stash_fails, k.read_faults, k.truncated, k.filtered
+            "  toctou fallbacks: {}  stash failures: {}  stashes in task storage: {}  read faults: {}  truncated: {}  \
+             filtered in kernel: {}",
+            k.toctou_fallbacks, k.stash_fails, k.stash_in_task, k.read_faults, k.truncated, k.filtered
         );
         let _ = writeln!(
             s,

@@ -70,10 +70,13 @@ pub struct CpuStats {
     /// Path walks that stopped at a cached directory no kernel filter path
     /// can match below (bpf/include/kfdirs.h): the event kept back.
     pub dir_clear: u64,
+    /// Entry copies kept in the thread's task storage: its stash slot was
+    /// another thread's (bpf/capture.bpf.c, stash_slots).
+    pub stash_in_task: u64,
 }
 
 impl CpuStats {
-    pub const SIZE: usize = 12 * 8;
+    pub const SIZE: usize = 13 * 8;
 
     pub fn from_bytes(b: &[u8]) -> CpuStats {
         let u = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
@@ -88,6 +91,7 @@ impl CpuStats {
             dir_hits: u(9),
             dir_misses: u(10),
             dir_clear: u(11),
+            stash_in_task: u(12),
         }
     }
 
@@ -104,6 +108,7 @@ impl CpuStats {
         self.dir_hits += o.dir_hits;
         self.dir_misses += o.dir_misses;
         self.dir_clear += o.dir_clear;
+        self.stash_in_task += o.stash_in_task;
     }
 
     pub fn dropped(&self) -> u64 {
