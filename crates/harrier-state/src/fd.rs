@@ -1,6 +1,7 @@
 //! Per-process file descriptor tables.
 
 use crate::IdMap;
+use std::fmt::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
@@ -129,15 +130,72 @@ impl Tuple {
     /// Falco's fd.name for a connected inet socket: "client:port->server:port"
     /// (local->peer after connect, peer->local after accept).
     pub fn name(&self) -> String {
-        let ip = |a: IpAddr| match a {
-            IpAddr::V6(v) => format!("[{v}]"),
-            a => a.to_string(),
-        };
+        self.name_arc().to_string()
+    }
+
+    /// [`Tuple::name`] as the fd keeps it: written on the stack, one
+    /// allocation (every connect and accept renames its fd).
+    pub fn name_arc(&self) -> Arc<str> {
         let (c, cp, s, sp) = match self.server {
-            false => (self.sip(), self.sport, self.dip(), self.dport),
-            true => (self.dip(), self.dport, self.sip(), self.sport),
+            false => (&self.sip, self.sport, &self.dip, self.dport),
+            true => (&self.dip, self.dport, &self.sip, self.sport),
         };
-        format!("{}:{cp}->{}:{sp}", ip(c), ip(s))
+        let mut w = NameBuf { buf: [0; 128], len: 0 };
+        self.put_end(&mut w, c, cp);
+        w.put(b"->");
+        self.put_end(&mut w, s, sp);
+        Arc::from(std::str::from_utf8(&w.buf[..w.len]).unwrap_or(""))
+    }
+
+    fn put_end(&self, w: &mut NameBuf, ip: &[u8; 16], port: u16) {
+        if self.v6 {
+            // Rare enough for the formatter: "[v6]".
+            let _ = write!(w, "[{}]", Ipv6Addr::from(*ip));
+        } else {
+            for (i, &b) in ip[..4].iter().enumerate() {
+                if i > 0 {
+                    w.put(b".");
+                }
+                w.put_num(b as u64);
+            }
+        }
+        w.put(b":");
+        w.put_num(port as u64);
+    }
+}
+
+/// A tuple's name as it is written: room for two bracketed IPv6 ends.
+struct NameBuf {
+    buf: [u8; 128],
+    len: usize,
+}
+
+impl NameBuf {
+    fn put(&mut self, b: &[u8]) {
+        let n = b.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
+        self.len += n;
+    }
+
+    fn put_num(&mut self, mut v: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.put(&digits[i..]);
+    }
+}
+
+impl std::fmt::Write for NameBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.put(s.as_bytes());
+        Ok(())
     }
 }
 
@@ -305,5 +363,16 @@ mod tests {
         assert_eq!(t.name(), "127.0.0.1:5->10.0.0.2:80");
         let accepted = Tuple { server: true, ..t };
         assert_eq!(accepted.name(), "10.0.0.2:80->127.0.0.1:5", "the peer is the client");
+        // Against std's formatting, at the widths' edges.
+        let std_name = |t: &Tuple| {
+            let ip = |a: IpAddr| if t.v6 { format!("[{a}]") } else { a.to_string() };
+            format!("{}:{}->{}:{}", ip(t.sip()), t.sport, ip(t.dip()), t.dport)
+        };
+        for (v6, sip, sport) in [(false, [255; 16], 65535), (false, [0; 16], 0), (true, [0xfe; 16], 1)] {
+            let mut dip = [0u8; 16];
+            dip[15] = 1;
+            let t = Tuple { v6, sip, sport, dip, dport: 443, ..t };
+            assert_eq!(t.name(), std_name(&t));
+        }
     }
 }

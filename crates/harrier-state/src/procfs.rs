@@ -221,7 +221,7 @@ fn read_sockets(pid: u32) -> Sockets {
             let mut f = socket_fd(if v6 { 10 } else { 2 }, 0, 0);
             // Which side accepted is not in /proc/net: seeded sockets count as clients.
             let t = Tuple { v6, l4, sip, dip, sport, dport, server: false };
-            f.name = Arc::from(t.name().as_str());
+            f.name = t.name_arc();
             f.tuple = Some(Box::new(t));
             out.insert(ino, f);
         }

@@ -712,7 +712,7 @@ fn set_addresses(f: &mut Fd, local: Option<&[u8]>, peer: Option<&[u8]>) {
         t.v6 = false;
         f.typ = FdType::Ipv4;
     }
-    f.name = Arc::from(t.name().as_str());
+    f.name = t.name_arc();
 }
 
 fn v4_mapped(ip: &[u8; 16]) -> bool {
