@@ -379,6 +379,10 @@ int BPF_PROG(hr_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	 * limit. Close-on-exec closed fds no syscall event tells of. */
 	if (kf_enabled)
 		hr_untold_empty(p);
+	/* A thread that execs becomes its leader, tid included: the slot of
+	 * the tid it had is no one's now. */
+	if (old_pid != p->pid)
+		hr_stash_release(old_pid);
 	if (hr_begin(&em, HR_META_EXEC, 0, 24 + 4 + 16))
 		return 0;
 	hr_put_u32(&em, 24, old_pid);

@@ -84,3 +84,39 @@ fn a_thread_whose_slot_is_held_copies_into_task_storage_and_exits_free_it() {
         assert_ne!(after, owner, "the holder's exit freed its slot");
     }
 }
+
+/// A thread that execs takes its leader's tid (de_thread): the slot of the
+/// tid it had is freed at the exec, not left to a tid that is gone.
+#[test]
+fn a_thread_that_execs_frees_the_slot_of_its_old_tid() {
+    common::use_mode(AttachMode::PerSyscall);
+    if !bpf_available() {
+        return;
+    }
+    use std::io::{BufRead, Write};
+    let mut cfg = Config::new(parse_syscalls("openat").unwrap());
+    cfg.attach = AttachMode::PerSyscall;
+    let mut s = Session::start(&cfg, Box::new(|_| {})).unwrap();
+    // The thread opens a file (taking its slot), says its tid, waits, execs.
+    const SCRIPT: &str = "import os, sys, threading\n\
+        def run():\n    open('/proc/self/stat').close()\n    print(threading.get_native_id(), flush=True)\n    \
+        sys.stdin.readline()\n    os.execv('/bin/true', ['true'])\n\
+        threading.Thread(target=run).start()\nthreading.Event().wait()\n";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", SCRIPT])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let tid: u32 = line.trim().parse().expect("the thread's tid");
+    let slot = tid & (harrier_capture::STASH_SLOTS - 1);
+    let before = s.stash_slot_owner(slot).unwrap();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success(), "the thread's exec ran /bin/true");
+    let after = s.stash_slot_owner(slot).unwrap();
+    s.stop().unwrap();
+    assert_eq!(before, tid as u64, "the thread's open took its slot");
+    assert_ne!(after, tid as u64, "its exec freed it");
+}
