@@ -94,13 +94,12 @@ fn a_thread_that_execs_frees_the_slot_of_its_old_tid() {
         return;
     }
     use std::io::{BufRead, Write};
-    let mut cfg = Config::new(parse_syscalls("openat").unwrap());
-    cfg.attach = AttachMode::PerSyscall;
-    let mut s = Session::start(&cfg, Box::new(|_| {})).unwrap();
-    // The thread opens a file (taking its slot), says its tid, waits, execs.
+    // Once told, the thread opens a file (taking its slot) and says its tid;
+    // told again, it execs.
     const SCRIPT: &str = "import os, sys, threading\n\
-        def run():\n    open('/proc/self/stat').close()\n    print(threading.get_native_id(), flush=True)\n    \
-        sys.stdin.readline()\n    os.execv('/bin/true', ['true'])\n\
+        def run():\n    sys.stdin.readline()\n    open('/proc/self/stat').close()\n    \
+        print(threading.get_native_id(), flush=True)\n    sys.stdin.readline()\n    \
+        os.execv('/bin/true', ['true'])\n\
         threading.Thread(target=run).start()\nthreading.Event().wait()\n";
     let mut child = std::process::Command::new("python3")
         .args(["-c", SCRIPT])
@@ -108,12 +107,19 @@ fn a_thread_that_execs_frees_the_slot_of_its_old_tid() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("python3 runs");
+    // Only the child's threads: no other thread can take the slot first.
+    let mut cfg = Config::new(parse_syscalls("openat").unwrap());
+    cfg.attach = AttachMode::PerSyscall;
+    cfg.pid = Some(child.id());
+    let mut s = Session::start(&cfg, Box::new(|_| {})).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"open\n").unwrap();
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let tid: u32 = line.trim().parse().expect("the thread's tid");
     let slot = tid & (harrier_capture::STASH_SLOTS - 1);
     let before = s.stash_slot_owner(slot).unwrap();
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    stdin.write_all(b"exec\n").unwrap();
     assert!(child.wait().unwrap().success(), "the thread's exec ran /bin/true");
     let after = s.stash_slot_owner(slot).unwrap();
     s.stop().unwrap();
