@@ -24,13 +24,17 @@ static __always_inline struct hr_stash *hr_stash_slot(__u32 tid, bool claim)
 	return 0;
 }
 
-/* The stash of task t (thread tid): its slot, else its task storage. */
+/* The stash of task t (thread tid): its slot, else its task storage (made
+ * with `make`, and counted: the slot was another's). */
 static __always_inline struct hr_stash *hr_stash_of(struct task_struct *t, __u32 tid, bool make)
 {
 	struct hr_stash *st = hr_stash_slot(tid, make);
+	struct hr_cpu *c;
 
 	if (st)
 		return st;
+	if (make && (c = hr_cpu_get()))
+		c->stats.stash_in_task++;
 	return bpf_task_storage_get(&stash, t, 0, make ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
@@ -54,11 +58,7 @@ static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
 		return 0;
 	if (step_clock && (c = hr_cpu_get()))
 		hr_step_start(c, nr);
-	st = hr_stash_slot(tid, true);
-	if (!st && (c = hr_cpu_get()))
-		c->stats.stash_in_task++;
-	if (!st)
-		st = bpf_task_storage_get(&stash, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	st = hr_stash_of(task, tid, true);
 	if (!st) {
 		if ((c = hr_cpu_get()))
 			c->stats.stash_fails++;

@@ -20,6 +20,8 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+mod probes;
+
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/capture.skel.rs"));
 }
@@ -129,9 +131,6 @@ pub struct Session {
     /// With enforcement's hold: resumes held tasks if this process dies.
     guardian: Option<crate::guardian::Guardian>,
 }
-
-/// Entries of the step_ns map (HR_STEPS).
-const STEPS: u32 = 16;
 
 /// openat's exit handler on an fexit (Config::fexit_openat).
 const FEXIT_OPENAT: &str = "hr_fexit_openat";
@@ -617,35 +616,6 @@ impl Session {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
             .ok_or_else(|| anyhow!("per-CPU state missing"))?;
         Ok(v.iter().take(self.ncpus).map(|b| CpuStats::from_bytes(b)).collect())
-    }
-
-    /// With Config::step_clock: per step (bpf/include/steps.h's numbering),
-    /// the ns summed over every CPU and the marks counted.
-    pub fn step_sums(&self) -> Result<Vec<(u64, u64)>> {
-        let mut out = Vec::new();
-        for step in 0..STEPS {
-            let v = self
-                .skel
-                .maps
-                .step_ns
-                .lookup_percpu(&step.to_ne_bytes(), MapFlags::ANY)?
-                .ok_or_else(|| anyhow!("step clock {step} missing"))?;
-            let word = |b: &[u8], i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
-            out.push(v.iter().take(self.ncpus).fold((0, 0), |(ns, n), b| (ns + word(b, 0), n + word(b, 1))));
-        }
-        Ok(out)
-    }
-
-    /// The thread holding stash slot `slot` (0: none); tests look.
-    pub fn stash_slot_owner(&self, slot: u32) -> Result<u64> {
-        let v = self
-            .skel
-            .maps
-            .stash_slots
-            .lookup(&slot.to_ne_bytes(), MapFlags::ANY)?
-            .ok_or_else(|| anyhow!("stash slot {slot} missing"))?;
-        // struct hr_stash: nr, path_len, extra_len, then the owner.
-        Ok(u64::from_ne_bytes(v[8..16].try_into()?))
     }
 
     fn prog_stats(&self) -> Vec<ProgStats> {

@@ -177,18 +177,8 @@ impl NameBuf {
         self.len += n;
     }
 
-    fn put_num(&mut self, mut v: u64) {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.put(&digits[i..]);
+    fn put_num(&mut self, v: u64) {
+        self.put(itoa::Buffer::new().format(v).as_bytes());
     }
 }
 
