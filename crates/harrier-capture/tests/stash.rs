@@ -111,7 +111,7 @@ fn a_thread_that_execs_frees_the_slot_of_its_old_tid() {
     let mut cfg = Config::new(parse_syscalls("openat").unwrap());
     cfg.attach = AttachMode::PerSyscall;
     cfg.pid = Some(child.id());
-    let mut s = Session::start(&cfg, Box::new(|_| {})).unwrap();
+    let s = Session::start(&cfg, Box::new(|_| {})).unwrap();
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"open\n").unwrap();
     let mut line = String::new();

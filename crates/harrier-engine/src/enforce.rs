@@ -4,6 +4,14 @@
 
 use crate::guard::{Decision, Exempt};
 use harrier_capture::guard::{LogEntry, Outcome};
+use harrier_rules::events::EventType;
+use std::time::{Duration, Instant};
+
+/// How long an alert waits for the kernel's verdict on its event. The record
+/// is published before the guard program reads it and logs its verdict, so
+/// user space can read an event first: microseconds on hardware, up to a
+/// time slice where the vCPU that published was descheduled (the TCG guests).
+const VERDICT_WAIT: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -42,6 +50,8 @@ pub struct Enforcer {
     /// By rule index: the rule's guard id and action.
     by_rule: Vec<Option<(u16, Action)>>,
     pub decisions: Vec<Decision>,
+    /// By guard id: the event types whose events the kernel decides.
+    kernel_types: Vec<Vec<EventType>>,
     pub counts: Vec<Counts>,
     exempt: Exempt,
     kernel_log: Option<KernelLog>,
@@ -74,10 +84,15 @@ impl Enforcer {
         for (id, &(r, a)) in enforced.iter().enumerate() {
             by_rule[r as usize] = Some((id as u16, a));
         }
+        let kernel_types = decisions
+            .iter()
+            .map(|d| d.syscalls.iter().filter_map(|s| EventType::from_name(s)).collect())
+            .collect();
         Enforcer {
             by_rule,
             counts: vec![Counts::default(); enforced.len()],
             decisions,
+            kernel_types,
             exempt,
             kernel_log: None,
             self_pid: std::process::id(),
@@ -91,11 +106,11 @@ impl Enforcer {
         self.kernel_log = Some(log);
     }
 
-    /// For an alert of rule `rule` on an event at `ts` (monotonic ns); None:
-    /// the rule is not enforced.
-    pub fn act(&mut self, rule: u32, t: &Target, ts: u64, now: u64) -> Option<Done> {
+    /// For an alert of rule `rule` on an event of type `ty` at `ts`
+    /// (monotonic ns); None: the rule is not enforced.
+    pub fn act(&mut self, rule: u32, t: &Target, ty: EventType, ts: u64, now: u64) -> Option<Done> {
         let (id, action) = (*self.by_rule.get(rule as usize)?)?;
-        let done = self.decide(id, action, t, ts, now);
+        let done = self.decide(id, action, t, ty, ts, now);
         let c = &mut self.counts[id as usize];
         match done.action {
             "killed" => c.killed += 1,
@@ -106,7 +121,7 @@ impl Enforcer {
         Some(done)
     }
 
-    fn decide(&mut self, id: u16, action: Action, t: &Target, ts: u64, now: u64) -> Done {
+    fn decide(&mut self, id: u16, action: Action, t: &Target, ty: EventType, ts: u64, now: u64) -> Done {
         let done =
             |action, by, latency_ns, detail: &str| Done { action, by, latency_ns, detail: detail.into() };
         if let Some(why) = self.protected(t) {
@@ -115,7 +130,7 @@ impl Enforcer {
         if action == Action::DryRun {
             return done("would kill", "user space", 0, "");
         }
-        let logged = self.kernel_log.as_ref().and_then(|l| l(t.tid)).filter(|l| l.ts == ts);
+        let logged = self.kernel_verdict(id, ty, t.tid, ts);
         // Killed by the kernel for another enforced rule (the alert names the first match).
         if let Some(l) = logged.filter(|l| l.rule != id && l.outcome == Outcome::Killed) {
             let other = self.decisions.get(l.rule as usize).map_or("?", |d| d.rule.as_str());
@@ -148,6 +163,26 @@ impl Enforcer {
             }
             Ok(()) => done("killed", "user space", crate::monotonic_now().saturating_sub(ts), ""),
             Err(e) => done("failed", "user space", 0, &e),
+        }
+    }
+
+    /// The kernel's log of this event. Where the kernel decides the rule on
+    /// this event type, it waits for a verdict the guard has yet to log,
+    /// sleeping: spinning would keep the CPU the guard may need. It gives up
+    /// once the thread's log is of a later event, or after [`VERDICT_WAIT`]
+    /// (the kernel found no match, or logged none).
+    fn kernel_verdict(&self, id: u16, ty: EventType, tid: u32, ts: u64) -> Option<LogEntry> {
+        let log = self.kernel_log.as_ref()?;
+        let wait = self.kernel_types.get(id as usize).is_some_and(|t| t.contains(&ty));
+        let until = Instant::now() + VERDICT_WAIT;
+        loop {
+            let l = log(tid);
+            match l {
+                Some(l) if l.ts == ts => return Some(l),
+                Some(l) if l.ts > ts => return None,
+                _ if !wait || Instant::now() >= until => return None,
+                _ => std::thread::sleep(Duration::from_micros(50)),
+            }
         }
     }
 
@@ -239,3 +274,6 @@ fn kill(t: &Target) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

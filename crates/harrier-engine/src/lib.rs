@@ -349,7 +349,7 @@ impl Engine {
                     comm: p.as_ref().map_or(&b""[..], |p| p.comm),
                     uid: p.as_ref().and_then(|p| p.euid),
                 };
-                if let Some(done) = en.act(i, &target, ts, monotonic_now()) {
+                if let Some(done) = en.act(i, &target, ty, ts, monotonic_now()) {
                     enforce::describe(&done, &mut alert.output, &mut alert.output_fields);
                 }
             }
