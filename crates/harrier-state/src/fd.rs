@@ -133,9 +133,14 @@ impl Tuple {
         self.name_arc().to_string()
     }
 
-    /// [`Tuple::name`] as the fd keeps it: written on the stack, one
-    /// allocation (every connect and accept renames its fd).
+    /// [`Tuple::name`] as the fd keeps it.
     pub fn name_arc(&self) -> Arc<str> {
+        Arc::from(self.name_buf().as_str())
+    }
+
+    /// [`Tuple::name`] written on the stack: every connect and accept
+    /// renames its fd (harrier-state's Names reuses the fd's string).
+    pub(crate) fn name_buf(&self) -> NameBuf {
         let (c, cp, s, sp) = match self.server {
             false => (&self.sip, self.sport, &self.dip, self.dport),
             true => (&self.dip, self.dport, &self.sip, self.sport),
@@ -144,7 +149,7 @@ impl Tuple {
         self.put_end(&mut w, c, cp);
         w.put(b"->");
         self.put_end(&mut w, s, sp);
-        Arc::from(std::str::from_utf8(&w.buf[..w.len]).unwrap_or(""))
+        w
     }
 
     fn put_end(&self, w: &mut NameBuf, ip: &[u8; 16], port: u16) {
@@ -165,12 +170,16 @@ impl Tuple {
 }
 
 /// A tuple's name as it is written: room for two bracketed IPv6 ends.
-struct NameBuf {
+pub(crate) struct NameBuf {
     buf: [u8; 128],
     len: usize,
 }
 
 impl NameBuf {
+    pub(crate) fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+
     fn put(&mut self, b: &[u8]) {
         let n = b.len().min(self.buf.len() - self.len);
         self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);

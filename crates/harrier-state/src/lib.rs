@@ -25,6 +25,7 @@
 
 pub mod container;
 pub mod fd;
+mod names;
 pub mod process;
 mod procfs;
 pub mod snapshot;

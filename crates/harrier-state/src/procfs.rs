@@ -204,6 +204,7 @@ fn read_fds(p: &mut Process, socks: &Sockets) {
 /// Sockets of `pid`'s network namespace from its /proc/PID/net tables.
 fn read_sockets(pid: u32) -> Sockets {
     let mut out = Sockets::new();
+    let mut names = crate::names::Names::default();
     for (file, v6, l4) in
         [("tcp", false, L4::Tcp), ("tcp6", true, L4::Tcp), ("udp", false, L4::Udp), ("udp6", true, L4::Udp)]
     {
@@ -218,7 +219,7 @@ fn read_sockets(pid: u32) -> Sockets {
             else {
                 continue;
             };
-            let mut f = socket_fd(if v6 { 10 } else { 2 }, 0, 0);
+            let mut f = socket_fd(if v6 { 10 } else { 2 }, 0, 0, &mut names);
             // Which side accepted is not in /proc/net: seeded sockets count as clients.
             let t = Tuple { v6, l4, sip, dip, sport, dport, server: false };
             f.name = t.name_arc();
@@ -230,7 +231,7 @@ fn read_sockets(pid: u32) -> Sockets {
         for l in text.lines().skip(1) {
             let cols: Vec<&str> = l.split_whitespace().collect();
             let Some(Ok(ino)) = cols.get(6).map(|i| i.parse::<u64>()) else { continue };
-            let mut f = socket_fd(1, 0, 0);
+            let mut f = socket_fd(1, 0, 0, &mut names);
             f.name = Arc::from(cols.get(7).copied().unwrap_or(""));
             out.insert(ino, f);
         }

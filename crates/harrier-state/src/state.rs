@@ -3,13 +3,13 @@
 
 use crate::container::Containers;
 use crate::fd::{Fd, FdType, Tuple, L4};
+use crate::names::Names;
 use crate::process::{Comm, Process};
 use crate::users::Users;
 use crate::IdMap;
 use harrier_schema::decode::Value;
 use harrier_schema::decode::{Event, Meta};
 use harrier_schema::view::{Known, SyscallParams, SyscallView};
-use std::sync::Arc;
 
 const O_DIRECTORY: u64 = 0o200000;
 const O_CLOEXEC: u64 = 0o2000000;
@@ -75,6 +75,8 @@ pub struct State {
     /// environment is stored (up to 4 KiB per process otherwise).
     pub keep_env: bool,
     watcher: Option<Box<dyn ProcessWatcher>>,
+    /// Descriptor names, shared and reused (no allocation per open or connect).
+    names: Names,
 }
 
 /// The syscalls whose events change the tables.
@@ -149,6 +151,7 @@ impl State {
             fd_name_changed: false,
             keep_env: false,
             watcher: None,
+            names: Names::default(),
         }
     }
 
@@ -266,6 +269,12 @@ impl State {
 
     /// The process of `tid`, made from /proc if no event introduced it.
     fn proc_mut(&mut self, tid: u32) -> Option<&mut Process> {
+        let pid = self.pid_of(tid)?;
+        self.procs.get_mut(&pid)
+    }
+
+    /// [`State::proc_mut`]'s pid: the process borrowed beside other fields.
+    fn pid_of(&mut self, tid: u32) -> Option<u32> {
         if !self.threads.contains_key(&tid) {
             let look = self.read_proc && !self.not_in_proc.contains_key(&tid);
             let found = if look {
@@ -301,8 +310,7 @@ impl State {
                 }
             }
         }
-        let pid = *self.threads.get(&tid)?;
-        self.procs.get_mut(&pid)
+        self.threads.get(&tid).copied()
     }
 
     fn apply_meta(&mut self, tid: u32, ts: u64, m: &Meta) {
@@ -378,9 +386,9 @@ impl State {
             return;
         }
         let keep_env = self.keep_env;
-        let Some(p) = self.proc_mut(tid) else { return };
+        let Some(p) = self.pid_of(tid).and_then(|pid| self.procs.get_mut(&pid)) else { return };
         let mut renamed = false;
-        if apply_to(p, e, keep_env, &mut renamed) {
+        if apply_to(p, e, keep_env, &mut self.names, &mut renamed) {
             self.stats.unknown_fds += 1;
         }
         self.fd_name_changed = renamed;
@@ -390,18 +398,17 @@ impl State {
     /// without decoding the event (the engine calls it from the event's
     /// view): a socket that is not TCP takes the destination as its peer, as
     /// Falco's does, which renames it if the destination is new. Sets and
-    /// returns [`State::fd_name_changed`]. Allocates only on a rename.
+    /// returns [`State::fd_name_changed`]. Allocates only on a rename to a
+    /// name of a length no closed socket left.
     pub fn apply_send(&mut self, tid: u32, fd: i32, addr: &[u8]) -> bool {
-        self.fd_name_changed = false;
-        if let Some(f) = self.proc_mut(tid).and_then(|p| p.fds.get_mut(fd)) {
-            self.fd_name_changed = send_to(f, addr);
-        }
+        let f = self.pid_of(tid).and_then(|pid| self.procs.get_mut(&pid)).and_then(|p| p.fds.get_mut(fd));
+        self.fd_name_changed = f.is_some_and(|f| send_to(f, addr, &mut self.names));
         self.fd_name_changed
     }
 }
 
 /// sendto/sendmsg to `addr` on `f`: see [`State::apply_send`]. True if renamed.
-fn send_to(f: &mut Fd, addr: &[u8]) -> bool {
+fn send_to(f: &mut Fd, addr: &[u8], names: &mut Names) -> bool {
     let tcp = f.tuple.as_ref().is_some_and(|t| t.l4 == L4::Tcp);
     if addr.len() < 2 || (tcp && !f.name.is_empty()) {
         return false;
@@ -419,9 +426,7 @@ fn send_to(f: &mut Fd, addr: &[u8]) -> bool {
         // (checked without allocating: datagrams to /dev/log are frequent)
         return false;
     }
-    let old = f.name.clone();
-    set_addresses(f, None, Some(addr));
-    *old != *f.name
+    set_addresses(f, None, Some(addr), names)
 }
 
 impl Default for State {
@@ -433,7 +438,13 @@ impl Default for State {
 /// Applies a state-changing syscall to its process; true if it named a
 /// descriptor the table did not hold.
 /// `renamed` is set when the event changed the name of the fd it names.
-fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, renamed: &mut bool) -> bool {
+fn apply_to<'a>(
+    p: &mut Process,
+    e: &impl SyscallParams<'a>,
+    keep_env: bool,
+    names: &mut Names,
+    renamed: &mut bool,
+) -> bool {
     let ret = e.ret();
     let name = e.syscall().name;
     let mut unknown_fd = false;
@@ -453,10 +464,10 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
                 p.set_argv(a);
             }
             if let Some(x) = b("exe") {
-                p.exepath = arc_str(x);
+                p.exepath = names.get(x);
             }
             if let Some(c) = b("cwd") {
-                p.cwd = arc_str(c);
+                p.cwd = names.get(c);
             }
             // The new image's environment; absent (an older schema's record) is unknown.
             match e.bytes("env") {
@@ -493,13 +504,16 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
             // Falco names a reopened pipe by the path asked for instead
             // (docs/falco-differences.md, reopened-pipe).
             let typ = crate::fd::type_of_open(&path, flags & O_DIRECTORY != 0);
-            let mut f = Fd::new(typ, arc_str(path), flags & O_CLOEXEC != 0);
+            let mut f = Fd::new(typ, names.get(path), flags & O_CLOEXEC != 0);
             f.flags = flags as u32;
             p.fds.insert(new_fd, f);
         }
         "close" => {
             if let Some(fd) = known_u(Known::Fd).map(|v| v as i32) {
-                unknown_fd = p.fds.remove(fd).is_none();
+                match p.fds.remove(fd) {
+                    Some(f) => names.closed(f),
+                    None => unknown_fd = true,
+                }
             }
         }
         "close_range" => {
@@ -531,7 +545,7 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
         "socket" => {
             let family = u("domain").unwrap_or(0);
             let typ = u("type").unwrap_or(0);
-            let mut f = socket_fd(family, typ & 0xf, u("protocol").unwrap_or(0));
+            let mut f = socket_fd(family, typ & 0xf, u("protocol").unwrap_or(0), names);
             f.cloexec = typ & SOCK_CLOEXEC != 0;
             f.flags = typ as u32;
             p.fds.insert(new_fd, f);
@@ -543,9 +557,7 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
             };
             let local = b("local");
             let peer = if name == "connect" { b("peer").or_else(|| b("addr")) } else { None };
-            let old = f.name.clone();
-            set_addresses(f, local, peer);
-            *renamed = *old != *f.name;
+            *renamed = set_addresses(f, local, peer, names);
         }
         "sendto" | "sendmsg" => {
             let fd = fd_of("fd").unwrap_or(-1);
@@ -553,7 +565,7 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
                 return true;
             };
             if let Some(addr) = b("addr") {
-                *renamed = send_to(f, addr);
+                *renamed = send_to(f, addr, names);
             }
         }
         "accept" | "accept4" => {
@@ -564,23 +576,23 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
                 .or(b("local"))
                 .map_or(0, |a| u16::from_le_bytes([a[0], a.get(1).copied().unwrap_or(0)]) as u64);
             let family = if family == 0 { listener.map_or(AF_INET, |l| family_of(l.typ)) } else { family };
-            let mut f = socket_fd(family, 1, 0);
+            let mut f = socket_fd(family, 1, 0, names);
             if let Some(t) = f.tuple.as_mut() {
                 t.l4 = l4;
                 t.server = true;
             }
             f.cloexec = u("flags").unwrap_or(0) & SOCK_CLOEXEC != 0;
-            set_addresses(&mut f, b("local"), peer);
+            set_addresses(&mut f, b("local"), peer, names);
             p.fds.insert(new_fd, f);
         }
         "pipe" | "pipe2" | "socketpair" => {
             let cloexec = (u("flags").unwrap_or(0) | u("type").unwrap_or(0)) & O_CLOEXEC != 0;
             let f = if name == "socketpair" {
-                let mut f = socket_fd(u("domain").unwrap_or(AF_UNIX), u("type").unwrap_or(0) & 0xf, 0);
+                let mut f = socket_fd(u("domain").unwrap_or(AF_UNIX), u("type").unwrap_or(0) & 0xf, 0, names);
                 f.cloexec = cloexec;
                 f
             } else {
-                Fd::new(FdType::Pipe, Arc::from("pipe"), cloexec)
+                Fd::new(FdType::Pipe, names.get(b"pipe"), cloexec)
             };
             for n in ["fd0", "fd1"] {
                 if let Some(fd) = fd_of(n) {
@@ -592,7 +604,7 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
             let n = String::from_utf8_lossy(b("name").unwrap_or_default());
             let f = Fd::new(
                 FdType::Memfd,
-                Arc::from(format!("memfd:{n}").as_str()),
+                names.get(format!("memfd:{n}").as_bytes()),
                 u("flags").unwrap_or(0) & MFD_CLOEXEC != 0,
             );
             p.fds.insert(new_fd, f);
@@ -600,7 +612,10 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
         "signalfd" | "signalfd4" if fd_of("fd").is_some_and(|fd| fd >= 0) => {}
         _ if anon_name(name).is_some() => {
             let (typ, n) = anon_name(name).unwrap_or((FdType::Other, ""));
-            p.fds.insert(new_fd, Fd::new(typ, Arc::from(n), u("flags").unwrap_or(0) & O_CLOEXEC != 0));
+            p.fds.insert(
+                new_fd,
+                Fd::new(typ, names.get(n.as_bytes()), u("flags").unwrap_or(0) & O_CLOEXEC != 0),
+            );
         }
         // setpgid may name another process; only the caller's own group is read.
         "setsid" | "setpgid" if u("pid").unwrap_or(0) == 0 || u("pid") == Some(p.vpid as u64) => {
@@ -609,7 +624,7 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
         }
         "chdir" | "fchdir" => {
             if let Some(c) = b("cwd") {
-                p.cwd = arc_str(c);
+                p.cwd = names.get(c);
             }
         }
         "setuid" | "setreuid" | "setresuid" | "setgid" | "setregid" | "setresgid" | "capset" => {
@@ -629,15 +644,6 @@ fn apply_to<'a>(p: &mut Process, e: &impl SyscallParams<'a>, keep_env: bool, ren
         _ => {}
     }
     unknown_fd
-}
-
-/// Text from an event as a shared string; valid UTF-8 (nearly always) is
-/// checked by the fast validator and copied once.
-fn arc_str(b: &[u8]) -> Arc<str> {
-    match std::str::from_utf8(b) {
-        Ok(s) => Arc::from(s),
-        Err(_) => Arc::from(String::from_utf8_lossy(b).as_ref()),
-    }
 }
 
 /// The /proc link name of the descriptor an anonymous-inode syscall makes.
@@ -661,7 +667,7 @@ fn family_of(t: FdType) -> u64 {
 }
 
 /// A new socket descriptor of this family, type (SOCK_STREAM...) and protocol.
-pub(crate) fn socket_fd(family: u64, typ: u64, protocol: u64) -> Fd {
+pub(crate) fn socket_fd(family: u64, typ: u64, protocol: u64, names: &mut Names) -> Fd {
     let ftype = match family {
         AF_INET => FdType::Ipv4,
         AF_INET6 => FdType::Ipv6,
@@ -669,7 +675,7 @@ pub(crate) fn socket_fd(family: u64, typ: u64, protocol: u64) -> Fd {
         AF_NETLINK => FdType::Netlink,
         _ => FdType::Socket,
     };
-    let mut f = Fd::new(ftype, Arc::from(""), false);
+    let mut f = Fd::new(ftype, names.empty(), false);
     if matches!(ftype, FdType::Ipv4 | FdType::Ipv6) {
         let l4 = match (typ, protocol) {
             (_, 6) | (1, 0) => L4::Tcp,
@@ -678,21 +684,25 @@ pub(crate) fn socket_fd(family: u64, typ: u64, protocol: u64) -> Fd {
             (3, _) => L4::Raw,
             _ => L4::Unknown,
         };
-        f.tuple = Some(Box::new(Tuple { v6: ftype == FdType::Ipv6, l4, ..Default::default() }));
+        f.tuple = Some(names.tuple(Tuple { v6: ftype == FdType::Ipv6, l4, ..Default::default() }));
     }
     f
 }
 
-/// Fills an inet tuple (or a unix name) from kernel sockaddrs and renames the fd.
-fn set_addresses(f: &mut Fd, local: Option<&[u8]>, peer: Option<&[u8]>) {
+/// Fills an inet tuple (or a unix name) from kernel sockaddrs and renames
+/// the fd; true if its name changed.
+fn set_addresses(f: &mut Fd, local: Option<&[u8]>, peer: Option<&[u8]>, names: &mut Names) -> bool {
     if f.typ == FdType::Unix {
         // Falco names a unix socket by the path it is bound or connected to.
-        if let Some(path) = peer.or(local).and_then(unix_path) {
-            f.name = Arc::from(path.as_str());
-        }
-        return;
+        return match peer.or(local).and_then(unix_path) {
+            Some(path) if *path != *f.name => {
+                f.name = names.get(path.as_bytes());
+                true
+            }
+            _ => false,
+        };
     }
-    let Some(t) = f.tuple.as_mut() else { return };
+    let Some(t) = f.tuple.as_mut() else { return false };
     if let Some((ip, port)) = local.and_then(inet) {
         t.sip = ip;
         t.sport = port;
@@ -712,7 +722,12 @@ fn set_addresses(f: &mut Fd, local: Option<&[u8]>, peer: Option<&[u8]>) {
         t.v6 = false;
         f.typ = FdType::Ipv4;
     }
-    f.name = t.name_arc();
+    let text = t.name_buf();
+    if *text.as_str() == *f.name {
+        return false;
+    }
+    names.rename_socket(&mut f.name, text.as_str());
+    true
 }
 
 fn v4_mapped(ip: &[u8; 16]) -> bool {

@@ -70,31 +70,47 @@ fn ns_per_applied_event() {
     let mut s = State::new();
     s.scan_proc(Some(me));
     s.apply(&decode(&fork(0, me, child, child, "w")).unwrap());
-    let cases: [(&str, Vec<u8>); 3] = [
-        ("read (no state change)", syscall(1, child, "read", 10, &[("fd", P::I(3))])),
+    let mut local = vec![2, 0, 0x9c, 0x40, 10, 0, 0, 1];
+    local.extend([0; 8]);
+    let mut peer = vec![2, 0, 0x01, 0xbb, 93, 184, 216, 34];
+    peer.extend([0; 8]);
+    let close = syscall(1, child, "close", 0, &[("fd", P::I(3))]);
+    let cases: [(&str, Vec<Vec<u8>>); 4] = [
+        ("read (no state change)", vec![syscall(1, child, "read", 10, &[("fd", P::I(3))])]),
         (
             "fcntl F_SETFD (update)",
-            syscall(1, child, "fcntl", 0, &[("fd", P::I(3)), ("cmd", P::I(2)), ("arg", P::I(1))]),
+            vec![syscall(1, child, "fcntl", 0, &[("fd", P::I(3)), ("cmd", P::I(2)), ("arg", P::I(1))])],
         ),
         (
             "openat + close (insert, remove)",
-            syscall(1, child, "openat", 3, &[("fullpath", P::B(b"/etc/hosts"))]),
+            vec![syscall(1, child, "openat", 3, &[("fullpath", P::B(b"/etc/hosts"))]), close.clone()],
+        ),
+        (
+            "socket + connect + close",
+            vec![
+                syscall(1, child, "socket", 3, &[("domain", P::I(2)), ("type", P::I(1))]),
+                syscall(
+                    1,
+                    child,
+                    "connect",
+                    0,
+                    &[("fd", P::I(3)), ("local", P::B(&local)), ("peer", P::B(&peer))],
+                ),
+                close,
+            ],
         ),
     ];
-    let close = syscall(1, child, "close", 0, &[("fd", P::I(3))]);
-    let close = decode(&close).unwrap();
-    for (name, b) in &cases {
-        let e = decode(b).unwrap();
+    for (name, events) in &cases {
+        let events: Vec<_> = events.iter().map(|b| decode(b).unwrap()).collect();
         let n = 1_000_000;
         let t = std::time::Instant::now();
         for _ in 0..n {
-            s.apply(&e);
-            if name.starts_with("openat") {
-                s.apply(&close);
+            for e in &events {
+                s.apply(e);
             }
         }
         println!(
-            "{name}: {:.1} ns per apply (decode not included)",
+            "{name}: {:.1} ns per round (decode not included)",
             t.elapsed().as_nanos() as f64 / n as f64
         );
     }

@@ -39,3 +39,61 @@ fn updates_of_existing_entries_and_lookups_do_not_allocate() {
     assert!(n > 0);
     assert!(s.fd(child, 3).unwrap().cloexec);
 }
+
+fn inet(port: u16, ip: [u8; 4]) -> Vec<u8> {
+    let mut a = vec![2, 0];
+    a.extend(port.to_be_bytes());
+    a.extend(ip);
+    a.extend([0; 8]);
+    a
+}
+
+/// Opening a path again, and a socket's connect from a new ephemeral port,
+/// reuse what the last close left: names are interned or rewritten.
+#[test]
+fn opening_connecting_and_closing_again_do_not_allocate() {
+    let me = std::process::id();
+    let child = 4_100_001;
+    let mut s = State::new();
+    s.scan_proc(Some(me));
+    s.apply(&decode(&fork(1, me, child, child, "w")).unwrap());
+    let peer = inet(443, [93, 184, 216, 34]);
+    let ports: Vec<u16> = (40_000..40_010).collect();
+    let raw: Vec<[Vec<u8>; 5]> = ports
+        .iter()
+        .map(|&port| {
+            let local = inet(port, [10, 0, 0, 1]);
+            [
+                syscall(2, child, "openat", 3, &[("fullpath", P::B(b"/etc/hosts"))]),
+                syscall(3, child, "close", 0, &[("fd", P::I(3))]),
+                syscall(4, child, "socket", 3, &[("domain", P::I(2)), ("type", P::I(1))]),
+                syscall(
+                    5,
+                    child,
+                    "connect",
+                    0,
+                    &[("fd", P::I(3)), ("local", P::B(&local)), ("peer", P::B(&peer))],
+                ),
+                syscall(6, child, "close", 0, &[("fd", P::I(3))]),
+            ]
+        })
+        .collect();
+    let rounds: Vec<Vec<_>> = raw.iter().map(|r| r.iter().map(|b| decode(b).unwrap()).collect()).collect();
+    let names: Vec<String> = ports.iter().map(|p| format!("10.0.0.1:{p}->93.184.216.34:443")).collect();
+    for e in &rounds[0] {
+        s.apply(e); // warm-up: the path interned, a socket's name and tuple kept
+    }
+    let before = harrier_alloc_count::this_thread().allocations;
+    for (r, name) in rounds[1..].iter().zip(&names[1..]) {
+        for e in &r[..4] {
+            s.apply(e);
+        }
+        assert_eq!(&*s.fd(child, 3).unwrap().name, name.as_str());
+        s.apply(&r[4]);
+    }
+    assert_eq!(
+        harrier_alloc_count::this_thread().allocations - before,
+        0,
+        "allocations opening, connecting, closing"
+    );
+}
