@@ -11,7 +11,7 @@ use harrier_engine::Engine;
 use harrier_outputs::sinks::Sink;
 use harrier_outputs::{Alert, Limits, Outputs};
 use harrier_rules::ruleset::{LoadOptions, RuleMatching, RuleSet, RuleStatus};
-use harrier_state::testing::{exec, fork, syscall, P};
+use harrier_state::testing::{exec, fork, sockaddr_in as inet, syscall, P};
 use std::sync::{Arc, Mutex};
 
 fn opts() -> LoadOptions {
@@ -57,14 +57,6 @@ fn engine(rules: RuleSet) -> (Engine, Arc<Mutex<Vec<Alert>>>) {
 fn alerts(engine: Engine, got: &Arc<Mutex<Vec<Alert>>>) -> Vec<Alert> {
     engine.into_outputs().close(std::time::Duration::from_secs(2));
     got.lock().unwrap().clone()
-}
-
-fn inet(port: u16, ip: [u8; 4]) -> Vec<u8> {
-    let mut a = vec![2, 0];
-    a.extend(port.to_be_bytes());
-    a.extend(ip);
-    a.extend([0; 8]);
-    a
 }
 
 /// A process forked from pid 1 that execs `exe` in `cgroup`.

@@ -80,3 +80,12 @@ pub fn exec(ts: u64, tid: u32, old_tid: u32, name: &str, cgroup: &str) -> Vec<u8
 pub fn exit(ts: u64, tid: u32, pid: u32) -> Vec<u8> {
     event(ts, tid, META_EXIT, 0, &pid.to_le_bytes())
 }
+
+/// A sockaddr_in as the sensor copies it: AF_INET, the port (network order), the address.
+pub fn sockaddr_in(port: u16, ip: [u8; 4]) -> Vec<u8> {
+    let mut a = vec![2, 0];
+    a.extend(port.to_be_bytes());
+    a.extend(ip);
+    a.extend([0; 8]);
+    a
+}

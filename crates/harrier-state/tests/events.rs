@@ -1,7 +1,7 @@
 //! The state engine fed with synthetic events, as the sensor writes them.
 
 use harrier_schema::decode::decode;
-use harrier_state::testing::{exec, exit, fork, syscall, P};
+use harrier_state::testing::{exec, exit, fork, sockaddr_in as inet, syscall, P};
 use harrier_state::{FdType, State, L4};
 
 const ID: &str = "3f1c0e5a9b7d2e4f6a8c0b1d3e5f7a9c2b4d6e8f0a1c3e5b7d9f1a3c5e7b9d0f";
@@ -9,14 +9,6 @@ const CHILD: u32 = 4_000_001;
 
 fn apply(s: &mut State, b: &[u8]) {
     s.apply(&decode(b).expect("test events decode"));
-}
-
-fn inet(port: u16, ip: [u8; 4]) -> Vec<u8> {
-    let mut a = vec![2, 0];
-    a.extend(port.to_be_bytes());
-    a.extend(ip);
-    a.extend([0; 8]);
-    a
 }
 
 /// This test process, seeded from /proc, forks CHILD, which execs.

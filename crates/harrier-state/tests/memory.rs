@@ -3,7 +3,7 @@
 //! cargo test --release -p harrier-state --test memory -- --ignored --nocapture
 
 use harrier_schema::decode::decode;
-use harrier_state::testing::{fork, syscall, P};
+use harrier_state::testing::{fork, sockaddr_in, syscall, P};
 use harrier_state::State;
 
 fn rss_bytes() -> u64 {
@@ -70,10 +70,7 @@ fn ns_per_applied_event() {
     let mut s = State::new();
     s.scan_proc(Some(me));
     s.apply(&decode(&fork(0, me, child, child, "w")).unwrap());
-    let mut local = vec![2, 0, 0x9c, 0x40, 10, 0, 0, 1];
-    local.extend([0; 8]);
-    let mut peer = vec![2, 0, 0x01, 0xbb, 93, 184, 216, 34];
-    peer.extend([0; 8]);
+    let (local, peer) = (sockaddr_in(40_000, [10, 0, 0, 1]), sockaddr_in(443, [93, 184, 216, 34]));
     let close = syscall(1, child, "close", 0, &[("fd", P::I(3))]);
     let cases: [(&str, Vec<Vec<u8>>); 4] = [
         ("read (no state change)", vec![syscall(1, child, "read", 10, &[("fd", P::I(3))])]),

@@ -1,7 +1,7 @@
 //! Per-event work on existing entries and lookups allocate nothing.
 
 use harrier_schema::decode::decode;
-use harrier_state::testing::{fork, syscall, P};
+use harrier_state::testing::{fork, sockaddr_in as inet, syscall, P};
 use harrier_state::State;
 #[global_allocator]
 static A: harrier_alloc_count::Counting = harrier_alloc_count::Counting;
@@ -38,14 +38,6 @@ fn updates_of_existing_entries_and_lookups_do_not_allocate() {
     );
     assert!(n > 0);
     assert!(s.fd(child, 3).unwrap().cloexec);
-}
-
-fn inet(port: u16, ip: [u8; 4]) -> Vec<u8> {
-    let mut a = vec![2, 0];
-    a.extend(port.to_be_bytes());
-    a.extend(ip);
-    a.extend([0; 8]);
-    a
 }
 
 /// Opening a path again, and a socket's connect from a new ephemeral port,
