@@ -17,7 +17,8 @@ const SPARE_LEN: usize = 128;
 
 #[derive(Default)]
 pub struct Names {
-    interned: HashSet<Arc<str>, foldhash::fast::FixedState>,
+    /// Seeded per process: any program chooses the paths it opens.
+    interned: HashSet<Arc<str>, foldhash::fast::RandomState>,
     /// The set's size at which it next forgets what no one holds.
     sweep_at: usize,
     /// Unshared names of closed sockets, by length.

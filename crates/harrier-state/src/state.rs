@@ -694,9 +694,10 @@ pub(crate) fn socket_fd(family: u64, typ: u64, protocol: u64, names: &mut Names)
 fn set_addresses(f: &mut Fd, local: Option<&[u8]>, peer: Option<&[u8]>, names: &mut Names) -> bool {
     if f.typ == FdType::Unix {
         // Falco names a unix socket by the path it is bound or connected to.
-        return match peer.or(local).and_then(unix_path) {
-            Some(path) if *path != *f.name => {
-                f.name = names.get(path.as_bytes());
+        let mut buf = [0u8; UNIX_NAME_MAX];
+        return match peer.or(local).and_then(|a| unix_path(a, &mut buf)) {
+            Some(path) if *String::from_utf8_lossy(path) != *f.name => {
+                f.name = names.get(path);
                 true
             }
             _ => false,
@@ -754,16 +755,25 @@ fn same_unix_path(name: &str, a: &[u8]) -> bool {
     !name.is_empty() && end > 0 && name.as_bytes() == &path[..end]
 }
 
-fn unix_path(a: &[u8]) -> Option<String> {
+/// "@" and sun_path's 108 bytes.
+const UNIX_NAME_MAX: usize = 109;
+
+/// A unix sockaddr's name as Falco gives it ("@name" for an abstract one,
+/// its trailing NULs cut), written in `buf`.
+fn unix_path<'b>(a: &[u8], buf: &'b mut [u8; UNIX_NAME_MAX]) -> Option<&'b [u8]> {
     let path = a.get(2..)?;
-    match path.first() {
-        None => None,
-        Some(0) => Some(format!("@{}", String::from_utf8_lossy(&path[1..]).trim_end_matches('\0'))),
-        _ => {
-            let end = path.iter().position(|&c| c == 0).unwrap_or(path.len());
-            Some(String::from_utf8_lossy(&path[..end]).into_owned())
+    let (name, at) = match path.first()? {
+        0 => {
+            let n = &path[1..];
+            let zeros = n.iter().rev().take_while(|&&c| c == 0).count();
+            buf[0] = b'@';
+            (&n[..n.len() - zeros], 1)
         }
-    }
+        _ => (&path[..path.iter().position(|&c| c == 0).unwrap_or(path.len())], 0),
+    };
+    let len = name.len().min(UNIX_NAME_MAX - at);
+    buf[at..at + len].copy_from_slice(&name[..len]);
+    Some(&buf[..at + len])
 }
 
 /// Ancestors by ppid, nearest first; see [`State::ancestors`].

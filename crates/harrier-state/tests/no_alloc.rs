@@ -89,3 +89,47 @@ fn opening_connecting_and_closing_again_do_not_allocate() {
         "allocations opening, connecting, closing"
     );
 }
+
+fn sockaddr_un(path: &[u8]) -> Vec<u8> {
+    let mut a = vec![1, 0];
+    a.extend(path);
+    a.extend([0; 4]);
+    a
+}
+
+/// A unix socket named by the path or the abstract name it connects to:
+/// interned, Falco's "@" for an abstract one, no allocation once warm.
+#[test]
+fn unix_sockets_are_named_without_allocating() {
+    let me = std::process::id();
+    let child = 4_100_002;
+    let mut s = State::new();
+    s.scan_proc(Some(me));
+    s.apply(&decode(&fork(1, me, child, child, "w")).unwrap());
+    let cases =
+        [(sockaddr_un(b"/run/x.sock"), "/run/x.sock"), (sockaddr_un(b"\0hr-abstract"), "@hr-abstract")];
+    let raw: Vec<[Vec<u8>; 3]> = cases
+        .iter()
+        .map(|(peer, _)| {
+            [
+                syscall(2, child, "socket", 3, &[("domain", P::I(1)), ("type", P::I(1))]),
+                syscall(3, child, "connect", 0, &[("fd", P::I(3)), ("peer", P::B(peer))]),
+                syscall(4, child, "close", 0, &[("fd", P::I(3))]),
+            ]
+        })
+        .collect();
+    let rounds: Vec<Vec<_>> = raw.iter().map(|r| r.iter().map(|b| decode(b).unwrap()).collect()).collect();
+    for r in &rounds {
+        for e in r {
+            s.apply(e); // warm-up: both names interned
+        }
+    }
+    let before = harrier_alloc_count::this_thread().allocations;
+    for (r, (_, name)) in rounds.iter().zip(&cases) {
+        s.apply(&r[0]);
+        s.apply(&r[1]);
+        assert_eq!(&*s.fd(child, 3).unwrap().name, *name);
+        s.apply(&r[2]);
+    }
+    assert_eq!(harrier_alloc_count::this_thread().allocations - before, 0, "allocations naming unix sockets");
+}
