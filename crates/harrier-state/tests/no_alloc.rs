@@ -6,13 +6,20 @@ use harrier_state::State;
 #[global_allocator]
 static A: harrier_alloc_count::Counting = harrier_alloc_count::Counting;
 
+/// The tables of this process seeded from /proc, with `child` forked from it.
+fn with_child(child: u32) -> State {
+    let me = std::process::id();
+    let mut s = State::new();
+    s.scan_proc(Some(me));
+    s.apply(&decode(&fork(1, me, child, child, "w")).unwrap());
+    s
+}
+
 #[test]
 fn updates_of_existing_entries_and_lookups_do_not_allocate() {
     let me = std::process::id();
     let child = 4_100_000;
-    let mut s = State::new();
-    s.scan_proc(Some(me));
-    s.apply(&decode(&fork(1, me, child, child, "w")).unwrap());
+    let mut s = with_child(child);
     s.apply(&decode(&syscall(2, child, "openat", 3, &[("fullpath", P::B(b"/etc/hosts"))])).unwrap());
     let events = [
         syscall(3, child, "fcntl", 0, &[("fd", P::I(3)), ("cmd", P::I(2)), ("arg", P::I(1))]),
@@ -44,11 +51,8 @@ fn updates_of_existing_entries_and_lookups_do_not_allocate() {
 /// reuse what the last close left: names are interned or rewritten.
 #[test]
 fn opening_connecting_and_closing_again_do_not_allocate() {
-    let me = std::process::id();
     let child = 4_100_001;
-    let mut s = State::new();
-    s.scan_proc(Some(me));
-    s.apply(&decode(&fork(1, me, child, child, "w")).unwrap());
+    let mut s = with_child(child);
     let peer = inet(443, [93, 184, 216, 34]);
     let ports: Vec<u16> = (40_000..40_010).collect();
     let raw: Vec<[Vec<u8>; 5]> = ports
@@ -101,11 +105,8 @@ fn sockaddr_un(path: &[u8]) -> Vec<u8> {
 /// interned, Falco's "@" for an abstract one, no allocation once warm.
 #[test]
 fn unix_sockets_are_named_without_allocating() {
-    let me = std::process::id();
     let child = 4_100_002;
-    let mut s = State::new();
-    s.scan_proc(Some(me));
-    s.apply(&decode(&fork(1, me, child, child, "w")).unwrap());
+    let mut s = with_child(child);
     let cases =
         [(sockaddr_un(b"/run/x.sock"), "/run/x.sock"), (sockaddr_un(b"\0hr-abstract"), "@hr-abstract")];
     let raw: Vec<[Vec<u8>; 3]> = cases
