@@ -55,13 +55,14 @@ impl Names {
 
     /// Renames a socket to `text`: its own string rewritten if no one else
     /// holds it and the length is the same, else a spare of that length (the
-    /// old one, unshared, becomes a spare), else a new one.
-    pub fn rename_socket(&mut self, name: &mut Arc<str>, text: &str) {
+    /// old one, unshared, becomes a spare), else a new one. False if it had
+    /// that name already.
+    pub fn rename_socket(&mut self, name: &mut Arc<str>, text: &str) -> bool {
         if **name == *text {
-            return;
+            return false;
         }
         if name.len() == text.len() && rewrite(name, text) {
-            return;
+            return true;
         }
         let mut new = match self.spare_names.get_mut(text.len()).and_then(Vec::pop) {
             Some(mut a) => {
@@ -74,6 +75,7 @@ impl Names {
         };
         std::mem::swap(name, &mut new);
         self.keep_name(new);
+        true
     }
 
     /// A new socket's tuple, in a spare box if one is kept.
@@ -155,8 +157,9 @@ mod tests {
         let ptr = Arc::as_ptr(&first);
         let mut f = Fd::new(FdType::Ipv4, first, false);
         f.tuple = Some(n.tuple(Tuple::default()));
-        n.rename_socket(&mut f.name, "1.2.3.4:5->6.7.8.9:11");
+        assert!(n.rename_socket(&mut f.name, "1.2.3.4:5->6.7.8.9:11"));
         assert_eq!((&*f.name, Arc::as_ptr(&f.name)), ("1.2.3.4:5->6.7.8.9:11", ptr));
+        assert!(!n.rename_socket(&mut f.name, "1.2.3.4:5->6.7.8.9:11"), "the same name: no change");
         n.closed(f);
         let second = rename(&mut n, "1.2.3.4:6->6.7.8.9:10");
         assert_eq!((&*second, Arc::as_ptr(&second)), ("1.2.3.4:6->6.7.8.9:10", ptr));

@@ -601,10 +601,10 @@ fn apply_to<'a>(
             }
         }
         "memfd_create" => {
-            let n = String::from_utf8_lossy(b("name").unwrap_or_default());
+            let mut buf = [0u8; MEMFD_NAME_MAX];
             let f = Fd::new(
                 FdType::Memfd,
-                names.get(format!("memfd:{n}").as_bytes()),
+                names.get(memfd_name(b("name").unwrap_or_default(), &mut buf)),
                 u("flags").unwrap_or(0) & MFD_CLOEXEC != 0,
             );
             p.fds.insert(new_fd, f);
@@ -723,12 +723,7 @@ fn set_addresses(f: &mut Fd, local: Option<&[u8]>, peer: Option<&[u8]>, names: &
         t.v6 = false;
         f.typ = FdType::Ipv4;
     }
-    let text = t.name_buf();
-    if *text.as_str() == *f.name {
-        return false;
-    }
-    names.rename_socket(&mut f.name, text.as_str());
-    true
+    names.rename_socket(&mut f.name, t.name_buf().as_str())
 }
 
 fn v4_mapped(ip: &[u8; 16]) -> bool {
@@ -757,6 +752,18 @@ fn same_unix_path(name: &str, a: &[u8]) -> bool {
 
 /// "@" and sun_path's 108 bytes.
 const UNIX_NAME_MAX: usize = 109;
+
+/// "memfd:" and the name: the kernel's own name for the file (the name is
+/// at most 249 bytes, or memfd_create fails).
+const MEMFD_NAME_MAX: usize = 6 + 255;
+
+/// A memfd's name written in `buf`, not built in a String.
+fn memfd_name<'b>(name: &[u8], buf: &'b mut [u8; MEMFD_NAME_MAX]) -> &'b [u8] {
+    let len = name.len().min(MEMFD_NAME_MAX - 6);
+    buf[..6].copy_from_slice(b"memfd:");
+    buf[6..6 + len].copy_from_slice(&name[..len]);
+    &buf[..6 + len]
+}
 
 /// A unix sockaddr's name as Falco gives it ("@name" for an abstract one,
 /// its trailing NULs cut), written in `buf`.

@@ -134,3 +134,25 @@ fn unix_sockets_are_named_without_allocating() {
     }
     assert_eq!(harrier_alloc_count::this_thread().allocations - before, 0, "allocations naming unix sockets");
 }
+
+/// A memfd is named "memfd:" and its name, as the kernel names it, with no
+/// allocation once the name is interned.
+#[test]
+fn memfds_are_named_without_allocating() {
+    let child = 4_100_003;
+    let mut s = with_child(child);
+    let raw = [
+        syscall(2, child, "memfd_create", 3, &[("name", P::B(b"hr-jit")), ("flags", P::I(1))]),
+        syscall(3, child, "close", 0, &[("fd", P::I(3))]),
+    ];
+    let events: Vec<_> = raw.iter().map(|b| decode(b).unwrap()).collect();
+    for e in &events {
+        s.apply(e); // warm-up: the name interned
+    }
+    let before = harrier_alloc_count::this_thread().allocations;
+    s.apply(&events[0]);
+    let fd = s.fd(child, 3).unwrap();
+    assert_eq!((&*fd.name, fd.cloexec), ("memfd:hr-jit", true));
+    s.apply(&events[1]);
+    assert_eq!(harrier_alloc_count::this_thread().allocations - before, 0, "allocations naming a memfd");
+}
