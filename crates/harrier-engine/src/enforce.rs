@@ -44,6 +44,9 @@ pub struct Counts {
     pub failed: u64,
     /// Tasks the kernel held and user space let go on (the rule did not match).
     pub resumed: u64,
+    /// Alerts on an event type the kernel decides whose verdict was not
+    /// logged within [`VERDICT_WAIT`]: user space acted instead.
+    pub kernel_late: u64,
 }
 
 pub struct Enforcer {
@@ -130,7 +133,8 @@ impl Enforcer {
         if action == Action::DryRun {
             return done("would kill", "user space", 0, "");
         }
-        let logged = self.kernel_verdict(id, ty, t.tid, ts);
+        let (logged, late) = self.kernel_verdict(id, ty, t.tid, ts);
+        self.counts[id as usize].kernel_late += late as u64;
         // Killed by the kernel for another enforced rule (the alert names the first match).
         if let Some(l) = logged.filter(|l| l.rule != id && l.outcome == Outcome::Killed) {
             let other = self.decisions.get(l.rule as usize).map_or("?", |d| d.rule.as_str());
@@ -170,17 +174,18 @@ impl Enforcer {
     /// this event type, it waits for a verdict the guard has yet to log,
     /// sleeping: spinning would keep the CPU the guard may need. It gives up
     /// once the thread's log is of a later event, or after [`VERDICT_WAIT`]
-    /// (the kernel found no match, or logged none).
-    fn kernel_verdict(&self, id: u16, ty: EventType, tid: u32, ts: u64) -> Option<LogEntry> {
-        let log = self.kernel_log.as_ref()?;
+    /// (the kernel found no match, or logged none: then true, it was late).
+    fn kernel_verdict(&self, id: u16, ty: EventType, tid: u32, ts: u64) -> (Option<LogEntry>, bool) {
+        let Some(log) = self.kernel_log.as_ref() else { return (None, false) };
         let wait = self.kernel_types.get(id as usize).is_some_and(|t| t.contains(&ty));
         let until = Instant::now() + VERDICT_WAIT;
         loop {
             let l = log(tid);
             match l {
-                Some(l) if l.ts == ts => return Some(l),
-                Some(l) if l.ts > ts => return None,
-                _ if !wait || Instant::now() >= until => return None,
+                Some(l) if l.ts == ts => return (Some(l), false),
+                Some(l) if l.ts > ts => return (None, false),
+                _ if !wait => return (None, false),
+                _ if Instant::now() >= until => return (None, true),
                 _ => std::thread::sleep(Duration::from_micros(50)),
             }
         }
@@ -199,11 +204,13 @@ impl Enforcer {
     }
 
     /// Per enforced rule: its name and counts, as metrics' Sample wants them.
-    pub fn sample(&self) -> Vec<(String, [u64; 5])> {
+    pub fn sample(&self) -> Vec<(String, [u64; 6])> {
         self.decisions
             .iter()
             .zip(&self.counts)
-            .map(|(d, c)| (d.rule.clone(), [c.killed, c.would_kill, c.not_killed, c.failed, c.resumed]))
+            .map(|(d, c)| {
+                (d.rule.clone(), [c.killed, c.would_kill, c.not_killed, c.failed, c.resumed, c.kernel_late])
+            })
             .collect()
     }
 

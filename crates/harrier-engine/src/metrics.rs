@@ -51,8 +51,9 @@ pub struct Sample {
     pub outputs: Vec<OutputStats>,
     pub cpu_ratio: f64,
     pub rss_bytes: u64,
-    /// Per enforced rule: its name and its actions' counts ([`ENFORCE_ACTIONS`] order).
-    pub enforce: Vec<(String, [u64; 5])>,
+    /// Per enforced rule: its name, its actions' counts ([`ENFORCE_ACTIONS`]
+    /// order), then its late kernel verdicts.
+    pub enforce: Vec<(String, [u64; 6])>,
     /// Per plugin source: its name and (events, alerts, extraction errors).
     pub plugin_sources: Vec<(String, [u64; 3])>,
 }
@@ -90,6 +91,7 @@ pub struct Metrics {
     cpu: Gauge<f64, AtomicU64>,
     rss: Gauge,
     enforce: Family<EnforceLabels, Counter>,
+    enforce_late: Family<RuleName, Counter>,
     /// Plugin sources: events, alerts, extraction errors.
     plugin: [Family<SourceName, Counter>; 3],
     last: Sample,
@@ -120,6 +122,7 @@ impl Metrics {
         let cpu = Gauge::<f64, AtomicU64>::default();
         let rss = Gauge::default();
         let enforce = Family::<EnforceLabels, Counter>::default();
+        let enforce_late = Family::<RuleName, Counter>::default();
         let plugin: [Family<SourceName, Counter>; 3] = Default::default();
         for (f, (name, help)) in plugin.iter().zip([
             ("harrier_plugin_events", "Events a plugin source delivered"),
@@ -135,6 +138,11 @@ impl Metrics {
             "harrier_enforce_actions",
             "Alerts of enforced rules per action: killed, would_kill (dry-run), not_killed (exempt, protected, over the rate), failed, resumed (held, then let go)",
             enforce.clone(),
+        );
+        registry.register(
+            "harrier_enforce_kernel_late",
+            "Alerts of enforced rules the kernel decides whose verdict was not logged within 50 ms: user space acted (also counted in harrier_enforce_actions)",
+            enforce_late.clone(),
         );
         registry.register("falcosecurity_scap_n_evts", "Events received from the kernel", events.clone());
         registry.register(
@@ -215,6 +223,7 @@ impl Metrics {
             cpu,
             rss,
             enforce,
+            enforce_late,
             plugin,
             last: Sample::default(),
         }
@@ -233,11 +242,13 @@ impl Metrics {
         grow(&self.filtered, s.filtered, self.last.filtered);
         grow(&self.reloads, s.reloads, self.last.reloads);
         for (i, (rule, counts)) in s.enforce.iter().enumerate() {
-            let before = self.last.enforce.get(i).filter(|b| &b.0 == rule).map_or([0; 5], |b| b.1);
+            let before = self.last.enforce.get(i).filter(|b| &b.0 == rule).map_or([0; 6], |b| b.1);
             for (k, action) in ENFORCE_ACTIONS.iter().enumerate() {
                 let l = EnforceLabels { rule_name: rule.clone(), action: action.to_string() };
                 grow(&self.enforce.get_or_create(&l), counts[k], before[k]);
             }
+            let late = RuleName { rule_name: rule.clone() };
+            grow(&self.enforce_late.get_or_create(&late), counts[5], before[5]);
         }
         for (i, (labels, m, e, cpu)) in s.rules.iter().enumerate() {
             let (m0, e0, c0) = self.last.rules.get(i).map_or((0, 0, 0.0), |r| (r.1, r.2, r.3));

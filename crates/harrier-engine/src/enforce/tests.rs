@@ -40,6 +40,7 @@ fn a_verdict_logged_after_the_event_was_read_is_the_kernels() {
     let done = act(&mut en, "openat");
     assert_eq!((done.action, done.by, done.latency_ns), ("killed", "kernel", 7), "{done:?}");
     assert_eq!(lookups.get(), 3);
+    assert_eq!(en.counts[0].kernel_late, 0);
 }
 
 #[test]
@@ -48,6 +49,7 @@ fn no_wait_on_an_event_type_the_kernel_does_not_decide() {
     let done = act(&mut en, "execve");
     assert_eq!((done.action, done.by, done.detail.as_str()), ("failed", "user space", "already gone"));
     assert_eq!(lookups.get(), 1);
+    assert_eq!(en.counts[0].kernel_late, 0, "no verdict was due");
 }
 
 #[test]
@@ -64,4 +66,6 @@ fn a_verdict_that_never_comes_is_left_to_user_space() {
     let done = act(&mut en, "openat");
     assert_eq!((done.action, done.by), ("failed", "user space"), "{done:?}");
     assert!(lookups.get() > 1, "it did not wait");
+    assert_eq!(en.counts[0].kernel_late, 1, "a late verdict is counted");
+    assert_eq!(en.sample()[0].1[5], 1);
 }
