@@ -65,7 +65,8 @@ pub struct Args {
     #[arg(long)]
     no_floor: bool,
     /// Also `harrier run --no-entry-copies`: pointer arguments read at exit, as
-    /// Falco reads them where its TOCTOU programs do not attach (this VM).
+    /// Falco reads them where its TOCTOU programs do not attach (this VM);
+    /// compared with its own floor (empty programs, no sys_enter ones).
     #[arg(long)]
     no_entry_copies_row: bool,
     /// Also `harrier run --entry-copies-only`: the entry copies made, every
@@ -104,6 +105,8 @@ pub const FALCO: &str = "Falco";
 pub const HARRIER: &str = "harrier run";
 pub const FLOOR: &str = "harrier run, empty programs";
 pub const NO_ENTRY_COPIES: &str = "harrier run, no entry copies";
+/// The floor of the attach without entry copies (no sys_enter programs).
+pub const FLOOR_NO_ENTRY: &str = "harrier run, empty programs, no entry copies";
 pub const COPIES_ONLY: &str = "harrier run, entry copies only";
 pub const ENFORCING: &str = "harrier run, enforcing";
 pub const NO_DIR_CACHE: &str = "harrier run, no path cache";
@@ -241,7 +244,11 @@ pub fn run_cli(a: Args) -> Result<()> {
     if !a.no_floor {
         let mut args = harrier_args;
         args.push("--empty-programs".into());
-        setups.push(Setup { label: FLOOR.into(), kind: Some(Kind::Harrier), args });
+        setups.push(Setup { label: FLOOR.into(), kind: Some(Kind::Harrier), args: args.clone() });
+        if a.no_entry_copies_row {
+            args.push("--no-entry-copies".into());
+            setups.push(Setup { label: FLOOR_NO_ENTRY.into(), kind: Some(Kind::Harrier), args });
+        }
     }
     let mut sizes = work::Sizes {
         mix: secs(a.mix_secs, "--mix-secs")?,

@@ -4,7 +4,7 @@
 
 use super::rate::Rates;
 use super::work::{Sizes, Workload};
-use super::{Opts, Sample, Samples, FALCO, FLOOR, NONE};
+use super::{Opts, Sample, Samples, FALCO, FLOOR, FLOOR_NO_ENTRY, NONE, NO_ENTRY_COPIES};
 use crate::report::{bar_panels, num, Table};
 use crate::sensor::{Kind, StopReport};
 use crate::workload::median;
@@ -167,9 +167,14 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
     let labels: Vec<&str> = o.setups.iter().map(|s| s.label.as_str()).collect();
     let at = |l: &str| labels.iter().position(|x| *x == l);
     let (none, falco, floor) = (at(NONE), at(FALCO), at(FLOOR));
-    // Every Harrier setup but the floor is compared with it.
-    let to_floor: Vec<usize> = (0..labels.len())
-        .filter(|&si| o.setups[si].kind == Some(Kind::Harrier) && Some(si) != floor)
+    // Every Harrier setup but a floor is compared with the floor of its attach.
+    let floors = [floor, at(FLOOR_NO_ENTRY)];
+    let floor_of: Vec<Option<usize>> = (0..labels.len())
+        .map(|si| match o.setups[si].kind == Some(Kind::Harrier) && !floors.contains(&Some(si)) {
+            true if labels[si] == NO_ENTRY_COPIES => floors[1],
+            true => floor,
+            false => None,
+        })
         .collect();
     let falco_name = meta.falco_version.clone().unwrap_or_else(|| "Falco".into());
     let cells: Vec<Vec<Cell>> = o
@@ -221,9 +226,9 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
         for (si, label) in labels.iter().enumerate() {
             let sensor = o.setups[si].kind.is_some();
             let name = if Some(si) == falco { falco_name.clone() } else { label.to_string() };
-            let to_floor = match floor {
-                Some(fl) if to_floor.contains(&si) => ratio(c[si].added_ns, c[fl].added_ns),
-                _ => String::new(),
+            let to_floor = match floor_of[si] {
+                Some(fl) => ratio(c[si].added_ns, c[fl].added_ns),
+                None => String::new(),
             };
             app.rows.push(vec![
                 format!("{} ({}s)", w.name(), w.op()),
@@ -238,7 +243,7 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
                 continue;
             }
             bars.push((name.clone(), c[si].added_ns));
-            let empty = Some(si) == floor;
+            let empty = floors.contains(&Some(si));
             cost.rows.push(vec![
                 w.name().into(),
                 name,
@@ -402,7 +407,7 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
         .enumerate()
         .map(|(si, l)| if Some(si) == falco { falco_name.clone() } else { l.to_string() })
         .collect();
-    let columns = mix_cpu::Columns { none, falco, to_floor, floor };
+    let columns = mix_cpu::Columns { none, falco, floor_of };
     if let Some(t) = mix.and_then(|wi| mix_cpu::table(&names, &samples[wi], &columns)) {
         md += &format!(
             "\nThe mix as its own thread's CPU time (user + system, the same runs; the programs' work is \

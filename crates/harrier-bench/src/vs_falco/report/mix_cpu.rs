@@ -20,9 +20,8 @@ fn cpu_ns(s: &Sample) -> f64 {
 pub struct Columns {
     pub none: Option<usize>,
     pub falco: Option<usize>,
-    /// The setups compared with the floor (Harrier's, but the floor).
-    pub to_floor: Vec<usize>,
-    pub floor: Option<usize>,
+    /// Per setup, the floor it is compared with (Harrier's, but the floors).
+    pub floor_of: Vec<Option<usize>>,
 }
 
 /// One row per setup of the mix's runs (`runs[setup]`); None without a
@@ -47,7 +46,7 @@ pub fn table(names: &[String], runs: &[Vec<Sample>], c: &Columns) -> Option<Tabl
                 num(med(runs[si].iter().map(cpu_ns)), 1),
                 if sensor { format!("{:+.1}", added[si]) } else { String::new() },
                 vs(c.falco),
-                if c.to_floor.contains(&si) { vs(c.floor) } else { String::new() },
+                vs(c.floor_of.get(si).copied().flatten()),
             ]
         })
         .collect();
@@ -75,7 +74,7 @@ mod tests {
             vec![run(1300.0), run(2300.0)],
             vec![run(1200.0), run(2200.0)],
         ];
-        let c = Columns { none: Some(0), falco: Some(1), to_floor: vec![2], floor: Some(3) };
+        let c = Columns { none: Some(0), falco: Some(1), floor_of: vec![None, None, Some(3), None] };
         let t = table(&names, &runs, &c).expect("a table");
         assert_eq!(t.rows[2][2..], ["+300.0", "0.60×", "1.50×"].map(String::from));
         assert_eq!(t.rows[3][2..], ["+200.0", "0.40×", ""].map(String::from));
@@ -85,7 +84,7 @@ mod tests {
     #[test]
     fn no_table_without_cpu_figures() {
         let runs = vec![vec![Sample::default()], vec![Sample::default()]];
-        let c = Columns { none: Some(0), falco: None, to_floor: vec![1], floor: None };
+        let c = Columns { none: Some(0), falco: None, floor_of: vec![None, None] };
         assert!(table(&["a".into(), "b".into()], &runs, &c).is_none());
     }
 }

@@ -84,6 +84,8 @@ fn the_report_has_every_table_and_the_chart() {
             setup(HARRIER, Some(Kind::Harrier)),
             setup(COPIES_ONLY, Some(Kind::Harrier)),
             setup(FLOOR, Some(Kind::Harrier)),
+            setup(NO_ENTRY_COPIES, Some(Kind::Harrier)),
+            setup(FLOOR_NO_ENTRY, Some(Kind::Harrier)),
         ],
         workloads: vec![Workload::Getpid],
         rounds: 1,
@@ -105,15 +107,18 @@ fn the_report_has_every_table_and_the_chart() {
         counters: Default::default(),
     };
     let with = |ns: f64| Sample { stop: Some(stop.clone()), ..run(1e6, ns / 1e3, 0.1) };
-    // ns per call: none 200, Falco 400 (+200), harrier 300 (+100), copies only 280 (+80), floor 260 (+60).
+    // ns per call: none 200, Falco 400 (+200), harrier 300 (+100), copies only 280 (+80), floor 260 (+60),
+    // no entry copies 270 (+70), its floor 235 (+35).
     let samples: Samples = vec![vec![
         vec![run(1e6, 0.2, 0.0)],
         vec![with(400.0)],
         vec![with(300.0)],
         vec![with(280.0)],
         vec![with(260.0)],
+        vec![with(270.0)],
+        vec![with(235.0)],
     ]];
-    let mut bpf: Samples = vec![vec![vec![]; 5]];
+    let mut bpf: Samples = vec![vec![vec![]; 7]];
     let mut b = with(300.0);
     b.progs = vec![prog("hr_dispatch", 1_000_000, 80_000_000)];
     bpf[0][2].push(b);
@@ -159,6 +164,13 @@ fn the_report_has_every_table_and_the_chart() {
     assert!(
         row("| getpid (calls) | harrier run, empty programs |").ends_with("| 0.30× |  |"),
         "no floor × itself"
+    );
+    assert!(
+        row("| getpid (calls) | harrier run, no entry copies |").ends_with("| 0.35× | 2.00× |"),
+        "compared with the floor of its own attach"
+    );
+    assert!(
+        row("| getpid (calls) | harrier run, empty programs, no entry copies |").ends_with("| 0.17× |  |")
     );
     assert!(row("| getpid (calls) | Falco 0.44.1 |").contains("+200.0"));
     assert!(row("| getpid | harrier run |").contains("| 80.0 |"), "BPF ns per syscall");
