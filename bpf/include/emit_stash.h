@@ -234,6 +234,41 @@ static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stas
 	hr_var_end(em, slot, len);
 }
 
+/* A path read at exit (no entry copy, or none that fits), and the kernel
+ * filter's ".." test on what was read, in place in the record as
+ * hr_put_stashed_path makes it on an entry copy. Without it the test stays
+ * unknown, so a filter that keeps opens whose path as passed has ".." kept
+ * every open (`entry_copies: false`). What was read is what the rules see
+ * too; a read that faults leaves the test unknown. */
+static __always_inline void hr_put_path(struct hr_em *em, __u64 uptr)
+{
+	__u8 *slot = hr_var_begin(em);
+	__u64 len, prev = 0, pairs = 0;
+	long n;
+
+	if (!slot)
+		return;
+	n = uptr ? hr_str_len(bpf_probe_read_user_str(slot + 2, HR_PATH_MAX, (void *)uptr)) : 0;
+	if (n < 0) {
+		em->cpu->stats.read_faults++;
+		hr_var_end(em, slot, 0);
+		return;
+	}
+	len = n;
+	if (len > HR_STASH_WORDS * 8) {
+		pairs = 1;
+	} else {
+#pragma unroll
+		for (int i = 0; i < HR_STASH_WORDS; i++) {
+			if (i * 8 >= len)
+				break;
+			pairs |= hr_dotdot_word(((__u64 *)(slot + 2))[i], len, i, &prev);
+		}
+	}
+	em->cpu->raw_dotdot = pairs != 0;
+	hr_var_end(em, slot, n); /* without the NUL */
+}
+
 static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stash *st, __u64 uptr)
 {
 	struct hr_stash_long *lp = 0;

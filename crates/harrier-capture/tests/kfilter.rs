@@ -171,21 +171,28 @@ fn a_process_name_is_dropped_for_one_syscall(mode: AttachMode) {
     assert!(c.stats.kernel_total().filtered >= 1);
 }
 
-#[test_case(PerSyscall ; "per_syscall")]
-#[test_case(Dispatcher ; "dispatcher")]
-fn opens_whose_path_as_passed_has_dotdot_are_sent(mode: AttachMode) {
+/// With entry copies (the path as it was at entry) or without them (read at
+/// exit, as `entry_copies: false` has it): the test is made either way.
+#[test_case(PerSyscall, true ; "per_syscall")]
+#[test_case(Dispatcher, true ; "dispatcher")]
+#[test_case(PerSyscall, false ; "per_syscall_read_at_exit")]
+#[test_case(Dispatcher, false ; "dispatcher_read_at_exit")]
+fn opens_whose_path_as_passed_has_dotdot_are_sent(mode: AttachMode, entry_copies: bool) {
     if !bpf_available() {
         return;
     }
     use_mode(mode);
-    let dir = std::env::temp_dir().join(format!("harrier-kfdd-{}-{mode}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("harrier-kfdd-{}-{mode}-{entry_copies}", std::process::id()));
     std::fs::create_dir_all(dir.join("abcdef")).unwrap();
     std::fs::write(dir.join("f"), "x").unwrap();
     let clauses = vec![Clause { need_success: true, raw_dotdot: true, ..Clause::default() }];
-    let cfg = filtered(
+    let mut cfg = filtered(
         "openat",
         vec![SyscallFilter { nr: nr("openat"), clauses, drop_comms: vec![], untold: false }],
     );
+    if !entry_copies {
+        cfg.collect.read_at_exit("openat").unwrap();
+    }
     // Relative to dir (the kernel tests the path as passed, 8 bytes at a
     // time): pairs inside a word, across two (bytes 7 and 8), at the end;
     // lone dots; past 128 bytes it cannot tell and sends the open.
