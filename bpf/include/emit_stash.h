@@ -180,22 +180,28 @@ static __always_inline __u64 hr_dotdot_word(__u64 w, __u64 len, int i, __u64 *pr
 	return pairs;
 }
 
-/* Whether the entry copy of a path may hold ".." (the kernel filter's
- * traversal test), read in place: true when unsure (no copy, or one longer
- * than HR_STASH_WORDS words). */
-static __always_inline bool hr_stash_dotdot(struct hr_stash *st)
+/* Whether a path of len bytes at p may hold ".." (the kernel filter's
+ * traversal test), read in place: true when unsure (longer than
+ * HR_STASH_WORDS words). */
+static __always_inline bool hr_path_dotdot(const __u8 *p, __u64 len)
 {
-	__u64 len = st->path_len, prev = 0, pairs = 0;
+	__u64 prev = 0, pairs = 0;
 
-	if (st->path_long || len > HR_STASH_WORDS * 8)
+	if (len > HR_STASH_WORDS * 8)
 		return true;
 #pragma unroll
 	for (int i = 0; i < HR_STASH_WORDS; i++) {
 		if (i * 8 >= len)
 			break;
-		pairs |= hr_dotdot_word(((__u64 *)st->path)[i], len, i, &prev);
+		pairs |= hr_dotdot_word(((const __u64 *)p)[i], len, i, &prev);
 	}
 	return pairs != 0;
+}
+
+/* The test on an entry copy; true when unsure (no copy, or a long one). */
+static __always_inline bool hr_stash_dotdot(struct hr_stash *st)
+{
+	return st->path_long || hr_path_dotdot(st->path, st->path_len);
 }
 
 /* The entry copy of a path into the record: up to HR_STASH_WORDS words with
@@ -243,7 +249,6 @@ static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stas
 static __always_inline void hr_put_path(struct hr_em *em, __u64 uptr)
 {
 	__u8 *slot = hr_var_begin(em);
-	__u64 len, prev = 0, pairs = 0;
 	long n;
 
 	if (!slot)
@@ -254,18 +259,7 @@ static __always_inline void hr_put_path(struct hr_em *em, __u64 uptr)
 		hr_var_end(em, slot, 0);
 		return;
 	}
-	len = n;
-	if (len > HR_STASH_WORDS * 8) {
-		pairs = 1;
-	} else {
-#pragma unroll
-		for (int i = 0; i < HR_STASH_WORDS; i++) {
-			if (i * 8 >= len)
-				break;
-			pairs |= hr_dotdot_word(((__u64 *)(slot + 2))[i], len, i, &prev);
-		}
-	}
-	em->cpu->raw_dotdot = pairs != 0;
+	em->cpu->raw_dotdot = hr_path_dotdot(slot + 2, n);
 	hr_var_end(em, slot, n); /* without the NUL */
 }
 
