@@ -451,6 +451,25 @@ static __always_inline long hr_str_len(long n)
 	return n > 0 ? n - 1 : 0;
 }
 
+/* A path read now into the record: the slot written (its u16 length, then
+ * the bytes), or NULL if it could not be read (written empty). */
+static __always_inline __u8 *hr_put_path(struct hr_em *em, __u64 uptr)
+{
+	__u8 *slot = hr_var_begin(em);
+	long n;
+
+	if (!slot)
+		return 0;
+	n = uptr ? hr_str_len(bpf_probe_read_user_str(slot + 2, HR_PATH_MAX, (void *)uptr)) : 0;
+	if (n < 0) {
+		em->cpu->stats.read_faults++;
+		hr_var_end(em, slot, 0);
+		return 0;
+	}
+	hr_var_end(em, slot, n); /* without the NUL */
+	return slot;
+}
+
 static __always_inline void hr_put_buf(struct hr_em *em, __u64 uptr, __u64 len)
 {
 	hr_put_user(em, uptr, len < snaplen ? len : snaplen, HR_SNAP_MAX);

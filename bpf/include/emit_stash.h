@@ -240,39 +240,30 @@ static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stas
 	hr_var_end(em, slot, len);
 }
 
-/* A path read at exit (no entry copy, or none that fits), and the kernel
- * filter's ".." test on what was read, in place in the record as
- * hr_put_stashed_path makes it on an entry copy. Without it the test stays
- * unknown, so a filter that keeps opens whose path as passed has ".." kept
- * every open (`entry_copies: false`). What was read is what the rules see
- * too; a read that faults leaves the test unknown. */
-static __always_inline void hr_put_path(struct hr_em *em, __u64 uptr)
-{
-	__u8 *slot = hr_var_begin(em);
-	long n;
-
-	if (!slot)
-		return;
-	n = uptr ? hr_str_len(bpf_probe_read_user_str(slot + 2, HR_PATH_MAX, (void *)uptr)) : 0;
-	if (n < 0) {
-		em->cpu->stats.read_faults++;
-		hr_var_end(em, slot, 0);
-		return;
-	}
-	em->cpu->raw_dotdot = hr_path_dotdot(slot + 2, n);
-	hr_var_end(em, slot, n); /* without the NUL */
-}
-
-static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stash *st, __u64 uptr)
+/*
+ * Path parameter uptr of syscall nr (a constant): its entry copy, else read
+ * now. An open's path read now (no entry copy: `entry_copies: false`, or the
+ * call was in flight at attach) gets the kernel filter's ".." test on what
+ * was read, which is what the rules see too: left unknown, the traversal
+ * clause kept every open. A read that faults leaves it unknown. Only the
+ * opens have the clause (kfilter.rs): elsewhere the loop is not built.
+ */
+static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stash *st, __u64 uptr,
+						const __u32 nr)
 {
 	struct hr_stash_long *lp = 0;
+	__u8 *slot;
 
 	if (st && st->path_len != HR_STASH_UNSET && st->path_long)
 		lp = bpf_task_storage_get(&stash_long, em->task, 0, 0);
-	if (!st || st->path_len == HR_STASH_UNSET || (st->path_long && !lp))
-		em->at_exit = 1, hr_put_path(em, uptr);
-	else
+	if (st && st->path_len != HR_STASH_UNSET && (!st->path_long || lp)) {
 		hr_put_stashed_path(em, st, lp);
+		return;
+	}
+	em->at_exit = 1;
+	slot = hr_put_path(em, uptr);
+	if (slot && (nr == 2 || nr == 257 || nr == 437)) /* open openat openat2 */
+		em->cpu->raw_dotdot = hr_path_dotdot(slot + 2, *(__u16 *)slot);
 }
 
 static __always_inline void hr_put_sockaddr_stashed(struct hr_em *em, struct hr_stash *st,

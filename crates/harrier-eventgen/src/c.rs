@@ -47,7 +47,7 @@ fn fixed_stmt(p: &Param, off: usize) -> String {
 /// syscall `nr`, or leaves it absent when user space asked not to collect it.
 fn var_stmt(p: &Param, nr: u32, index: usize) -> String {
     let call = match &p.kind {
-        Kind::Path(i) if p.at_enter => format!("hr_put_path_stashed(&em, st, {})", arg(*i)),
+        Kind::Path(i) if p.at_enter => format!("hr_put_path_stashed(&em, st, {}, {nr})", arg(*i)),
         Kind::Path(i) => format!("hr_put_path(&em, {})", arg(*i)),
         Kind::Buf(i, len) => format!("hr_put_buf(&em, {}, {})", arg(*i), len_expr(*len)),
         Kind::Iov(i, c, len) => format!("hr_put_iov(&em, {}, {}, {})", arg(*i), arg(*c), len_expr(*len)),
