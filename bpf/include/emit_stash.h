@@ -241,15 +241,17 @@ static __always_inline void hr_put_stashed_path(struct hr_em *em, struct hr_stas
 }
 
 /*
- * Path parameter uptr of syscall nr (a constant): its entry copy, else read
- * now. An open's path read now (no entry copy: `entry_copies: false`, or the
- * call was in flight at attach) gets the kernel filter's ".." test on what
- * was read, which is what the rules see too: left unknown, the traversal
- * clause kept every open. A read that faults leaves it unknown. Only the
- * opens have the clause (kfilter.rs): elsewhere the loop is not built.
+ * Path parameter uptr: its entry copy, else read now. With `resolved` (a
+ * constant: the event has the kernel's path of its new fd, so the kernel
+ * filter has clauses for it, kfilter.rs), a path read now (no entry copy:
+ * `entry_copies: false`, or the call was in flight at attach) gets the ".."
+ * test on what was read, which is what the rules see too: left unknown, the
+ * traversal clause kept every open. A read that faults leaves it unknown.
+ * Elsewhere the loop is not built (after each of mount's paths it took the
+ * program past the verifier's limit).
  */
 static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stash *st, __u64 uptr,
-						const __u32 nr)
+						const bool resolved)
 {
 	struct hr_stash_long *lp = 0;
 	__u8 *slot;
@@ -262,7 +264,7 @@ static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stas
 	}
 	em->at_exit = 1;
 	slot = hr_put_path(em, uptr);
-	if (slot && (nr == 2 || nr == 257 || nr == 437)) /* open openat openat2 */
+	if (slot && resolved)
 		em->cpu->raw_dotdot = hr_path_dotdot(slot + 2, *(__u16 *)slot);
 }
 

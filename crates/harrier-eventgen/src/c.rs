@@ -45,9 +45,11 @@ fn fixed_stmt(p: &Param, off: usize) -> String {
 
 /// The statement that writes variable parameter `index` (wire order) of
 /// syscall `nr`, or leaves it absent when user space asked not to collect it.
-fn var_stmt(p: &Param, nr: u32, index: usize) -> String {
+/// `resolved`: the event also has the kernel's path of its new fd, so the
+/// kernel filter has clauses for it (the path as passed is tested for "..").
+fn var_stmt(p: &Param, nr: u32, index: usize, resolved: bool) -> String {
     let call = match &p.kind {
-        Kind::Path(i) if p.at_enter => format!("hr_put_path_stashed(&em, st, {}, {nr})", arg(*i)),
+        Kind::Path(i) if p.at_enter => format!("hr_put_path_stashed(&em, st, {}, {resolved})", arg(*i)),
         Kind::Path(i) => format!("hr_put_path(&em, {})", arg(*i)),
         Kind::Buf(i, len) => format!("hr_put_buf(&em, {}, {})", arg(*i), len_expr(*len)),
         Kind::Iov(i, c, len) => format!("hr_put_iov(&em, {}, {}, {})", arg(*i), arg(*c), len_expr(*len)),
@@ -118,7 +120,7 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
                 if matches!(p.kind, Kind::FdPathRet) && !body.contains("kf_path =") {
                     body += "\tkf_path = em.off;\n";
                 }
-                body += &var_stmt(p, sc.nr, index)
+                body += &var_stmt(p, sc.nr, index, open_clear)
             }
         }
     }
