@@ -166,12 +166,27 @@ static __always_inline __u64 hr_fd_file(struct hr_em *em, __s64 fd)
 	return hr_fd_file_of(em->task, fd);
 }
 
+/* Whether the directory of the file behind fd is cached and no kernel filter
+ * path can match below it (hr_dwalk_kf_clear). Inlined, unlike the walks: it
+ * has no loop for the verifier to go through again, and a call to
+ * hr_dwalk_run cost a BPF-to-BPF call, the CPU state and the task again. */
+static __always_inline bool hr_fd_dir_clear(struct hr_em *em, __s64 fd)
+{
+	struct hr_cpu *c = em->cpu;
+	__u64 f = hr_fd_file(em, fd);
+
+	if (!f)
+		return false;
+	return hr_dwalk_init(&c->walk, hr_kread(f, struct file, f_path.dentry),
+			     hr_kread(f, struct file, f_path.mnt), em->task) &&
+	       hr_dwalk_kf_clear(c, em->task);
+}
+
 /* What a path field names (hr_dwalk_run's `what`). */
 #define HR_WALK_NONE 0	/* an empty field */
 #define HR_WALK_FD 1	/* the file behind a descriptor */
 #define HR_WALK_EXE 2	/* the task's executable */
 #define HR_WALK_CWD 3	/* its working directory */
-#define HR_WALK_FD_CLEAR 4	/* no walk: 1 if the fd's file's directory is clear (hr_dwalk_kf_clear) */
 
 /*
  * Walks what `what` names, as the current task sees it, into this CPU's
@@ -197,7 +212,7 @@ __attribute__((noinline)) int hr_dwalk_run(int what, __s64 fd)
 	if (what == HR_WALK_CWD) {
 		d = t->fs->pwd.dentry;
 		m = t->fs->pwd.mnt;
-	} else if (what == HR_WALK_EXE || what == HR_WALK_FD || what == HR_WALK_FD_CLEAR) {
+	} else if (what == HR_WALK_EXE || what == HR_WALK_FD) {
 		f = what == HR_WALK_EXE ? (__u64)t->mm->exe_file : hr_fd_file_of(t, fd);
 		if (f) {
 			d = hr_kread(f, struct file, f_path.dentry);
@@ -206,8 +221,6 @@ __attribute__((noinline)) int hr_dwalk_run(int what, __s64 fd)
 	}
 	if (!hr_dwalk_init(&c->walk, d, m, t))
 		return 0;
-	if (what == HR_WALK_FD_CLEAR)
-		return dircache && hr_dwalk_kf_clear(c, t);
 	if (dircache)
 		hr_dwalk_cached(c, t);
 	else

@@ -317,8 +317,7 @@ static __always_inline bool hr_kf_open_clear(struct hr_em *em, __u32 nr, struct 
 	c->raw_dotdot = hr_stash_dotdot(st);
 	if (!hr_kf_unused(em, nr, 0, 0))
 		return false;
-	c->walk.task = (__u64)em->task;
-	if (!hr_dwalk_run(HR_WALK_FD_CLEAR, em->ret))
+	if (!hr_fd_dir_clear(em, em->ret))
 		return false;
 	c->stats.dir_clear++;
 	hr_step(c, HR_STEP_WALK);

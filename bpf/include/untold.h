@@ -116,6 +116,17 @@ static __always_inline struct hr_untold *hr_untold_of(struct task_struct *t)
 	return u;
 }
 
+/* Clears bit m of *w; whether it was set. A clear bit is only read (most
+ * sent fds and closes find theirs clear; the locked `and` costs more). A bit
+ * another thread sets after that read is a later fd's of the same number,
+ * kept back after this one's close: it must stay set. */
+static __always_inline bool hr_untold_unset(__u64 *w, __u64 m)
+{
+	if (!(*(volatile __u64 *)w & m))
+		return false;
+	return __sync_fetch_and_and(w, ~m) & m;
+}
+
 static __always_inline void hr_untold_empty(struct task_struct *t)
 {
 	struct hr_untold *u = hr_untold_slot(t->tgid);
@@ -154,20 +165,17 @@ static __always_inline void hr_untold_sent(struct task_struct *t, __u32 nr, __s6
 	if (!hr_returns_fd(nr) || ret >= HR_UNTOLD_FDS)
 		return;
 	if ((u = hr_untold_of(t)))
-		__sync_fetch_and_and(hr_untold_word(u, ret), ~(1ULL << (ret & 63)));
+		hr_untold_unset(hr_untold_word(u, ret), 1ULL << (ret & 63));
 }
 
 /* fd was closed: true if user space was never told of it (its bit, now clear). */
 static __always_inline bool hr_untold_closed(struct task_struct *t, __u64 fd)
 {
 	struct hr_untold *u;
-	__u64 m, old;
 
 	if (fd >= HR_UNTOLD_FDS || !(u = hr_untold_of(t)))
 		return false;
-	m = 1ULL << (fd & 63);
-	old = __sync_fetch_and_and(hr_untold_word(u, fd), ~m);
-	return old & m;
+	return hr_untold_unset(hr_untold_word(u, fd), 1ULL << (fd & 63));
 }
 
 #endif
