@@ -61,7 +61,12 @@ static __always_inline bool hr_kf_dir_clear(const char *dpath, __u32 len)
 		return false;
 	bpf_probe_read_kernel(k->path, n & 127, dpath);
 	if (len < HR_KF_PATH) {
-		k->path[len & 127] = '/';
+		/* The mask must stay: clang drops it after the compare, and 6.1's
+		 * verifier may check a reloaded copy of len, which has no bound. */
+		__u32 at = len;
+
+		barrier_var(at);
+		k->path[at & 127] = '/';
 		n = len + 1;
 	}
 	k->prefixlen = 8 * n;
