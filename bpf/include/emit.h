@@ -46,6 +46,8 @@ struct hr_em {
 	__u32 at_exit;		/* a pointer argument was read at exit: HR_ARGS_AT_EXIT */
 	__u32 type;		/* the header's type (a constant in each handler) */
 	__u32 kf_unused;	/* the kernel filter's answer is known: keep it back (kfdirs.h) */
+	__s64 sock_fd;		/* hr_sock_of's last fd (-1: none): a connect's fields share it */
+	__u64 sock_file, sock;
 };
 
 /* Arguments at exit come from the saved user registers: they are what the
@@ -141,6 +143,7 @@ static __always_inline bool hr_dropped_early(struct hr_cpu *c, struct task_struc
 {
 	if (!hr_kf_early(t, type, ret))
 		return false;
+	hr_untold_kept_back(t, type, ret);
 	c->stats.events++;
 	c->stats.filtered++;
 	return true;
@@ -169,6 +172,7 @@ static __always_inline void hr_em_init(struct hr_em *em, struct hr_cpu *c, struc
 	em->off = off;
 	em->at_exit = 0;
 	em->kf_unused = 0;
+	em->sock_fd = -1;
 }
 
 /* Room for `need` bytes in this CPU's array ring, or NULL (counted as a

@@ -4,7 +4,8 @@
  *
  * `harrier run` derives, per syscall, the event-local conditions under which
  * some rule or the state tables can use an event (an open that succeeded,
- * with write flags, of a path under a prefix list) and adds the user's
+ * with write flags, of a path under a prefix list; a socket of a family; a
+ * connect of a TCP socket, or to a rule's name's address) and adds the user's
  * `kernel_drop` filters (process names, per syscall). What needs only the
  * return value and the process name is decided before the handler writes
  * anything (hr_kf_early: no clock read, no ring room, no copies); the path
@@ -27,8 +28,12 @@ struct hr_kf_clause {
 	__u8 need_success;	/* ret >= 0 */
 	__u8 path;		/* the path is in kf_paths under (nr, clause) */
 	__u8 raw_dotdot;	/* the path as passed has ".." (hr_cpu's raw_dotdot) */
+	__u8 arg_eq;		/* flags_off names a parameter: keep if it equals flags_mask */
+	__u8 arg;		/* with arg_eq: that parameter is syscall argument `arg` */
+	__u8 l4;		/* connect: the socket's protocol is this one (0: any) */
+	__u8 peer_named;	/* connect: the peer is in kf_peers (a rule's fd.sip.name) */
 	__u32 flags_off;	/* record offset of a u32 flags parameter, 0: none */
-	__u32 flags_mask;	/* with flags_off: keep if flags & mask */
+	__u32 flags_mask;	/* with flags_off: keep if flags & mask (or ==, arg_eq) */
 };
 
 /* Per syscall: keep if any used clause holds (no clause used: keep all),
@@ -38,6 +43,8 @@ struct hr_kf {
 	__u8 comm_drop;		/* look (nr, comm) up in kf_comms */
 	__u8 fail_drop;		/* every used clause needs success: a failed call is dropped early */
 	__u8 untold;		/* close: dropped early if user space never had its fd (untold.h) */
+	__u8 args_only;		/* every clause tests only success and arguments: judged early */
+	__u8 pad[3];
 	struct hr_kf_clause c[HR_KF_CLAUSES];
 };
 
@@ -113,6 +120,25 @@ struct {
 	__type(value, struct hr_kf_leads);
 } kf_leads SEC(".maps");
 
+/* The addresses of the names rules compare a server's address with
+ * (fd.sip.name = x): IPv6, or IPv4 mapped (::ffff:a.b.c.d). User space
+ * writes them after each of its lookups (harrier_rules::dns). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct in6_addr);
+	__type(value, __u8);
+} kf_peers SEC(".maps");
+
+/* How many addresses kf_peers holds: with none (no rule's name resolved, as
+ * off Kubernetes), a connect's peer needs no hash lookup. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} kf_peers_n SEC(".maps");
+
 /* The event's path at record offset path_off (u16 length + bytes) as an LPM
  * key, or NULL: no path, or none an entry can match (its lead). */
 static __always_inline struct hr_kf_path_key *hr_kf_path_key(struct hr_em *em, __u32 nr, __u32 path_off)
@@ -174,7 +200,7 @@ static __always_inline bool hr_kf_clause_holds(struct hr_em *em, const struct hr
 			bpf_probe_read_kernel(&flags, 4, em->ev + (cl->flags_off & 255));
 		else
 			flags = *(__u32 *)(em->ev + (cl->flags_off & 255));
-		if (!(flags & cl->flags_mask))
+		if (cl->arg_eq ? flags != cl->flags_mask : !(flags & cl->flags_mask))
 			return false;
 	}
 	/* A failed call resolved no path: only the rules can say, so keep it. */
@@ -188,9 +214,28 @@ static __always_inline bool hr_kf_clause_holds(struct hr_em *em, const struct hr
 	return true;
 }
 
+/* True: no clause of kf holds, each judged from the return value and the
+ * syscall's arguments alone (kf->args_only). */
+static __always_inline bool hr_kf_args_unused(struct hr_kf *kf, struct task_struct *t, __s64 ret)
+{
+	struct pt_regs *regs = hr_regs_of(t);
+
+	for (__u32 i = 0; i < HR_KF_CLAUSES; i++) {
+		struct hr_kf_clause *cl = &kf->c[i];
+
+		if (!cl->used || (cl->need_success && ret < 0))
+			continue;
+		if (cl->arg_eq && (__u32)hr_reg_arg(regs, cl->arg) != cl->flags_mask)
+			continue;
+		return false;
+	}
+	return true;
+}
+
 /* True: drop this event of syscall nr (by task t) before anything is
  * written: its process name is dropped, it failed and only successes are
- * kept, or it closed an fd user space was never told of. */
+ * kept, no clause holds of one judged by its arguments (socket's domain),
+ * or it closed an fd user space was never told of. */
 static __always_inline bool hr_kf_early(struct task_struct *t, __u32 nr, __s64 ret)
 {
 	struct hr_kf *kf;
@@ -206,8 +251,11 @@ static __always_inline bool hr_kf_early(struct task_struct *t, __u32 nr, __s64 r
 		if (bpf_map_lookup_elem(&kf_comms, &ck))
 			return true;
 	}
-	/* Only close has the flag (kfilter.rs); nr is a constant here, so the
-	 * other handlers carry no untold code for the verifier to walk. */
+	/* Only socket's clauses are judged by arguments, only close has the
+	 * untold flag (kfilter.rs); nr is a constant here, so the other
+	 * handlers carry neither's code for the verifier to walk. */
+	if (nr == 41 && kf->args_only)
+		return hr_kf_args_unused(kf, t, ret);
 	return nr == 3 && kf->untold && ret == 0 && hr_untold_closed(t, hr_regs_of(t)->di);
 }
 

@@ -7,7 +7,8 @@
  *
  * Per process (tgid), one bit per fd below HR_UNTOLD_FDS: set when an open
  * that returned the fd is kept back, cleared by the close of the fd and by any
- * sent event that gives user space the fd (a kept open, socket, dup...). A set
+ * sent event that gives user space the fd (a kept open, socket, dup, or a
+ * connect on it, which describes the socket). A set
  * bit therefore always names an fd user space has no entry for. Only the
  * processes user space follows have an entry: it writes an empty one once its
  * table of a process is made (fork, /proc), so that what /proc showed it is
@@ -27,6 +28,7 @@
 #define HARRIER_UNTOLD_H
 
 #define HR_UNTOLD_WORDS 16
+#define HR_EINPROGRESS 115	/* a connect in progress describes its socket too */
 #define HR_UNTOLD_FDS (HR_UNTOLD_WORDS * 64)
 
 struct hr_untold {
@@ -156,16 +158,35 @@ static __always_inline void hr_untold_sent(struct task_struct *t, __u32 nr, __s6
 {
 	struct hr_untold *u;
 
-	if (!kf_enabled || ret < 0)
+	if (!kf_enabled || (ret < 0 && !(nr == 42 && ret == -HR_EINPROGRESS)))
 		return;
 	if (hr_fds_elsewhere(nr)) {
 		hr_untold_empty(t);
+		return;
+	}
+	/* A connect describes its socket (events.tbl's socktype): user space
+	 * makes the entry of a socket() kept back, so its close must be sent. */
+	if (nr == 42) {
+		__u64 fd = hr_regs_of(t)->di;
+
+		if (fd < HR_UNTOLD_FDS && (u = hr_untold_of(t)))
+			hr_untold_unset(hr_untold_word(u, fd), 1ULL << (fd & 63));
 		return;
 	}
 	if (!hr_returns_fd(nr) || ret >= HR_UNTOLD_FDS)
 		return;
 	if ((u = hr_untold_of(t)))
 		hr_untold_unset(hr_untold_word(u, ret), 1ULL << (ret & 63));
+}
+
+/* Whether user space was never told of fd (its bit is set). */
+static __always_inline bool hr_untold_is(struct task_struct *t, __s64 fd)
+{
+	struct hr_untold *u;
+
+	if (fd < 0 || fd >= HR_UNTOLD_FDS || !(u = hr_untold_of(t)))
+		return false;
+	return (*(volatile __u64 *)hr_untold_word(u, fd) >> (fd & 63)) & 1;
 }
 
 /* fd was closed: true if user space was never told of it (its bit, now clear). */

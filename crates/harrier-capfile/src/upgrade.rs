@@ -25,6 +25,9 @@
 //!   `cur_cap_inheritable`: left out, read as missing. bpf became typed
 //!   (its `cmd`) without a version bump: a generic bpf record of any
 //!   version is rewritten as setsid's and setpgid's are.
+//! - v4 -> v5: connect gained the trailing `sock` (what its socket is, from
+//!   the kernel), dup, dup2 and dup3 the trailing `peer`, `local` and `sock`
+//!   of the socket they duplicate: left out, read as missing.
 
 use harrier_schema::encode::{encode, Arg};
 use harrier_schema::wire::{Header, PARAMS_BASE};

@@ -25,6 +25,13 @@ pub struct Clause {
     /// The path as the caller passed it (the entry copy) has "..": a
     /// traversal. Unknown (read at exit, or long) counts as having it.
     pub raw_dotdot: bool,
+    /// A u32 parameter equals this value (socket's `domain` is AF_PACKET).
+    pub arg_eq: Option<(&'static str, u32)>,
+    /// connect: the socket's protocol (IPPROTO_TCP...; 0: any).
+    pub l4: u8,
+    /// connect: the peer is an address of a name rules compare fd.sip with
+    /// ([`NamedPeers`]).
+    pub peer_named: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -67,17 +74,80 @@ impl KernelFilter {
 }
 
 /// Record offset of syscall nr's u32 `flags` parameter (the low half of a
-/// u64 one), if it has one: fixed parameters are laid out in table order.
+/// u64 one), if it has one.
 pub fn flags_offset(nr: u32) -> Option<u32> {
+    param_offset(nr, "flags")
+}
+
+/// Record offset of syscall nr's integer parameter `name` (a u64's low
+/// half), if it has one: fixed parameters are laid out in table order.
+pub fn param_offset(nr: u32, name: &str) -> Option<u32> {
     let mut off = PARAMS_BASE;
     for p in syscall_by_nr(nr)?.params? {
         let size = p.wire.fixed_size()?;
-        if p.name == "flags" && matches!(p.wire, Wire::U32 | Wire::I32 | Wire::U64) {
+        if p.name == name && matches!(p.wire, Wire::U32 | Wire::I32 | Wire::U64) {
             return Some(off as u32);
         }
         off += size;
     }
     None
+}
+
+/// A handle on the kernel filter's `kf_peers`: the addresses of the names
+/// rules compare a server's address with (`fd.sip.name = x`), which connect's
+/// `peer_named` clauses test. User space rewrites them after each lookup.
+pub struct NamedPeers {
+    map: libbpf_rs::MapHandle,
+    /// `kf_peers_n`: how many `map` holds (0: the kernel looks nothing up).
+    count: libbpf_rs::MapHandle,
+}
+
+impl NamedPeers {
+    pub(crate) fn new(map: &libbpf_rs::Map, count: &libbpf_rs::Map) -> Result<NamedPeers> {
+        Ok(NamedPeers {
+            map: libbpf_rs::MapHandle::try_from(map)?,
+            count: libbpf_rs::MapHandle::try_from(count)?,
+        })
+    }
+
+    fn set_count(&self, n: usize) -> Result<()> {
+        self.count.update(&0u32.to_ne_bytes(), &(n as u32).to_ne_bytes(), MapFlags::ANY).context("kf_peers_n")
+    }
+
+    /// The key of an address: IPv6, or IPv4 mapped (::ffff:a.b.c.d).
+    fn key(ip: std::net::IpAddr) -> [u8; 16] {
+        match ip.to_canonical() {
+            std::net::IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+            std::net::IpAddr::V6(v6) => v6.octets(),
+        }
+    }
+
+    /// Makes the map hold exactly `addrs`: the new ones go in (and the
+    /// count says there are some) before the old ones go, so an address in
+    /// both is never missing.
+    pub fn set(&self, addrs: &[std::net::IpAddr]) -> Result<()> {
+        let keep: Vec<[u8; 16]> = addrs.iter().map(|&a| Self::key(a)).collect();
+        for k in &keep {
+            self.map.update(k, &[1], MapFlags::ANY).context("writing kf_peers")?;
+        }
+        self.set_count(keep.len())?;
+        let old: Vec<Vec<u8>> = self.map.keys().filter(|k| !keep.iter().any(|n| n[..] == k[..])).collect();
+        for k in old {
+            let _ = self.map.delete(&k);
+        }
+        Ok(())
+    }
+
+    /// The addresses held (tests).
+    pub fn get(&self) -> Vec<std::net::IpAddr> {
+        let v6 = |k: Vec<u8>| std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&k[..]).unwrap_or_default());
+        self.map.keys().map(|k| std::net::IpAddr::V6(v6(k)).to_canonical()).collect()
+    }
+}
+
+/// Which syscall argument (0-5) syscall nr's parameter `name` is, if it is one.
+fn param_arg(nr: u32, name: &str) -> Option<u8> {
+    syscall_by_nr(nr)?.params?.iter().find(|p| p.name == name)?.arg
 }
 
 /// Whether syscall nr's handler gives the filter a kernel-resolved path.
@@ -86,8 +156,8 @@ pub fn has_resolved_path(nr: u32) -> bool {
 }
 
 // Layouts of kfilter.h.
-const CLAUSE_SIZE: usize = 12;
-const KF_SIZE: usize = 4 + MAX_CLAUSES * CLAUSE_SIZE;
+const CLAUSE_SIZE: usize = 16;
+const KF_SIZE: usize = 8 + MAX_CLAUSES * CLAUSE_SIZE;
 const PATH_KEY_SIZE: usize = 4 + 2 + 1 + MAX_PATH + 1;
 const COMM_KEY_SIZE: usize = 4 + 16;
 
@@ -103,8 +173,13 @@ fn kf_value(f: &SyscallFilter) -> Result<[u8; KF_SIZE]> {
         bail!("syscall {}: only close can drop what was never told", f.nr);
     }
     v[3] = f.untold as u8;
+    // Judged before the handler writes anything (kfilter.h, socket only).
+    let args_only = |c: &Clause| c.flags_any == 0 && c.paths.is_none() && !c.raw_dotdot;
+    v[4] = (syscall_by_nr(f.nr).map(|s| s.name) == Some("socket")
+        && !f.clauses.is_empty()
+        && f.clauses.iter().all(args_only)) as u8;
     for (i, c) in f.clauses.iter().enumerate() {
-        let at = 4 + i * CLAUSE_SIZE;
+        let at = 8 + i * CLAUSE_SIZE;
         v[at] = 1;
         v[at + 1] = c.need_success as u8;
         if c.paths.is_some() {
@@ -114,12 +189,29 @@ fn kf_value(f: &SyscallFilter) -> Result<[u8; KF_SIZE]> {
             v[at + 2] = 1;
         }
         v[at + 3] = c.raw_dotdot as u8;
-        if c.flags_any != 0 {
-            let off =
-                flags_offset(f.nr).with_context(|| format!("syscall {} has no flags parameter", f.nr))?;
-            v[at + 4..at + 8].copy_from_slice(&off.to_ne_bytes());
-            v[at + 8..at + 12].copy_from_slice(&c.flags_any.to_ne_bytes());
+        if (c.l4 != 0 || c.peer_named) && syscall_by_nr(f.nr).map(|s| s.name) != Some("connect") {
+            bail!("syscall {}: only connect's clauses test its socket", f.nr);
         }
+        v[at + 6] = c.l4;
+        v[at + 7] = c.peer_named as u8;
+        let (off, value) = match (c.flags_any, c.arg_eq) {
+            (0, None) => continue,
+            (0, Some((name, value))) => {
+                v[at + 4] = 1;
+                v[at + 5] = param_arg(f.nr, name)
+                    .with_context(|| format!("syscall {}: {name} is no syscall argument", f.nr))?;
+                let off = param_offset(f.nr, name)
+                    .with_context(|| format!("syscall {} has no integer parameter {name}", f.nr))?;
+                (off, value)
+            }
+            (flags, None) => (
+                flags_offset(f.nr).with_context(|| format!("syscall {} has no flags parameter", f.nr))?,
+                flags,
+            ),
+            _ => bail!("syscall {}: a clause tests both flags and an argument's value", f.nr),
+        };
+        v[at + 8..at + 12].copy_from_slice(&off.to_ne_bytes());
+        v[at + 12..at + 16].copy_from_slice(&value.to_ne_bytes());
     }
     Ok(v)
 }

@@ -419,6 +419,15 @@ impl Session {
         crate::kfilter::install(&mut self.skel, f)
     }
 
+    /// The kernel filter's copy of the addresses of the rules' names (None:
+    /// the kernel filter is off).
+    pub fn named_peers(&self) -> Result<Option<crate::kfilter::NamedPeers>> {
+        if !self.kernel_filter_on {
+            return Ok(None);
+        }
+        Ok(Some(crate::kfilter::NamedPeers::new(&self.skel.maps.kf_peers, &self.skel.maps.kf_peers_n)?))
+    }
+
     /// The processes whose untold closes the kernel may keep back (None: the
     /// kernel filter is off). Tell it of every process whose fd table the
     /// consumer makes, before the kernel filter's untold closes matter.

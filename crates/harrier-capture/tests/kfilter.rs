@@ -53,6 +53,7 @@ fn opens_are_sent_only_when_a_clause_holds(mode: AttachMode) {
             flags_any: (libc::O_WRONLY | libc::O_RDWR) as u32,
             paths: None,
             raw_dotdot: false,
+            ..Clause::default()
         },
         Clause {
             need_success: true,
@@ -62,6 +63,7 @@ fn opens_are_sent_only_when_a_clause_holds(mode: AttachMode) {
                 PathMatch::Exact(other.to_str().unwrap().as_bytes().to_vec()),
             ]),
             raw_dotdot: false,
+            ..Clause::default()
         },
     ];
     let cfg = filtered(
@@ -113,7 +115,13 @@ fn short_entries_keep_what_they_match(mode: AttachMode) {
     }
     use_mode(mode);
     let paths = vec![PathMatch::Prefix(b"/p".to_vec()), PathMatch::Exact(b"/".to_vec())];
-    let clause = Clause { need_success: true, flags_any: 0, paths: Some(paths), raw_dotdot: false };
+    let clause = Clause {
+        need_success: true,
+        flags_any: 0,
+        paths: Some(paths),
+        raw_dotdot: false,
+        ..Clause::default()
+    };
     let cfg = filtered(
         "openat",
         vec![SyscallFilter { nr: nr("openat"), clauses: vec![clause], drop_comms: vec![], untold: false }],

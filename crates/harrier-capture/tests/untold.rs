@@ -1,22 +1,17 @@
 //! Untold closes (bpf/include/untold.h) on live syscalls, in both attach
 //! modes: the close of an fd whose open the kernel filter kept back is kept
 //! back too, in a process the consumer follows; every fd user space was told
-//! of, or could have learnt otherwise, still has its close sent.
+//! of, or could have learnt otherwise, still has its close sent. Sockets:
+//! untold_sockets.rs.
 
 mod common;
 
-use common::{bpf_available, gettid, mode, use_mode, Captured, TempDir};
+use common::{bpf_available, capture_followed, close, closes_sent, gettid, mode, nr, use_mode, TempDir};
 use harrier_capture::kfilter::{Clause, KernelFilter, PathMatch, SyscallFilter};
 use harrier_capture::AttachMode::{self, Dispatcher, PerSyscall};
-use harrier_capture::{parse_syscalls, Config, Session, UntoldFds};
-use std::cell::RefCell;
+use harrier_capture::{parse_syscalls, Config, UntoldFds};
 use std::ffi::CString;
-use std::rc::Rc;
 use test_case::test_case;
-
-fn nr(name: &str) -> u32 {
-    harrier_schema::syscall_by_name(name).unwrap().nr
-}
 
 /// openat sent only below `keep`; closes of untold fds kept back.
 fn config(keep: &str) -> Config {
@@ -34,34 +29,11 @@ fn config(keep: &str) -> Config {
     cfg
 }
 
-/// A capture of `work`, which is handed the session's untold record, this
-/// process followed.
-fn capture_followed(cfg: Config, work: impl FnOnce(&UntoldFds)) -> Captured {
-    let events = Rc::new(RefCell::new(Vec::new()));
-    let sink = events.clone();
-    let mut s = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().push(b.to_vec()))).unwrap();
-    let untold = s.untold_fds().unwrap().expect("the kernel filter is on");
-    assert!(untold.follow(std::process::id()), "the record is written");
-    work(&untold);
-    untold.forget(std::process::id());
-    s.drain().unwrap();
-    let stats = s.stop().unwrap();
-    Captured { events: Rc::try_unwrap(events).unwrap().into_inner(), stats }
-}
-
 fn open(path: &str) -> i32 {
     let p = CString::new(path).unwrap();
     let fd = unsafe { libc::openat(libc::AT_FDCWD, p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     assert!(fd >= 0, "open {path}");
     fd
-}
-
-fn close(fd: i32) {
-    assert_eq!(unsafe { libc::close(fd) }, 0, "close {fd}");
-}
-
-fn closes_sent(c: &Captured, tid: u32) -> Vec<i64> {
-    c.named(tid, "close").iter().map(|e| common::int(e, "fd")).collect()
 }
 
 #[test_case(PerSyscall ; "per_syscall")]

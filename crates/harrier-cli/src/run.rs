@@ -190,6 +190,10 @@ fn reload(
     let uncollected = s.collect().lacks(&needed);
     s.set_priority_syscalls(&harrier_engine::interest::priority_syscalls(&rules, c.outputs_queue.keep_rank));
     let n = rules.check_report().active();
+    if let Err(err) = watch_names(s, &rules) {
+        say!("harrier: reload failed, the old rules stay: kernel filter: {err:#}");
+        return None;
+    }
     e.replace_rules(rules);
     say!("harrier: reloaded: {n} rules evaluated");
     if !missing.is_empty() {
@@ -370,6 +374,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     if let Some(untold) = session.untold_fds()? {
         engine.borrow_mut().state.watch_untold(untold);
     }
+    watch_names(&session, engine.borrow().rules())?;
     engine.borrow_mut().state.scan_proc();
     if let Some(f) = &file {
         let snap = engine.borrow_mut().state.tables.snapshot();
@@ -636,6 +641,19 @@ fn no_driver(c: &RunConfig, rules: harrier_rules::RuleSet, duration: Option<f64>
     }
     for o in engine.into_outputs().close(run_outputs::STOP_BUDGET).iter().filter(|o| o.lost() > 0) {
         say!("{}", run_outputs::summary(o));
+    }
+    Ok(())
+}
+
+/// Keeps the kernel filter's copy of the addresses of the rules' names
+/// (connect's `peer_named` clauses) as the rules' resolver finds them.
+fn watch_names(session: &Session, rules: &harrier_rules::ruleset::RuleSet) -> Result<()> {
+    if let Some(peers) = session.named_peers()? {
+        rules.dns().on_round(Box::new(move |addrs| {
+            if let Err(err) = peers.set(addrs) {
+                eprintln!("harrier: the rules' names in the kernel filter: {err:#}");
+            }
+        }));
     }
     Ok(())
 }

@@ -6,7 +6,8 @@
 //! in a list); an event none of them (nor the state tables) can use stays in
 //! the kernel. The reduction over-approximates: a condition it cannot
 //! express becomes "anything", so a rule never loses an event it could
-//! match. And the user's `kernel_drop` conditions: process names, per
+//! match. socket() is reduced the same way (its domain) when its fd is of
+//! no use later (sockets.rs). And the user's `kernel_drop` conditions: process names, per
 //! syscall (e.g. `proc.name = redis-server and evt.type in (read, write)`).
 
 use anyhow::{anyhow, bail, Result};
@@ -54,6 +55,9 @@ fn and(a: Clause, b: Clause) -> Clause {
         flags_any,
         paths,
         raw_dotdot: a.raw_dotdot || b.raw_dotdot,
+        arg_eq: a.arg_eq.or(b.arg_eq),
+        l4: if a.l4 != 0 { a.l4 } else { b.l4 },
+        peer_named: a.peer_named || b.peer_named,
     }
 }
 
@@ -73,6 +77,9 @@ fn or(a: Clause, b: Clause) -> Clause {
         flags_any,
         paths,
         raw_dotdot: a.raw_dotdot && b.raw_dotdot,
+        arg_eq: a.arg_eq.filter(|_| a.arg_eq == b.arg_eq),
+        l4: if a.l4 == b.l4 { a.l4 } else { 0 },
+        peer_named: a.peer_named && b.peer_named,
     }
 }
 
@@ -152,6 +159,11 @@ fn check_use(c: &Check) -> Clause {
         (Field::FdNameraw, Op::Contains | Op::StartsWith | Op::Eq) => {
             cl.raw_dotdot = matches!(&c.rhs, CRhs::One(l) if l.bytes.windows(2).any(|w| w == b".."));
         }
+        (Field::FdL4proto, Op::Eq | Op::In) => cl.l4 = sockets::l4_number(c),
+        (Field::FdSip, Op::Eq | Op::In) => cl.peer_named = matches!(c.rhs, CRhs::Names(_)),
+        (Field::EvtArg, _) if sockets::domain_eq(c).is_some() => {
+            cl.arg_eq = sockets::domain_eq(c).map(|v| ("domain", v));
+        }
         (Field::EvtRes, Op::Eq) if matches!(&c.rhs, CRhs::One(l) if &l.bytes[..] == b"SUCCESS") => {
             cl.need_success = true;
         }
@@ -203,9 +215,10 @@ fn expr_use(e: &Expr, ty: EventType) -> Use {
 /// exact merge (same success and flags tests: union the paths), then, if
 /// still too many, one clause bounding them all.
 fn merge(cs: Vec<Clause>) -> Vec<Clause> {
-    let mut by_test: BTreeMap<(bool, u32, bool), Clause> = BTreeMap::new();
+    type Tests<'a> = (bool, u32, bool, Option<(&'a str, u32)>, u8, bool);
+    let mut by_test: BTreeMap<Tests, Clause> = BTreeMap::new();
     for c in cs {
-        let key = (c.need_success, c.flags_any, c.raw_dotdot);
+        let key = (c.need_success, c.flags_any, c.raw_dotdot, c.arg_eq, c.l4, c.peer_named);
         let merged = match by_test.remove(&key) {
             Some(prev) => or(prev, c),
             None => c,
@@ -272,7 +285,7 @@ fn state_file_clause(rules: &RuleSet) -> Option<Clause> {
             }
             // The output is rendered only when the condition held, so the
             // condition's bound on the path holds for it too.
-            let wanted = Clause { need_success: true, flags_any: 0, paths, raw_dotdot: false };
+            let wanted = Clause { need_success: true, paths, ..Clause::default() };
             need = Some(match need {
                 Some(n) => or(n, wanted),
                 None => wanted,
@@ -328,10 +341,14 @@ pub fn derive_with(
     drops: &[KernelDrop],
 ) -> KernelFilter {
     let files_for_state = rules.and_then(state_file_clause);
+    // A socket() kept back leaves its fd untold: only when no rule reads it later.
+    let sockets_kept = rules.is_some_and(|r| !sockets::socket_fds_needed(r));
     let mut out = KernelFilter::default();
     for s in syscalls {
         let mut f = SyscallFilter { nr: s.nr, ..SyscallFilter::default() };
-        if let Some(rules) = rules.filter(|_| kfilter::has_resolved_path(s.nr)) {
+        // connect's clauses keep back only connects on untold sockets (kfilter.h).
+        let judged = kfilter::has_resolved_path(s.nr) || (sockets::JUDGED.contains(&s.name) && sockets_kept);
+        if let Some(rules) = rules.filter(|_| judged) {
             f.clauses = rule_clauses(rules, s, files_for_state.clone());
         }
         let state_needs = harrier_state::STATE_SYSCALLS.contains(&s.name);
@@ -357,7 +374,9 @@ fn read_by_a_rule(rules: &RuleSet, s: &SyscallInfo) -> bool {
 fn rule_clauses(rules: &RuleSet, s: &SyscallInfo, files_for_state: Option<Clause>) -> Vec<Clause> {
     let Some(ty) = EventType::from_name(s.name) else { return Vec::new() };
     let mut cs = Vec::new();
-    if let Some(c) = files_for_state.filter(|_| harrier_state::STATE_SYSCALLS.contains(&s.name)) {
+    // The state's need of the opened files (socket() is judged by rules alone: `derive_with`).
+    let opens = kfilter::has_resolved_path(s.nr);
+    if let Some(c) = files_for_state.filter(|_| opens && harrier_state::STATE_SYSCALLS.contains(&s.name)) {
         cs.push(c);
     }
     for r in rules.rules().iter().filter(|r| r.is_active() && r.event_types.contains(ty)) {
@@ -375,6 +394,11 @@ fn rule_clauses(rules: &RuleSet, s: &SyscallInfo, files_for_state: Option<Clause
         // creat has no flags argument (it always writes): nothing to test.
         cs.iter_mut().for_each(|c| c.flags_any = 0);
     }
+    for c in cs.iter_mut().filter(|c| c.arg_eq.is_some_and(|(p, _)| kfilter::param_offset(s.nr, p).is_none()))
+    {
+        c.arg_eq = None;
+    }
+    sockets::fit_socket_tests(s.name, &mut cs);
     merge(cs)
 }
 
@@ -388,7 +412,9 @@ fn implies(strong: &Clause, weak: &Clause) -> bool {
         (Some(a), Some(b)) => a.iter().all(|m| b.contains(m)),
     };
     let raw = !weak.raw_dotdot || strong.raw_dotdot;
-    success && flags && paths && raw
+    let arg = weak.arg_eq.is_none() || strong.arg_eq == weak.arg_eq;
+    let sock = (weak.l4 == 0 || strong.l4 == weak.l4) && (!weak.peer_named || strong.peer_named);
+    success && flags && paths && raw && arg && sock
 }
 
 /// One line for `harrier run`'s start: what the kernel keeps back.
@@ -428,6 +454,15 @@ fn describe_clause(c: &Clause) -> String {
     }
     if c.raw_dotdot {
         v.push("the path as passed has \"..\"".into());
+    }
+    if let Some((param, value)) = c.arg_eq {
+        v.push(format!("{param} = {value}"));
+    }
+    if c.l4 != 0 {
+        v.push(format!("its protocol is {}", c.l4));
+    }
+    if c.peer_named {
+        v.push("its peer is a rule's name's address".into());
     }
     format!("({})", v.join(" and "))
 }
@@ -502,5 +537,6 @@ fn describe(a: &Ast) -> &'static str {
     }
 }
 
+mod sockets;
 #[cfg(test)]
 mod tests;

@@ -354,3 +354,31 @@ fn a_kernel_module_loaded_from_a_container_alerts() {
 fn client_port(name: &str) -> u64 {
     name.split_once("->").and_then(|(c, _)| c.rsplit_once(':')).and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
 }
+
+/// With Falco's stable rules the kernel keeps back a socket() no rule can use
+/// (not AF_PACKET) and a connect on it no rule can use (not TCP, its peer no
+/// address of a rule's name), and its close; a connect to a name's address
+/// is sent, and says what its socket is, so the alert has every fd field.
+#[test]
+fn a_udp_connect_to_a_rules_name_alerts_and_others_stay_in_the_kernel() {
+    if !bpf_available() {
+        return;
+    }
+    let extra = "- rule: harrier test named udp peer\n  desc: d\n  condition: evt.type = connect and \
+                 fd.sip.name = \"localhost\" and fd.l4proto = udp\n  output: to %fd.name %fd.type %fd.l4proto\n  \
+                 priority: DEBUG\n";
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = sink.local_addr().unwrap().port();
+    let Some(rules) = stable_with(extra) else { return };
+    let (alerts, _) = run_live(rules, harrier_rules::ruleset::RuleMatching::All, true, |_| {
+        for ip in ["127.0.0.2", "127.0.0.1", "127.0.0.3"] {
+            let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+            s.connect((ip, port)).unwrap();
+        }
+    });
+    let hits: Vec<_> = alerts.iter().filter(|a| a.rule == "harrier test named udp peer").collect();
+    assert_eq!(hits.len(), 1, "the connect to localhost's 127.0.0.1 only: {hits:#?}");
+    let name = field(hits[0], "fd.name");
+    assert!(name.ends_with(&format!("->127.0.0.1:{port}")), "{name}");
+    assert_eq!((field(hits[0], "fd.type"), field(hits[0], "fd.l4proto")), ("ipv4", "udp"));
+}

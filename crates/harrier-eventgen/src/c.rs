@@ -68,9 +68,10 @@ fn var_stmt(p: &Param, nr: u32, index: usize, resolved: bool) -> String {
         Kind::Argv(i) => format!("hr_put_argv(&em, {})", arg(*i)),
         Kind::FdPathRet => format!("hr_put_fdpath_ret(&em, {nr})"),
         Kind::SockPeer(i) => format!("hr_put_sockpeer(&em, {})", arg(*i)),
+        Kind::SockType(i) => format!("hr_put_socktype(&em, {})", arg(*i)),
         Kind::SockAddrOf(i, local) => {
             let fd = i.map_or("em.ret".to_string(), arg);
-            let ok = if i.is_some() { "em.ret == 0 || em.ret == -HR_EINPROGRESS" } else { "em.ret >= 0" };
+            let ok = if i.is_some() { "em.ret >= 0 || em.ret == -HR_EINPROGRESS" } else { "em.ret >= 0" };
             format!("hr_put_sockaddr_of(&em, {fd}, {ok}, {})", *local as u8)
         }
         Kind::Exe => "hr_put_exe(&em)".into(),
@@ -99,6 +100,8 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
     let mut body = String::new();
     // An open whose verdict needs no path field gets it before any is written.
     let open_clear = ev.has_enter() && ev.params.iter().any(|p| matches!(p.kind, Kind::FdPathRet));
+    // So does a connect, whose verdict needs its socket (kfilter.h's clauses' l4, peer_named).
+    let connect_clear = sc.name == "connect";
     let mut vars_begun = false;
     for (index, p) in ev.params.iter().enumerate() {
         match p.kind.wire().fixed_size() {
@@ -112,6 +115,12 @@ fn exit_handler(ev: &EventDef, guests: &[u32], out: &mut String) {
                 if open_clear && !vars_begun {
                     body += &format!(
                         "\tif (hr_kf_open_clear(&em, {nr}, st))\n\t\treturn hr_discard(&em, {nr}, false);\n",
+                        nr = sc.nr
+                    );
+                }
+                if connect_clear && !vars_begun {
+                    body += &format!(
+                        "\tif (hr_kf_connect_clear(&em, {nr}, HR_ARG(&em, di)))\n\t\treturn hr_discard(&em, {nr}, false);\n",
                         nr = sc.nr
                     );
                 }

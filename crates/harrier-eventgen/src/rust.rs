@@ -28,9 +28,13 @@ pub fn generate(t: &Tables) -> String {
                 Some(v) => format!("Some({v:#x})"),
                 None => "None".into(),
             };
+            let arg = match p.kind.plain_arg() {
+                Some(i) => format!("Some({i})"),
+                None => "None".into(),
+            };
             let _ = writeln!(
                 out,
-                "    ParamDesc {{ name: {:?}, wire: Wire::{}, text: TextKind::{}, renderer: {renderer}, at_enter: {}, unknown: {unknown} }},",
+                "    ParamDesc {{ name: {:?}, wire: Wire::{}, text: TextKind::{}, renderer: {renderer}, at_enter: {}, unknown: {unknown}, arg: {arg} }},",
                 p.name,
                 wire_name(p.kind.wire()),
                 p.kind.text_kind(),

@@ -51,6 +51,9 @@ pub enum Kind {
     /// Peer (`false`) or local (`true`) address of the socket behind fd arg i,
     /// or behind the returned fd when the index is `None`, whenever the call succeeded.
     SockAddrOf(Option<u8>, bool),
+    /// What the socket behind fd arg i is, from the kernel (its layout:
+    /// schema/events.tbl), so user space can describe one it never saw made.
+    SockType(u8),
     /// A field of the calling task's kernel state, read at exit (see [`TASK_FIELDS`]).
     Task(&'static str),
     Exe,
@@ -123,6 +126,15 @@ impl Kind {
             Kind::Task("uid" | "gid" | "euid" | "egid" | "sid" | "vpid" | "vpgid" | "tty" | "env_size") => {
                 Some(u32::MAX as u64)
             }
+            _ => None,
+        }
+    }
+
+    /// The syscall argument (0-5) this parameter is, as passed: an integer
+    /// argument, not one read through it.
+    pub fn plain_arg(&self) -> Option<u8> {
+        match self {
+            Kind::Fd(i) | Kind::S32(i) | Kind::U32(i) | Kind::U64(i) | Kind::S64(i) => Some(*i),
             _ => None,
         }
     }
@@ -246,6 +258,7 @@ fn parse_kind(kind: &str, args: &[&str]) -> Option<Kind> {
         ("sockpeer", 1) => Kind::SockPeer(arg(0)?),
         ("sockname", 1) if args[0] == "ret" => Kind::SockAddrOf(None, true),
         ("sockname", 1) => Kind::SockAddrOf(Some(arg(0)?), true),
+        ("socktype", 1) => Kind::SockType(arg(0)?),
         ("task", 1) => Kind::Task(TASK_FIELDS.iter().find(|(n, _)| *n == args[0])?.0),
         ("exe", 0) => Kind::Exe,
         ("cwd", 0) => Kind::Cwd,

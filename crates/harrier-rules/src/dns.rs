@@ -70,6 +70,20 @@ pub struct Resolver {
     round_lock: Mutex<()>,
     /// The last failure, "name: error", for the user.
     last_error: Mutex<Option<String>>,
+    /// Told every address of every set after each round (the kernel filter's
+    /// copy of them: `on_round`).
+    on_round: Mutex<Option<Hook>>,
+}
+
+/// What [`Resolver::on_round`] calls with the addresses of all names.
+pub type RoundHook = Box<dyn Fn(&[IpAddr]) + Send>;
+
+struct Hook(RoundHook);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hook")
+    }
 }
 
 impl Resolver {
@@ -154,9 +168,32 @@ impl Resolver {
             *s.addrs.write().unwrap_or_else(|e| e.into_inner()) = all.into();
             s.ready.store(true, Ordering::Release);
         }
+        self.tell_hook();
         let _g = self.round_lock.lock().unwrap_or_else(|e| e.into_inner());
         self.rounds.fetch_add(1, Ordering::Relaxed);
         self.round_done.notify_all();
+    }
+
+    /// Every address of every set, as the sets now hold them.
+    pub fn all_addrs(&self) -> Vec<IpAddr> {
+        let mut all: Vec<IpAddr> =
+            self.sets.lock().unwrap_or_else(|e| e.into_inner()).iter().flat_map(|s| s.addrs()).collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    /// Calls `hook` with [`Resolver::all_addrs`] now and after each round: a
+    /// copy kept elsewhere (the kernel filter's) follows the sets.
+    pub fn on_round(&self, hook: RoundHook) {
+        *self.on_round.lock().unwrap_or_else(|e| e.into_inner()) = Some(Hook(hook));
+        self.tell_hook();
+    }
+
+    fn tell_hook(&self) {
+        if let Some(h) = self.on_round.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            (h.0)(&self.all_addrs());
+        }
     }
 
     /// Waits until at least `n` rounds have completed, or `timeout` passed; true if they had.
@@ -226,6 +263,20 @@ mod tests {
         assert_eq!(r.stats(), DnsStats { rounds: 1, lookups: 2, failures: 0 });
         assert_eq!(r.name_of("127.0.0.1".parse().unwrap()).as_deref(), Some("localhost"));
         assert_eq!(r.name_of("192.0.2.8".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn the_round_hook_hears_every_address_now_and_after_each_round() {
+        let r = Resolver::default();
+        r.register(&["192.0.2.7"]);
+        r.register(&["192.0.2.9", "192.0.2.7"]);
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let h = heard.clone();
+        r.on_round(Box::new(move |a| h.lock().unwrap().push(a.to_vec())));
+        r.refresh();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let want = vec![ip("192.0.2.7"), ip("192.0.2.9")];
+        assert_eq!(*heard.lock().unwrap(), vec![vec![], want], "empty before the first round");
     }
 
     #[test]

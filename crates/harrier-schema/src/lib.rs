@@ -38,6 +38,9 @@ pub struct ParamDesc {
     /// A value that stands for "not known" (an upgraded or converted record
     /// that had no such field): decoded as [`decode::Value::Missing`].
     pub unknown: Option<u64>,
+    /// The syscall argument (0-5) it is, when it is an integer argument as
+    /// passed (the kernel filter reads it from the registers).
+    pub arg: Option<u8>,
 }
 
 #[derive(Debug)]

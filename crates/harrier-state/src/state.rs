@@ -14,6 +14,7 @@ use harrier_schema::view::{Known, SyscallParams, SyscallView};
 const O_DIRECTORY: u64 = 0o200000;
 const O_CLOEXEC: u64 = 0o2000000;
 const SOCK_CLOEXEC: u64 = 0o2000000;
+const SOCK_NONBLOCK: u64 = 0o4000;
 const MFD_CLOEXEC: u64 = 1;
 const FD_CLOEXEC: u64 = 1;
 const F_DUPFD: i64 = 0;
@@ -526,8 +527,20 @@ fn apply_to<'a>(
         }
         "dup" | "dup2" | "dup3" => {
             let old = fd_of("oldfd").unwrap_or(-1);
-            unknown_fd = p.fds.get(old).is_none();
-            p.fds.dup(old, new_fd, u("flags").unwrap_or(0) & O_CLOEXEC != 0);
+            let cloexec = u("flags").unwrap_or(0) & O_CLOEXEC != 0;
+            if p.fds.get(old).is_some() {
+                p.fds.dup(old, new_fd, cloexec);
+            } else if let Some(mut f) = described_socket(b("sock"), b("local"), b("peer"), names) {
+                // A socket whose socket() the kernel filter kept back.
+                f.cloexec = cloexec;
+                p.fds.insert(new_fd, f);
+            } else {
+                // What new_fd held before (dup2 closes it) is gone either way.
+                unknown_fd = true;
+                if let Some(f) = p.fds.remove(new_fd) {
+                    names.closed(f);
+                }
+            }
         }
         "fcntl" => {
             let fd = fd_of("fd").unwrap_or(-1);
@@ -552,12 +565,18 @@ fn apply_to<'a>(
         }
         "connect" | "bind" => {
             let fd = fd_of("fd").unwrap_or(-1);
-            let Some(f) = p.fds.get_mut(fd) else {
-                return true;
-            };
             let local = b("local");
             let peer = if name == "connect" { b("peer").or_else(|| b("addr")) } else { None };
-            *renamed = set_addresses(f, local, peer, names);
+            if p.fds.get(fd).is_none() {
+                // Its socket() kept back by the kernel filter: the connect says what it is.
+                let Some(f) = described_socket(b("sock"), local, peer, names) else {
+                    return true;
+                };
+                p.fds.insert(fd, f);
+                *renamed = true;
+            } else if let Some(f) = p.fds.get_mut(fd) {
+                *renamed = set_addresses(f, local, peer, names);
+            }
         }
         "sendto" | "sendmsg" => {
             let fd = fd_of("fd").unwrap_or(-1);
@@ -664,6 +683,26 @@ fn family_of(t: FdType) -> u64 {
         FdType::Unix => AF_UNIX,
         _ => AF_INET,
     }
+}
+
+/// The entry socket() would have made, from what the kernel says a socket is
+/// (events.tbl's socktype: family, type, protocol, fd flags, u16 each) and its
+/// addresses. None: no description (no socket, or an older schema's record).
+fn described_socket(
+    sock: Option<&[u8]>,
+    local: Option<&[u8]>,
+    peer: Option<&[u8]>,
+    names: &mut Names,
+) -> Option<Fd> {
+    let v = sock.filter(|s| s.len() >= 8)?;
+    let at = |i: usize| u16::from_le_bytes([v[2 * i], v[2 * i + 1]]) as u64;
+    let (family, typ, protocol, fd_flags) = (at(0), at(1), at(2), at(3));
+    let mut f = socket_fd(family, typ, protocol, names);
+    f.cloexec = fd_flags & 1 != 0;
+    let flag = |bit: u64, v: u64| if fd_flags & bit != 0 { v } else { 0 };
+    f.flags = (typ | flag(1, SOCK_CLOEXEC) | flag(2, SOCK_NONBLOCK)) as u32;
+    set_addresses(&mut f, local, peer, names);
+    Some(f)
 }
 
 /// A new socket descriptor of this family, type (SOCK_STREAM...) and protocol.

@@ -247,3 +247,43 @@ fn the_watcher_hears_of_each_table_made_and_freed() {
     s.end_batch();
     assert_eq!(told.borrow().last(), Some(&(false, CHILD)), "freed with its last thread");
 }
+
+/// events.tbl's socktype: family, type, protocol, fd flags (u16 each).
+fn socktype(family: u16, typ: u16, protocol: u16, fd_flags: u16) -> Vec<u8> {
+    [family, typ, protocol, fd_flags].iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+#[test]
+fn a_socket_never_seen_is_made_from_its_connect_or_dup() {
+    let (mut s, _) = with_child();
+    let (local, peer) = (inet(40000, [10, 0, 0, 1]), inet(53, [10, 0, 0, 2]));
+    // The kernel filter kept socket() back: the connect says what fd 6 is.
+    let sock = socktype(2, 2, 17, 1);
+    let args = [("fd", P::I(906)), ("local", P::B(&local)), ("peer", P::B(&peer)), ("sock", P::B(&sock))];
+    apply(&mut s, &syscall(4, CHILD, "connect", 0, &args));
+    let f = s.fd(CHILD, 906).expect("made from the connect");
+    let t = f.tuple.as_ref().unwrap();
+    assert_eq!((f.typ, t.l4, t.dport, f.cloexec), (FdType::Ipv4, L4::Udp, 53, true));
+    assert_eq!(&*f.name, "10.0.0.1:40000->10.0.0.2:53");
+    assert_eq!(s.stats.unknown_fds, 0);
+    // A dup of another such socket: the new fd is made from the dup's description.
+    let sock = socktype(2, 1, 6, 0);
+    let args = [
+        ("oldfd", P::I(909)),
+        ("newfd", P::I(1)),
+        ("local", P::B(&local)),
+        ("peer", P::B(&peer)),
+        ("sock", P::B(&sock)),
+    ];
+    apply(&mut s, &syscall(5, CHILD, "dup2", 1, &args));
+    let f = s.fd(CHILD, 1).expect("made from the dup");
+    assert_eq!((f.typ, f.tuple.as_ref().unwrap().l4, f.cloexec), (FdType::Ipv4, L4::Tcp, false));
+    assert!(s.fd(CHILD, 909).is_none(), "the old fd stays unknown (its close is kept back too)");
+    // Without a description (a file never told of), what the new fd held is gone.
+    apply(&mut s, &syscall(6, CHILD, "dup2", 1, &[("oldfd", P::I(910)), ("newfd", P::I(1))]));
+    assert!(s.fd(CHILD, 1).is_none(), "dup2 replaced fd 1");
+    assert_eq!(s.stats.unknown_fds, 1);
+    // A failed connect (no description) on an unknown fd makes nothing.
+    apply(&mut s, &syscall(7, CHILD, "connect", -111, &[("fd", P::I(911)), ("peer", P::B(&peer))]));
+    assert!(s.fd(CHILD, 911).is_none());
+}

@@ -2,7 +2,7 @@
 //! and collect what it reported.
 #![allow(dead_code)]
 
-use harrier_capture::{parse_syscalls, AttachMode, Config, Session, Stats};
+use harrier_capture::{parse_syscalls, AttachMode, Config, Session, Stats, UntoldFds};
 use harrier_schema::decode::{decode, Event, SyscallEvent};
 use std::cell::Cell;
 use std::cell::RefCell;
@@ -218,4 +218,40 @@ pub fn sys(nr: libc::c_long, args: &[i64]) -> i64 {
     let mut a = [0i64; 6];
     a[..args.len()].copy_from_slice(args);
     kret(unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) })
+}
+
+/// Syscall `name`'s number.
+pub fn nr(name: &str) -> u32 {
+    harrier_schema::syscall_by_name(name).unwrap().nr
+}
+
+/// A capture of `work`, which is handed the session's untold record, this
+/// process followed.
+pub fn capture_followed(cfg: Config, work: impl FnOnce(&UntoldFds)) -> Captured {
+    capture_named(cfg, &[], work)
+}
+
+/// As capture_followed, with `named` the addresses of the rules' names (kf_peers).
+pub fn capture_named(cfg: Config, named: &[std::net::IpAddr], work: impl FnOnce(&UntoldFds)) -> Captured {
+    let events = Rc::new(RefCell::new(Vec::new()));
+    let sink = events.clone();
+    let mut s = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().push(b.to_vec()))).unwrap();
+    let peers = s.named_peers().unwrap().expect("the kernel filter is on");
+    peers.set(named).unwrap();
+    assert_eq!(peers.get(), named, "kf_peers holds the names' addresses");
+    let untold = s.untold_fds().unwrap().expect("the kernel filter is on");
+    assert!(untold.follow(std::process::id()), "the record is written");
+    work(&untold);
+    untold.forget(std::process::id());
+    s.drain().unwrap();
+    let stats = s.stop().unwrap();
+    Captured { events: Rc::try_unwrap(events).unwrap().into_inner(), stats }
+}
+
+pub fn close(fd: i32) {
+    assert_eq!(unsafe { libc::close(fd) }, 0, "close {fd}");
+}
+
+pub fn closes_sent(c: &Captured, tid: u32) -> Vec<i64> {
+    c.named(tid, "close").iter().map(|e| int(e, "fd")).collect()
 }

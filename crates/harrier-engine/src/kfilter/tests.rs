@@ -33,8 +33,13 @@ fn write_opens_below_a_prefix_reduce_to_one_clause() {
     )]);
     let f = filter_of(&rs, &["openat", "execve"]);
     assert_eq!(f.syscalls.len(), 1, "execve is the state's: never filtered ({f:?})");
-    let want =
-        Clause { need_success: true, flags_any: 3, paths: Some(vec![prefix("/etc/")]), raw_dotdot: false };
+    let want = Clause {
+        need_success: true,
+        flags_any: 3,
+        paths: Some(vec![prefix("/etc/")]),
+        raw_dotdot: false,
+        ..Clause::default()
+    };
     assert_eq!(f.syscalls[0].clauses, vec![want]);
 }
 
@@ -178,4 +183,67 @@ fn closes_of_untold_fds_are_kept_back_unless_a_rule_reads_closes() {
     assert!(!untold(&rules(&[("any", "proc.name=nc")])), "a rule with no evt.type sees closes");
     let only_drops = derive_with(None, &[sc("openat"), sc("close")], &[]);
     assert!(only_drops.syscalls.iter().all(|s| !s.untold), "no rules, nothing known of their needs");
+}
+
+fn socket_clauses(conds: &[(&str, &str)]) -> Option<Vec<Clause>> {
+    let rs = rules(conds);
+    let f = filter_of(&rs, &["socket", "connect", "dup2", "sendto", "write"]);
+    f.syscalls.iter().find(|s| s.nr == sc("socket").nr).map(|s| s.clauses.clone())
+}
+
+const PACKET: (&str, &str) =
+    ("packet", "evt.type=socket and evt.arg.domain contains AF_PACKET and proc.name != x");
+
+#[test]
+fn socket_is_sent_only_for_what_its_rules_test_when_later_events_describe_it() {
+    let packet = Clause { arg_eq: Some(("domain", libc::AF_PACKET as u32)), ..Clause::default() };
+    // Falco's network rules: connect and dup2 describe their socket; the SSH
+    // rule's sendto branch contradicts itself (l4proto != tcp, = tcp).
+    let ssh = "((evt.type = connect or (evt.type in (sendto, sendmsg) and fd.l4proto != tcp and \
+               fd.connected=false)) and fd.typechar = 4) and fd.l4proto=tcp and fd.sport in (80, 443)";
+    let redirect = "evt.type in (dup, dup2, dup3) and evt.rawres in (0, 1, 2) and fd.type in (ipv4, ipv6)";
+    let got = socket_clauses(&[PACKET, ("ssh", ssh), ("redirect", redirect)]);
+    assert_eq!(got, Some(vec![packet]));
+    // A rule reading files only, on writes, needs no socket.
+    let files = ("w", "evt.type=write and fd.typechar=f and fd.name startswith /etc/");
+    assert!(socket_clauses(&[PACKET, files]).is_some());
+}
+
+#[test]
+fn socket_is_always_sent_when_a_rule_reads_its_fd_later() {
+    for cond in [
+        "evt.type=sendto and fd.sport=53",
+        "evt.type=write and fd.type=ipv4",
+        "evt.type=sendto and fd.l4proto in (tcp, udp) and fd.l4proto != udp",
+    ] {
+        assert_eq!(socket_clauses(&[PACKET, ("later", cond)]), None, "{cond}");
+    }
+    // The output reads the fd, on an event that does not describe its socket.
+    let mut y = String::new();
+    y += "- rule: o\n  desc: t\n  condition: evt.type=write and proc.name=x\n  output: \"f %fd.name\"\n  priority: WARNING\n";
+    let rs = RuleSet::load(&[("t.yaml", y)], &LoadOptions::default()).unwrap();
+    let f = filter_of(&rs, &["socket", "write"]);
+    assert!(f.syscalls.iter().all(|s| s.nr != sc("socket").nr), "{f:?}");
+    // A socket() rule the kernel cannot bound takes every socket().
+    assert_eq!(socket_clauses(&[("any", "evt.type=socket and proc.name=x")]), None);
+}
+
+#[test]
+fn connect_is_bounded_by_its_protocol_and_the_rules_names_when_sockets_are_kept_back() {
+    let k8s = "evt.type=connect and (fd.typechar=4 or fd.typechar=6) and fd.sip.name=\"k8s.example\" \
+               and not proc.name in (x)";
+    let ssh = "((evt.type = connect or (evt.type in (sendto, sendmsg) and fd.l4proto != tcp)) and \
+               (evt.rawres >= 0 or evt.res = EINPROGRESS)) and fd.l4proto=tcp and fd.sport in (80, 443)";
+    let rs = rules(&[PACKET, ("k8s", k8s), ("ssh", ssh)]);
+    let f = filter_of(&rs, &["socket", "connect", "sendto"]);
+    let connect = f.syscalls.iter().find(|s| s.nr == sc("connect").nr).expect("connect is judged");
+    let (tcp, named) =
+        (Clause { l4: 6, ..Clause::default() }, Clause { peer_named: true, ..Clause::default() });
+    let mut got = connect.clauses.clone();
+    got.sort_by_key(|c| c.l4);
+    assert_eq!(got, vec![named, tcp], "never success: a failed connect's fd has fields");
+    // Sockets needed later: connect is not judged (its clauses would never see an untold fd).
+    let rs = rules(&[PACKET, ("k8s", k8s), ("later", "evt.type=sendto and fd.sport=53")]);
+    let f = filter_of(&rs, &["socket", "connect", "sendto"]);
+    assert!(f.syscalls.iter().all(|s| s.nr != sc("connect").nr), "{f:?}");
 }

@@ -71,6 +71,14 @@ pub fn run_live_sized(
     let sink = engine.clone();
     let mut session =
         Session::start(&cfg, Box::new(move |b| sink.borrow_mut().on_event(b))).expect("sensor starts");
+    // As `harrier run` does: the processes whose fds are followed (untold
+    // closes and sockets), and the kernel's copy of the names' addresses.
+    if let Some(untold) = session.untold_fds().unwrap() {
+        engine.borrow_mut().state.watch_untold(untold);
+    }
+    if let Some(peers) = session.named_peers().unwrap() {
+        dns.on_round(Box::new(move |a| peers.set(a).expect("kf_peers written")));
+    }
     engine.borrow_mut().state.scan_proc();
     work(&mut || session.drain().unwrap());
     // The action's processes have exited: their events are in the rings.
