@@ -148,19 +148,6 @@ static __always_inline void hr_dwalk_cached(struct hr_cpu *c, struct task_struct
 	bpf_map_update_elem(&dirpaths, &k, &c->dc, BPF_ANY);
 }
 
-/* The file behind descriptor fd of task t (an address), or 0. */
-static __always_inline __u64 hr_fd_file_of(struct task_struct *t, __s64 fd)
-{
-	struct fdtable *fdt = t->files->fdt;
-	__u64 f = 0;
-
-	/* The slot read as a list_head's first pointer: a plain load where the
-	 * kernel has the cast (a helper call fewer per fd path). */
-	if (fd >= 0 && fd < fdt->max_fds)
-		f = (__u64)hr_kread((__u64)fdt->fd + fd * sizeof(f), struct list_head, next);
-	return f;
-}
-
 static __always_inline __u64 hr_fd_file(struct hr_em *em, __s64 fd)
 {
 	return hr_fd_file_of(em->task, fd);

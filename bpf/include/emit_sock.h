@@ -108,10 +108,10 @@ static __always_inline void hr_put_socktype(struct hr_em *em, __s64 fd)
 	__u64 sk, f, word;
 	__u16 *v;
 
+	/* Whatever the call returned: a failed connect's socket is there too,
+	 * and its rules may read it (user space ignores a failed dup). */
 	if (!slot)
 		return;
-	if (em->ret < 0 && em->ret != -HR_EINPROGRESS)
-		goto none;
 	if (!(sk = hr_sock_of(em, fd)))
 		goto none;
 	f = em->sock_file;

@@ -28,7 +28,7 @@
 #define HARRIER_UNTOLD_H
 
 #define HR_UNTOLD_WORDS 16
-#define HR_EINPROGRESS 115	/* a connect in progress describes its socket too */
+#define HR_EINPROGRESS 115
 #define HR_UNTOLD_FDS (HR_UNTOLD_WORDS * 64)
 
 struct hr_untold {
@@ -158,14 +158,15 @@ static __always_inline void hr_untold_sent(struct task_struct *t, __u32 nr, __s6
 {
 	struct hr_untold *u;
 
-	if (!kf_enabled || (ret < 0 && !(nr == 42 && ret == -HR_EINPROGRESS)))
+	if (!kf_enabled || (ret < 0 && nr != 42))
 		return;
 	if (hr_fds_elsewhere(nr)) {
 		hr_untold_empty(t);
 		return;
 	}
-	/* A connect describes its socket (events.tbl's socktype): user space
-	 * makes the entry of a socket() kept back, so its close must be sent. */
+	/* A connect, failed or not, describes its socket (events.tbl's
+	 * socktype): user space makes the entry of a socket() kept back, so its
+	 * close must be sent. */
 	if (nr == 42) {
 		__u64 fd = hr_regs_of(t)->di;
 
@@ -189,14 +190,22 @@ static __always_inline bool hr_untold_is(struct task_struct *t, __s64 fd)
 	return (*(volatile __u64 *)hr_untold_word(u, fd) >> (fd & 63)) & 1;
 }
 
-/* fd was closed: true if user space was never told of it (its bit, now clear). */
+/* fd was closed: true if user space was never told of it (its bit, now clear).
+ * The close released the number before its exit: another thread may hold it
+ * again already, made by an open or socket() kept back since, whose bit this
+ * is. Then the bit stays, and the close is sent (never wrong: it ends the
+ * entry user space may have of the fd closed). */
 static __always_inline bool hr_untold_closed(struct task_struct *t, __u64 fd)
 {
 	struct hr_untold *u;
+	__u64 *w, m = 1ULL << (fd & 63);
 
 	if (fd >= HR_UNTOLD_FDS || !(u = hr_untold_of(t)))
 		return false;
-	return hr_untold_unset(hr_untold_word(u, fd), 1ULL << (fd & 63));
+	w = hr_untold_word(u, fd);
+	if (!(*(volatile __u64 *)w & m) || hr_fd_file_of(t, fd))
+		return false;
+	return hr_untold_unset(w, m);
 }
 
 #endif

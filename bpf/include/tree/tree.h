@@ -27,6 +27,19 @@
 	(hr_has_cast() ? bpf_core_cast((void *)(p), type)->field                         \
 		       : BPF_CORE_READ((type *)(void *)(p), field))
 
+/* The file behind descriptor fd of task t (an address), or 0. */
+static __always_inline __u64 hr_fd_file_of(struct task_struct *t, __s64 fd)
+{
+	struct fdtable *fdt = t->files->fdt;
+	__u64 f = 0;
+
+	/* The slot read as a list_head's first pointer: a plain load where the
+	 * kernel has the cast (a helper call fewer per fd path). */
+	if (fd >= 0 && fd < fdt->max_fds)
+		f = (__u64)hr_kread((__u64)fdt->fd + fd * sizeof(f), struct list_head, next);
+	return f;
+}
+
 #define HR_S_IFMT 0170000
 #define HR_S_IFDIR 0040000
 #define HR_AT_REMOVEDIR 0x200

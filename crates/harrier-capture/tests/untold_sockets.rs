@@ -164,6 +164,9 @@ fn a_connect_no_rule_can_use_on_a_kept_back_socket_stays_in_the_kernel(mode: Att
     let tcp_sink = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let (udp, named) = (to([127, 0, 0, 1], udp_sink.local_addr().unwrap().port()), [127, 0, 0, 2]);
     let tcp = to([127, 0, 0, 1], tcp_sink.local_addr().unwrap().port());
+    // A port nobody listens on: one a listener had, now closed.
+    let refused =
+        to([127, 0, 0, 1], std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
     let (tid, pid) = (gettid(), std::process::id());
     let (mut held, mut sent) = (Vec::new(), Vec::new());
     let c = capture_named(connect_config(), &[std::net::IpAddr::from(named)], |untold| {
@@ -184,11 +187,22 @@ fn a_connect_no_rule_can_use_on_a_kept_back_socket_stays_in_the_kernel(mode: Att
         connect(d, &udp);
         close(d);
         sent.extend([d, d]);
+        // TCP refused: sent, and a failed connect says what its socket is too.
+        let r = inet_socket(libc::SOCK_STREAM);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as u32;
+        let rc = unsafe { libc::connect(r, (&refused as *const libc::sockaddr_in).cast(), len) };
+        assert_eq!((rc, std::io::Error::last_os_error().raw_os_error()), (-1, Some(libc::ECONNREFUSED)));
+        assert!(!untold.is_untold(pid, r as u32), "the failed connect on {r} told it");
+        close(r);
+        sent.push(r);
     });
-    let connects: Vec<i64> = c.named(tid, "connect").iter().map(|e| common::int(e, "fd")).collect();
+    let conns = c.named(tid, "connect");
+    let connects: Vec<i64> = conns.iter().map(|e| common::int(e, "fd")).collect();
     assert_eq!(connects, sent.iter().map(|&f| f as i64).collect::<Vec<_>>(), "connects sent, held: {held:?}");
-    let closes = [sent[0], sent[1]].map(|f| f as i64).to_vec();
-    assert_eq!(closes_sent(&c, tid), closes, "the closes of b and d sent");
+    let (tcp, stream) = (libc::IPPROTO_TCP as u16, libc::SOCK_STREAM as u16);
+    assert_eq!(socktype(conns.last().unwrap()), vec![libc::AF_INET as u16, stream, tcp, 0], "refused");
+    let closes = [sent[0], sent[1], sent[3]].map(|f| f as i64).to_vec();
+    assert_eq!(closes_sent(&c, tid), closes, "the closes of b, d and r sent");
 }
 
 #[test_case(PerSyscall ; "per_syscall")]

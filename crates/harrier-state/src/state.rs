@@ -383,7 +383,8 @@ impl State {
         let name = e.syscall().name;
         // Only a few syscalls change state; the rest cost one table lookup.
         let relevant = self.relevant.get(e.syscall().nr as usize).copied().unwrap_or(false);
-        if !relevant || (ret < 0 && !(name == "connect" && ret == -EINPROGRESS)) {
+        // A failed connect still says what its socket is (a socket() kept back).
+        if !relevant || (ret < 0 && name != "connect") {
             return;
         }
         let keep_env = self.keep_env;
@@ -567,14 +568,16 @@ fn apply_to<'a>(
             let fd = fd_of("fd").unwrap_or(-1);
             let local = b("local");
             let peer = if name == "connect" { b("peer").or_else(|| b("addr")) } else { None };
+            // The addresses only of a connect that succeeded or is in progress.
+            let connected = ret >= 0 || ret == -EINPROGRESS;
             if p.fds.get(fd).is_none() {
                 // Its socket() kept back by the kernel filter: the connect says what it is.
                 let Some(f) = described_socket(b("sock"), local, peer, names) else {
-                    return true;
+                    return connected;
                 };
                 p.fds.insert(fd, f);
-                *renamed = true;
-            } else if let Some(f) = p.fds.get_mut(fd) {
+                *renamed = connected;
+            } else if let Some(f) = p.fds.get_mut(fd).filter(|_| connected) {
                 *renamed = set_addresses(f, local, peer, names);
             }
         }

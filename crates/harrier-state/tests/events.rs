@@ -283,7 +283,16 @@ fn a_socket_never_seen_is_made_from_its_connect_or_dup() {
     apply(&mut s, &syscall(6, CHILD, "dup2", 1, &[("oldfd", P::I(910)), ("newfd", P::I(1))]));
     assert!(s.fd(CHILD, 1).is_none(), "dup2 replaced fd 1");
     assert_eq!(s.stats.unknown_fds, 1);
-    // A failed connect (no description) on an unknown fd makes nothing.
-    apply(&mut s, &syscall(7, CHILD, "connect", -111, &[("fd", P::I(911)), ("peer", P::B(&peer))]));
+    // A failed connect with no description (no socket) makes nothing, nor counts.
+    apply(&mut s, &syscall(7, CHILD, "connect", -88, &[("fd", P::I(911)), ("peer", P::B(&peer))]));
     assert!(s.fd(CHILD, 911).is_none());
+    assert_eq!(s.stats.unknown_fds, 1);
+    // A refused one still says what its socket is: the entry, without addresses.
+    let sock = socktype(2, 1, 6, 0);
+    apply(&mut s, &syscall(8, CHILD, "connect", -111, &[("fd", P::I(912)), ("sock", P::B(&sock))]));
+    let f = s.fd(CHILD, 912).expect("made from the failed connect");
+    assert_eq!(
+        (f.typ, f.tuple.as_ref().unwrap().l4, f.tuple.as_ref().unwrap().dport),
+        (FdType::Ipv4, L4::Tcp, 0)
+    );
 }

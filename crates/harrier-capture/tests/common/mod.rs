@@ -231,8 +231,14 @@ pub fn capture_followed(cfg: Config, work: impl FnOnce(&UntoldFds)) -> Captured 
     capture_named(cfg, &[], work)
 }
 
+/// One followed capture at a time in this process: its tests' threads share
+/// the process's untold record, so one test's fds would take part in the
+/// closes another test counts, per thread and exactly.
+static FOLLOWED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// As capture_followed, with `named` the addresses of the rules' names (kf_peers).
 pub fn capture_named(cfg: Config, named: &[std::net::IpAddr], work: impl FnOnce(&UntoldFds)) -> Captured {
+    let _one = FOLLOWED.lock().unwrap_or_else(|e| e.into_inner());
     let events = Rc::new(RefCell::new(Vec::new()));
     let sink = events.clone();
     let mut s = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().push(b.to_vec()))).unwrap();
