@@ -568,8 +568,10 @@ fn apply_to<'a>(
             let fd = fd_of("fd").unwrap_or(-1);
             let local = b("local");
             let peer = if name == "connect" { b("peer").or_else(|| b("addr")) } else { None };
-            // The addresses only of a connect that succeeded or is in progress.
+            // The addresses only of a connect that succeeded or is in progress
+            // (not the one a refused connect asked for).
             let connected = ret >= 0 || ret == -EINPROGRESS;
+            let (local, peer) = if connected { (local, peer) } else { (None, None) };
             if p.fds.get(fd).is_none() {
                 // Its socket() kept back by the kernel filter: the connect says what it is.
                 let Some(f) = described_socket(b("sock"), local, peer, names) else {

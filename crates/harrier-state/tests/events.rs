@@ -289,7 +289,8 @@ fn a_socket_never_seen_is_made_from_its_connect_or_dup() {
     assert_eq!(s.stats.unknown_fds, 1);
     // A refused one still says what its socket is: the entry, without addresses.
     let sock = socktype(2, 1, 6, 0);
-    apply(&mut s, &syscall(8, CHILD, "connect", -111, &[("fd", P::I(912)), ("sock", P::B(&sock))]));
+    let args = [("fd", P::I(912)), ("addr", P::B(&peer)), ("sock", P::B(&sock))];
+    apply(&mut s, &syscall(8, CHILD, "connect", -111, &args));
     let f = s.fd(CHILD, 912).expect("made from the failed connect");
     assert_eq!(
         (f.typ, f.tuple.as_ref().unwrap().l4, f.tuple.as_ref().unwrap().dport),
