@@ -312,6 +312,12 @@ fn mentions_fd(e: &Expr, ty: EventType) -> bool {
 
 /// False when a top-level conjunct pins fd.type/fd.typechar to non-files.
 fn may_be_file(e: &Expr) -> bool {
+    fd_type_may_be(e, |b| matches!(b, b"file" | b"f" | b"directory" | b"d"))
+}
+
+/// False when a top-level conjunct pins fd.type/fd.typechar (`=`, `in`) to
+/// values none of which `kind` accepts.
+pub(crate) fn fd_type_may_be(e: &Expr, kind: impl Fn(&[u8]) -> bool) -> bool {
     let conjuncts: &[Expr] = match e {
         Expr::And(xs) => xs,
         e => std::slice::from_ref(e),
@@ -320,9 +326,7 @@ fn may_be_file(e: &Expr) -> bool {
         Expr::Check(c)
             if matches!(c.sel.field, Field::FdType | Field::FdTypechar) && c.sel.tfs.is_empty() =>
         {
-            matches!(c.op, Op::Eq | Op::In)
-                && lits(&c.rhs)
-                    .is_some_and(|v| !v.iter().any(|b| matches!(*b, b"file" | b"f" | b"directory" | b"d")))
+            matches!(c.op, Op::Eq | Op::In) && lits(&c.rhs).is_some_and(|v| !v.iter().any(|b| kind(b)))
         }
         _ => false,
     })

@@ -138,20 +138,7 @@ fn may_be_socket(e: &Expr) -> bool {
         b"l",
         b"unknown",
     ];
-    let conjuncts: &[Expr] = match e {
-        Expr::And(xs) => xs,
-        e => std::slice::from_ref(e),
-    };
-    !conjuncts.iter().any(|x| match x {
-        Expr::Check(c)
-            if matches!(c.sel.field, Field::FdType | Field::FdTypechar)
-                && c.sel.tfs.is_empty()
-                && matches!(c.op, Op::Eq | Op::In) =>
-        {
-            lits(&c.rhs).is_some_and(|v| v.iter().all(|b| NOT_SOCKETS.contains(b)))
-        }
-        _ => false,
-    })
+    super::fd_type_may_be(e, |b| !NOT_SOCKETS.contains(&b))
 }
 
 /// `evt.arg.domain = AF_PACKET` (or `contains`, `in`) on socket(): the one
