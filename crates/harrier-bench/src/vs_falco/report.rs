@@ -416,6 +416,12 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
             t.markdown()
         );
     }
+    if let Some(t) = mix.and_then(|wi| mix_cpu::spread(&names, &samples[wi], &columns)) {
+        md += &format!(
+            "\nThe mix, each round's added cost over its floor's in the same round:\n\n{}",
+            t.markdown()
+        );
+    }
     md += &format!("\nStopping with SIGINT (every run above):\n\n{}", stop.markdown());
     println!("{md}");
     std::fs::create_dir_all(&o.out)?;

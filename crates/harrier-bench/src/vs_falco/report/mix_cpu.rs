@@ -54,6 +54,39 @@ pub fn table(names: &[String], runs: &[Vec<Sample>], c: &Columns) -> Option<Tabl
     Some(Table { header: header.map(String::from).to_vec(), rows })
 }
 
+/// Per round, each setup's added cost over its floor's in the same round,
+/// in wall and thread CPU time: the rounds' lowest, median and highest.
+/// The medians' ratio swings with the floor's own noise; this shows how far.
+/// A round whose floor added nothing measurable is left out.
+pub fn spread(names: &[String], runs: &[Vec<Sample>], c: &Columns) -> Option<Table> {
+    let base = &runs[c.none?];
+    let per_round = |si: usize, fl: usize, f: fn(&Sample) -> f64| -> Vec<f64> {
+        let rounds = runs[si].iter().zip(&runs[fl]).zip(base);
+        let over = |((s, fl), b): ((&Sample, &Sample), &Sample)| {
+            let floor = f(fl) - f(b);
+            (floor > 0.0).then(|| (f(s) - f(b)) / floor)
+        };
+        let mut v: Vec<f64> = rounds.filter_map(over).filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let show = |v: Vec<f64>| match (v.first(), v.last()) {
+        (Some(lo), Some(hi)) => format!("{lo:.2}× / {:.2}× / {hi:.2}×", med(v.iter().copied())),
+        _ => "-".to_string(),
+    };
+    let rows: Vec<Vec<String>> = names
+        .iter()
+        .enumerate()
+        .filter_map(|(si, name)| {
+            let fl = c.floor_of.get(si).copied().flatten()?;
+            let wall = show(per_round(si, fl, super::ns_per_op));
+            Some(vec![name.clone(), wall, show(per_round(si, fl, cpu_ns))])
+        })
+        .collect();
+    let header = ["sensor", "× floor's per round, wall: lowest / median / highest", "thread CPU: the same"];
+    (!rows.is_empty()).then(|| Table { header: header.map(String::from).to_vec(), rows })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +112,22 @@ mod tests {
         assert_eq!(t.rows[2][2..], ["+300.0", "0.60×", "1.50×"].map(String::from));
         assert_eq!(t.rows[3][2..], ["+200.0", "0.40×", ""].map(String::from));
         assert_eq!(t.rows[0][2..], ["", "", ""].map(String::from));
+    }
+
+    #[test]
+    fn the_rounds_ratios_to_their_floor_show_their_spread() {
+        let names = ["none", "harrier", "floor"].map(String::from);
+        // Added CPU: harrier +300, +200, +400 over the floor's +200, +100, +300.
+        let runs = vec![
+            vec![run(1000.0), run(1000.0), run(1000.0)],
+            vec![run(1300.0), run(1200.0), run(1400.0)],
+            vec![run(1200.0), run(1100.0), run(1300.0)],
+        ];
+        let c = Columns { none: Some(0), falco: None, floor_of: vec![None, Some(2), None] };
+        let t = spread(&names, &runs, &c).expect("a table");
+        assert_eq!(t.rows.len(), 1, "only the setups with a floor");
+        // Wall time is the same in every run: its floor added nothing, no ratio.
+        assert_eq!(t.rows[0], ["harrier", "-", "1.33× / 1.50× / 2.00×"].map(String::from));
     }
 
     #[test]
