@@ -9,6 +9,7 @@
 
 mod rate;
 mod report;
+mod softirqd;
 mod work;
 
 use crate::rules_load::{interrupted, stable_rules};

@@ -422,6 +422,14 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
             t.markdown()
         );
     }
+    if let Some(t) = mix.and_then(|wi| deferred::table(&names, &samples[wi], &columns)) {
+        md += &format!(
+            "\nThe kernel's deferred work during the mix: the ksoftirqd threads' CPU time. The mix frees a UDP \
+             socket per iteration by RCU callbacks, which the kernel runs either in the mix's own softirqs (its \
+             thread's CPU time) or, in some rounds, in ksoftirqd (wall time only); counted back:\n\n{}",
+            t.markdown()
+        );
+    }
     md += &format!("\nStopping with SIGINT (every run above):\n\n{}", stop.markdown());
     println!("{md}");
     std::fs::create_dir_all(&o.out)?;
@@ -431,6 +439,7 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
     Ok(())
 }
 
+mod deferred;
 mod mix_cpu;
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! vs-falco's four workloads, each run once per (round, sensor): what the
 //! application got done, how fast, and how many syscalls it made.
 
+use super::softirqd::Softirqd;
 use crate::capture::{redis_results, Redis, REDIS_PORT, REDIS_TESTS};
 use crate::rules_load::load::{Load, MAX};
 use crate::workload::{paused_loop, paused_shell, Paused};
@@ -70,6 +71,8 @@ pub struct Done {
     pub syscalls: f64,
     /// The mix thread's own CPU time over the run, seconds (0: not measured).
     pub load_cpu_s: f64,
+    /// The ksoftirqd threads' CPU time over the mix's run, seconds (softirqd.rs).
+    pub softirqd_s: f64,
 }
 
 impl Done {
@@ -84,6 +87,7 @@ pub struct Bench {
     pub sizes: Sizes,
     load: Option<Load>,
     redis: Option<Redis>,
+    softirqd: Softirqd,
     /// Syscalls per op of redis (server + client) and of the exec loop.
     pub per_op: [(Workload, f64); 2],
 }
@@ -102,8 +106,13 @@ impl Bench {
             true => Some(Redis::start()?),
             false => None,
         };
-        let mut b =
-            Bench { sizes, load, redis, per_op: [(Workload::Redis, f64::NAN), (Workload::Exec, f64::NAN)] };
+        let mut b = Bench {
+            sizes,
+            load,
+            redis,
+            softirqd: Softirqd::find(),
+            per_op: [(Workload::Redis, f64::NAN), (Workload::Exec, f64::NAN)],
+        };
         for w in [Workload::Redis, Workload::Exec].into_iter().filter(|w| workloads.contains(w)) {
             let per_op = b.calibrate(w)?;
             b.per_op.iter_mut().find(|p| p.0 == w).expect("listed").1 = per_op;
@@ -168,14 +177,14 @@ impl Bench {
                     ops,
                     secs: rps.iter().map(|r| n / r).sum(),
                     syscalls: ops * self.per_op(w),
-                    load_cpu_s: 0.0,
+                    ..Done::default()
                 }
             }
             Workload::Getpid => {
                 let ns: f64 = out.trim().parse().with_context(|| format!("getpid loop printed {out:?}"))?;
-                Done { ops: n, secs: n * ns / 1e9, syscalls: n, load_cpu_s: 0.0 }
+                Done { ops: n, secs: n * ns / 1e9, syscalls: n, ..Done::default() }
             }
-            _ => Done { ops: n, secs: wall.as_secs_f64(), syscalls: n * self.per_op(w), load_cpu_s: 0.0 },
+            _ => Done { ops: n, secs: wall.as_secs_f64(), syscalls: n * self.per_op(w), ..Done::default() },
         })
     }
 
@@ -185,11 +194,13 @@ impl Bench {
             Workload::Mix => {
                 let load = self.load.as_ref().expect("started for the mix");
                 let (i0, c0, t0) = (load.issued(), load.cpu_s()?, Instant::now());
+                let k0 = self.softirqd.cpu_s()?;
                 load.set_rate(MAX);
                 std::thread::sleep(self.sizes.mix);
                 load.set_rate(0);
                 let (n, secs) = ((load.issued() - i0) as f64, t0.elapsed().as_secs_f64());
-                return Ok(Done { ops: n, secs, syscalls: n, load_cpu_s: load.cpu_s()? - c0 });
+                let softirqd_s = self.softirqd.cpu_s()? - k0;
+                return Ok(Done { ops: n, secs, syscalls: n, load_cpu_s: load.cpu_s()? - c0, softirqd_s });
             }
             Workload::Redis => self.sizes.redis_requests,
             Workload::Getpid => self.sizes.getpid_calls,

@@ -9,7 +9,7 @@ use crate::report::{num, Table};
 use crate::vs_falco::Sample;
 
 /// The mix thread's CPU ns per syscall of one run (NaN if not measured).
-fn cpu_ns(s: &Sample) -> f64 {
+pub fn cpu_ns(s: &Sample) -> f64 {
     match s.done.load_cpu_s > 0.0 {
         true => s.done.load_cpu_s * 1e9 / s.done.syscalls,
         false => f64::NAN,
@@ -93,7 +93,13 @@ mod tests {
     use crate::vs_falco::work::Done;
 
     fn run(cpu_ns_per_syscall: f64) -> Sample {
-        let done = Done { ops: 1e6, secs: 1.0, syscalls: 1e6, load_cpu_s: cpu_ns_per_syscall * 1e-3 };
+        let done = Done {
+            ops: 1e6,
+            secs: 1.0,
+            syscalls: 1e6,
+            load_cpu_s: cpu_ns_per_syscall * 1e-3,
+            ..Done::default()
+        };
         Sample { done, ..Sample::default() }
     }
 

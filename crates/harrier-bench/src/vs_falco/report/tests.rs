@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// A run of `ops` operations in `secs`, its sensor using `cpu_s`.
 fn run(ops: f64, secs: f64, cpu_s: f64) -> Sample {
-    Sample { done: Done { ops, secs, syscalls: ops, load_cpu_s: 0.0 }, cpu_s, ..Sample::default() }
+    Sample { done: Done { ops, secs, syscalls: ops, ..Done::default() }, cpu_s, ..Sample::default() }
 }
 
 #[test]
