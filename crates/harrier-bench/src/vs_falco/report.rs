@@ -425,8 +425,9 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
     if let Some(t) = mix.and_then(|wi| deferred::table(&names, &samples[wi], &columns)) {
         md += &format!(
             "\nThe kernel's deferred work during the mix: the ksoftirqd threads' CPU time. The mix frees a UDP \
-             socket per iteration by RCU callbacks, which the kernel runs either in the mix's own softirqs (its \
-             thread's CPU time) or, in some rounds, in ksoftirqd (wall time only); counted back:\n\n{}",
+             socket per iteration by RCU callbacks, which the kernel runs in the mix's own softirqs (its \
+             thread's CPU time) or in ksoftirqd (wall time only), varying with the workload and from round to \
+             round; counted back:\n\n{}",
             t.markdown()
         );
     }

@@ -1,10 +1,10 @@
 //! The kernel's deferred work during the mix: CPU time of the ksoftirqd
-//! threads. The mix frees a UDP socket per iteration through RCU callbacks;
-//! on this kernel their processing flips, from round to round, between the
-//! mix's own softirqs (charged to its thread) and ksoftirqd (charged to
-//! nobody the mix thread's clock sees, but taking its CPU: wall time). The
-//! more time each syscall spends with preemption off, the likelier the flip,
-//! so a sensor's rounds may land there more often than its floor's.
+//! threads. The mix frees a UDP socket per iteration through RCU callbacks,
+//! which the kernel runs in the mix's own softirqs (charged to its thread)
+//! or in ksoftirqd (not charged to it, but taking its CPU: wall time). On
+//! this host's 6.18 ksoftirqd ran them in every round of the mix with its
+//! execs, whatever the setup; without the execs, only in some rounds, more
+//! often the longer each syscall ran with preemption off (docs/bench/vs-falco.md).
 
 use anyhow::{Context, Result};
 
