@@ -3,8 +3,8 @@
 //! with it, which is what the mix's syscalls cost whichever way the kernel
 //! ran its RCU callbacks.
 
-use super::mix_cpu::{cpu_ns, Columns};
-use super::{med, paired, ratio};
+use super::mix_cpu::{added, cpu_ns, Columns};
+use super::{med, ratio};
 use crate::report::{num, Table};
 use crate::vs_falco::Sample;
 
@@ -22,11 +22,7 @@ fn with_softirqd_ns(s: &Sample) -> f64 {
 
 /// One row per setup; None without a no-sensor column or CPU figures.
 pub fn table(names: &[String], runs: &[Vec<Sample>], c: &Columns) -> Option<Table> {
-    let base = &runs[c.none?];
-    if base.iter().all(|s| softirqd_ns(s).is_nan()) {
-        return None;
-    }
-    let added: Vec<f64> = runs.iter().map(|r| paired(r, base, with_softirqd_ns)).collect();
+    let added = added(runs, c, with_softirqd_ns)?;
     let rows = names
         .iter()
         .enumerate()

@@ -24,14 +24,20 @@ pub struct Columns {
     pub floor_of: Vec<Option<usize>>,
 }
 
+/// Per setup, what it adds to `f` over no sensor (paired per round); None
+/// without a no-sensor column or any figure of `f`.
+pub fn added(runs: &[Vec<Sample>], c: &Columns, f: fn(&Sample) -> f64) -> Option<Vec<f64>> {
+    let base = &runs[c.none?];
+    if base.iter().all(|s| f(s).is_nan()) {
+        return None;
+    }
+    Some(runs.iter().map(|r| paired(r, base, f)).collect())
+}
+
 /// One row per setup of the mix's runs (`runs[setup]`); None without a
 /// no-sensor column or CPU figures.
 pub fn table(names: &[String], runs: &[Vec<Sample>], c: &Columns) -> Option<Table> {
-    let base = &runs[c.none?];
-    if base.iter().all(|s| cpu_ns(s).is_nan()) {
-        return None;
-    }
-    let added: Vec<f64> = runs.iter().map(|r| paired(r, base, cpu_ns)).collect();
+    let added = added(runs, c, cpu_ns)?;
     let rows = names
         .iter()
         .enumerate()
