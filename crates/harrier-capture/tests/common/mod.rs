@@ -247,6 +247,9 @@ pub fn capture_named(cfg: Config, named: &[std::net::IpAddr], work: impl FnOnce(
     assert_eq!(peers.get(), named, "kf_peers holds the names' addresses");
     let untold = s.untold_fds().unwrap().expect("the kernel filter is on");
     assert!(untold.follow(std::process::id()), "the record is written");
+    // The session's own set-up may close fds on this thread once close is
+    // attached (in an order that varies): closes_sent counts from here.
+    assert_eq!(unsafe { libc::close(WORK_STARTS) }, -1, "close({WORK_STARTS}) fails and is sent");
     work(&untold);
     untold.forget(std::process::id());
     s.drain().unwrap();
@@ -258,6 +261,12 @@ pub fn close(fd: i32) {
     assert_eq!(unsafe { libc::close(fd) }, 0, "close {fd}");
 }
 
+/// The fd of the close that marks where a capture's work starts.
+const WORK_STARTS: i32 = -1;
+
+/// The closes thread tid's work sent (after capture_named's marker, if any).
 pub fn closes_sent(c: &Captured, tid: u32) -> Vec<i64> {
-    c.named(tid, "close").iter().map(|e| int(e, "fd")).collect()
+    let all: Vec<i64> = c.named(tid, "close").iter().map(|e| int(e, "fd")).collect();
+    let from = all.iter().rposition(|&fd| fd == WORK_STARTS as i64).map_or(0, |i| i + 1);
+    all[from..].to_vec()
 }
