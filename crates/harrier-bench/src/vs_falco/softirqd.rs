@@ -28,8 +28,7 @@ impl Softirqd {
         Softirqd { pids }
     }
 
-    /// Their CPU time so far, seconds (schedstat's time on a CPU, in ns);
-    /// 0 without any (then no figure is reported).
+    /// Their CPU time so far, seconds (schedstat's time on a CPU, in ns).
     pub fn cpu_s(&self) -> Result<f64> {
         let mut ns = 0u64;
         for pid in &self.pids {

@@ -247,8 +247,8 @@ pub fn capture_named(cfg: Config, named: &[std::net::IpAddr], work: impl FnOnce(
     assert_eq!(peers.get(), named, "kf_peers holds the names' addresses");
     let untold = s.untold_fds().unwrap().expect("the kernel filter is on");
     assert!(untold.follow(std::process::id()), "the record is written");
-    // The session's own set-up may close fds on this thread once close is
-    // attached (in an order that varies): closes_sent counts from here.
+    // The session's set-up may close an fd on this thread after close is
+    // attached (the 6.12 guest saw one, once): closes_sent counts from here.
     assert_eq!(unsafe { libc::close(WORK_STARTS) }, -1, "close({WORK_STARTS}) fails and is sent");
     work(&untold);
     untold.forget(std::process::id());
