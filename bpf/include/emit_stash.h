@@ -8,6 +8,8 @@
 #ifndef HARRIER_EMIT_STASH_H
 #define HARRIER_EMIT_STASH_H
 
+#include "uread.h"
+
 /* Thread tid's stash slot if it holds it; with claim, a free one becomes its
  * own (held until the thread exits: hr_stash_release). */
 static __always_inline struct hr_stash *hr_stash_slot(__u32 tid, bool claim)
@@ -47,18 +49,18 @@ static __always_inline void hr_stash_release(__u32 tid)
 		s->owner = 0;
 }
 
-static __always_inline struct hr_stash *hr_stash_begin(__u32 nr)
+/* The current thread's stash, begun for syscall nr; *task: the thread. */
+static __always_inline struct hr_stash *hr_stash_begin(__u32 nr, struct task_struct **task)
 {
 	struct hr_stash *st;
-	struct task_struct *task;
 	struct hr_cpu *c;
-	__u32 tid = hr_tid(&task);
+	__u32 tid = hr_tid(task);
 
 	if (!tid)
 		return 0;
 	if (step_clock && (c = hr_cpu_get()))
 		hr_step_start(c, nr);
-	st = hr_stash_of(task, tid, true);
+	st = hr_stash_of(*task, tid, true);
 	if (!st) {
 		if ((c = hr_cpu_get()))
 			c->stats.stash_fails++;
@@ -82,19 +84,26 @@ static __always_inline void hr_stash_done(void)
 		hr_step_end(c, HR_STEP_ENTER_COPY);
 }
 
-/* A path shorter than this is copied to the stack first: hardened usercopy
+/* Where the page-table walk cannot copy it (uread.h), a path shorter than
+ * this is copied by the helper to the stack first: hardened usercopy
  * checks a copy's destination, and a slab object (the stash) costs it a slab
  * lookup. The task's stack costs a bounds compare (6.1, 6.12); 6.13+ runs a
  * tracepoint program with a big frame on a per-CPU stack, which skips the
  * slab part only (~20 ns of a ~200 ns copy here). */
 #define HR_STASH_QUICK 48
 
-static __always_inline void hr_stash_path(struct hr_stash *st, const void *uptr)
+static __always_inline void hr_stash_path(struct hr_stash *st, struct task_struct *task, const void *uptr)
 {
 	__u64 quick[HR_STASH_QUICK / 8] = {};
-	long n = bpf_probe_read_user_str(quick, sizeof(quick), uptr);
 	struct hr_stash_long *lp;
+	long n = hr_uread_str((__u64 *)st->path, (__u64)uptr, task);
 
+	if (n >= 0) {
+		st->path_len = n;
+		hr_stash_done();
+		return;
+	}
+	n = bpf_probe_read_user_str(quick, sizeof(quick), uptr);
 	if (n > 0 && n < HR_STASH_QUICK) {
 #pragma unroll
 		for (int i = 0; i < HR_STASH_QUICK / 8; i++)
@@ -107,7 +116,7 @@ static __always_inline void hr_stash_path(struct hr_stash *st, const void *uptr)
 
 	/* Filled to the brim: maybe longer, copied again whole (that copy is the one kept). */
 	if (n == HR_STASH_SHORT - 1) {
-		lp = bpf_task_storage_get(&stash_long, bpf_get_current_task_btf(), 0,
+		lp = bpf_task_storage_get(&stash_long, task, 0,
 					  BPF_LOCAL_STORAGE_GET_F_CREATE);
 		n = lp ? hr_str_len(bpf_probe_read_user_str(lp->path, HR_PATH_MAX, uptr)) : -1;
 		st->path_long = 1;
@@ -116,11 +125,13 @@ static __always_inline void hr_stash_path(struct hr_stash *st, const void *uptr)
 	hr_stash_done();
 }
 
-static __always_inline void hr_stash_extra(struct hr_stash *st, const void *uptr, __u64 len)
+static __always_inline void hr_stash_extra(struct hr_stash *st, struct task_struct *task, const void *uptr,
+					   __u64 len)
 {
 	if (len > HR_STASH_EXTRA)
 		len = HR_STASH_EXTRA;
-	if (uptr && len && !bpf_probe_read_user(st->extra, len, uptr))
+	if (uptr && len &&
+	    (hr_uread_bytes((__u64 *)st->extra, (__u64)uptr, len, task) || !bpf_probe_read_user(st->extra, len, uptr)))
 		st->extra_len = len;
 	hr_stash_done();
 }

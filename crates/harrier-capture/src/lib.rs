@@ -25,6 +25,7 @@ mod session;
 mod stats;
 pub mod tracefs;
 mod untold;
+pub mod uread;
 /// Kernel feature checks (shared with the bypass).
 pub use harrier_kernel as kernel;
 pub use untold::UntoldFds;
@@ -142,6 +143,14 @@ pub struct Config {
     /// one whose slot another thread holds keeps its entry copies in task
     /// storage (tests set 1 to make them). None: all of them.
     pub stash_slots: Option<u32>,
+    /// Entry copies read user memory through the page tables where that
+    /// works ([`uread`]); false: always by the helper. On by default.
+    pub user_reads: bool,
+    /// Tests: how many walked copies are checked against the helper's
+    /// (uread.h: the first 64 by default).
+    pub user_read_checks: Option<u64>,
+    /// Tests: the check reads this many bytes further on, so it disagrees.
+    pub user_read_check_skew: u64,
 }
 
 /// `HR_STASH_SLOTS` (bpf/capture.bpf.c): entry copies' per-thread slots.
@@ -170,6 +179,9 @@ impl Config {
             dir_cache: true,
             step_clock: None,
             stash_slots: None,
+            user_reads: true,
+            user_read_checks: None,
+            user_read_check_skew: 0,
         }
     }
 

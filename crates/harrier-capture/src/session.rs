@@ -10,6 +10,7 @@ use crate::priority;
 use crate::ring::Ring;
 use crate::stats::{ProgStats, Stats, UserCounters};
 use crate::tracefs;
+use crate::uread::UserReads;
 use crate::Config;
 use anyhow::{anyhow, bail, Context, Result};
 use harrier_schema::wire::{CpuStats, Header, ARING_DATA, ARING_SLACK};
@@ -128,6 +129,8 @@ pub struct Session {
     fexit_openat: bool,
     /// Whether the walks use the path cache, and why not.
     dir_cache: DirCache,
+    /// How entry copies read user memory, and why.
+    user_reads: UserReads,
     /// With enforcement's hold: resumes held tasks if this process dies.
     guardian: Option<crate::guardian::Guardian>,
 }
@@ -220,6 +223,14 @@ impl Session {
             bail!("stash slots: {slots} is not a power of two up to {}", crate::STASH_SLOTS);
         }
         rodata.stash_mask = slots - 1;
+        let user_reads = UserReads::choose(cfg.user_reads && !cfg.empty_programs);
+        if let UserReads::Walk { levels, ram_end, pfn_mask } = user_reads {
+            (rodata.uread_levels, rodata.uread_ram_end, rodata.uread_pfn_mask) = (levels, ram_end, pfn_mask);
+        }
+        rodata.uread_check_skew = cfg.user_read_check_skew;
+        if let Some(n) = cfg.user_read_checks {
+            rodata.uread_check_limit = n;
+        }
 
         // Only the programs the chosen mode uses are loaded (verified).
         let mut wanted: Vec<String> = LIFE_CYCLE.iter().map(|s| s.to_string()).collect();
@@ -333,6 +344,7 @@ impl Session {
             ncpus,
             fexit_openat,
             dir_cache,
+            user_reads,
         };
         session.attach_dir_cache()?;
         session.attach(&plan)?;
@@ -705,6 +717,7 @@ impl Session {
             run_time_stats: self.stats_fd.is_some(),
             attach_mode: self.choice.mode.to_string(),
             dir_cache: self.dir_cache.describe(),
+            user_reads: self.user_reads_report(),
             user: self.consumer.counters.clone(),
         })
     }

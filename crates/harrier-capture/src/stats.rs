@@ -95,6 +95,8 @@ pub struct Stats {
     pub attach_mode: String,
     /// "path cache: on (its hooks)", or off and why (crate::dircache).
     pub dir_cache: String,
+    /// How entry copies read user memory, and what became of it (crate::uread).
+    pub user_reads: String,
     pub user: UserCounters,
 }
 
@@ -146,6 +148,7 @@ impl Stats {
             "run_time_stats": self.run_time_stats,
             "attach_mode": self.attach_mode,
             "dir_cache": self.dir_cache,
+            "user_reads": self.user_reads,
             "user": {
                 "events": self.user.events,
                 "meta_events": self.user.meta_events,
@@ -185,6 +188,7 @@ impl Stats {
             "  {}: {} hits, {} misses, {} kept back at a directory",
             self.dir_cache, k.dir_hits, k.dir_misses, k.dir_clear
         );
+        let _ = writeln!(s, "  {}", self.user_reads);
         if self.run_time_stats {
             let _ = writeln!(
                 s,

@@ -220,6 +220,7 @@ pub fn run(a: CaptureArgs) -> Result<()> {
         choice.reason
     );
     say!("harrier: {}", session.dir_cache().describe());
+    say!("harrier: {}", session.user_reads().describe());
     if choice.tracepoints > harrier_capture::attach::MAX_PER_SYSCALL_TRACEPOINTS {
         say!(
             "harrier: note: {} tracepoints take ~{:.1} s to detach when stopping (--attach auto avoids this)",

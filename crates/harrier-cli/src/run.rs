@@ -76,6 +76,10 @@ pub struct RunArgs {
     /// entry copies costs here); no event reaches the rules.
     #[arg(long, hide = true, conflicts_with_all = ["empty_programs", "no_entry_copies"])]
     pub(crate) entry_copies_only: bool,
+    /// Benchmarks: entry copies read user memory by the helper, never by
+    /// the page-table walk (harrier_capture::uread).
+    #[arg(long, hide = true)]
+    pub(crate) entry_copies_by_helper: bool,
     /// Read open's and connect's pointer arguments at syscall exit, with no
     /// entry program (the config's entry_copies: false; see harrier.yaml).
     #[arg(long)]
@@ -270,6 +274,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     cfg.dir_cache = !a.no_dir_cache;
     cfg.empty_programs = a.empty_programs;
     cfg.entry_copies_only = a.entry_copies_only;
+    cfg.user_reads = !a.entry_copies_by_helper;
     cfg.buffer_size = match (&a.buffer_size, c.buffer_size) {
         (Some(s), _) => parse_size(s)?,
         (None, Some(preset)) => preset as usize,
@@ -390,6 +395,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
         choice.reason
     );
     say!("harrier: {}", session.dir_cache().describe());
+    say!("harrier: {}", session.user_reads().describe());
     if a.empty_programs {
         say!("harrier: --empty-programs: empty programs at every attach point, no events");
     }

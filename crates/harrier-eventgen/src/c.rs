@@ -201,9 +201,10 @@ fn enter_handler(ev: &EventDef, out: &mut String) {
     let mut extra_size = 0u16;
     for p in ev.params.iter().filter(|p| p.at_enter) {
         match &p.kind {
-            Kind::Path(i) => body += &format!("\thr_stash_path(st, (const void *)ctx->args[{i}]);\n"),
+            Kind::Path(i) => body += &format!("\thr_stash_path(st, task, (const void *)ctx->args[{i}]);\n"),
             Kind::Sockaddr(i, Len::Arg(n)) => {
-                body += &format!("\thr_stash_extra(st, (const void *)ctx->args[{i}], ctx->args[{n}]);\n")
+                body +=
+                    &format!("\thr_stash_extra(st, task, (const void *)ctx->args[{i}], ctx->args[{n}]);\n")
             }
             Kind::U64User(_, o) => extra_size = extra_size.max(o + 8),
             // Only the arguments the syscall has: reading past its tracepoint
@@ -219,12 +220,13 @@ fn enter_handler(ev: &EventDef, out: &mut String) {
             Kind::U64User(i, _) if p.at_enter => Some(i),
             _ => None,
         });
-        body += &format!("\thr_stash_extra(st, (const void *)ctx->args[{}], {extra_size});\n", i.unwrap());
+        body +=
+            &format!("\thr_stash_extra(st, task, (const void *)ctx->args[{}], {extra_size});\n", i.unwrap());
     }
     let _ = write!(
         out,
         "SEC(\"tracepoint\")\nint hr_enter_{name}(struct hr_enter_ctx *ctx)\n{{\n\
-         \tstruct hr_stash *st = hr_stash_begin({nr});\n\n\
+         \tstruct task_struct *task;\n\tstruct hr_stash *st = hr_stash_begin({nr}, &task);\n\n\
          \tif (!st)\n\t\treturn 0;\n{body}\treturn 0;\n}}\n\n",
         name = sc.name,
         nr = sc.nr,
