@@ -94,15 +94,17 @@ static __always_inline void hr_stash_done(void)
 
 static __always_inline void hr_stash_path(struct hr_stash *st, struct task_struct *task, const void *uptr)
 {
-	__u64 quick[HR_STASH_QUICK / 8] = {};
-	struct hr_stash_long *lp;
 	long n = hr_uread_str((__u64 *)st->path, (__u64)uptr, task);
+	struct hr_stash_long *lp;
 
 	if (n >= 0) {
 		st->path_len = n;
 		hr_stash_done();
 		return;
 	}
+	/* Zeroed only here: the walk's copies never need it. */
+	__u64 quick[HR_STASH_QUICK / 8] = {};
+
 	n = bpf_probe_read_user_str(quick, sizeof(quick), uptr);
 	if (n > 0 && n < HR_STASH_QUICK) {
 #pragma unroll
