@@ -13,8 +13,9 @@
  * (KASLR's step) under which that table's address walks to itself. The first
  * copies are checked against the helper's; a difference turns the walk off.
  * Anything unusual goes to the helper: no mapping, a page that is not plain
- * cached RAM or has a protection key, a string that runs to its page's end
- * or past HR_UREAD_WORDS words, an address outside user space.
+ * cached RAM below RAM's end or has a protection key, a string with no NUL
+ * before its page's end or within HR_UREAD_WORDS words, an address outside
+ * user space.
  *
  * A page unmapped by another thread during the copy: the leaf entry is read
  * again after it, and the kernel frees a page only after clearing its entry.
@@ -164,7 +165,10 @@ static __always_inline __u64 hr_uread_page(struct task_struct *t, __u64 uptr, __
 	if (uptr < 4096 || uptr >= limit || !(top = hr_pgd_of(t)))
 		return 0;
 	pa = hr_pt_walk(uread_base, top, uptr, leaf);
-	if (!pa || !(leaf->entry & HR_PTE_USER) || (leaf->entry & (HR_PTE_PWT | HR_PTE_PCD | HR_PTE_PKEY)))
+	/* Past RAM (persistent memory, a device's) the direct map may hold
+	 * something else, or nothing. */
+	if (!pa || pa >= uread_ram_end || !(leaf->entry & HR_PTE_USER) ||
+	    (leaf->entry & (HR_PTE_PWT | HR_PTE_PCD | HR_PTE_PKEY)))
 		return 0;
 	/* Another caching type (PAT: bit 7 of a 4K entry, 12 of a large one)
 	 * or a PFN map: not plain RAM. */
