@@ -224,13 +224,9 @@ impl Session {
         }
         rodata.stash_mask = slots - 1;
         let user_reads = UserReads::choose(cfg.user_reads && !cfg.empty_programs);
-        if let UserReads::Walk { levels, ram_end, pfn_mask } = user_reads {
-            (rodata.uread_levels, rodata.uread_ram_end, rodata.uread_pfn_mask) = (levels, ram_end, pfn_mask);
-        }
+        (rodata.uread_levels, rodata.uread_ram_end, rodata.uread_pfn_mask) = user_reads.rodata();
         rodata.uread_check_skew = cfg.user_read_check_skew;
-        if let Some(n) = cfg.user_read_checks {
-            rodata.uread_check_limit = n;
-        }
+        rodata.uread_check_limit = cfg.user_read_checks.unwrap_or(rodata.uread_check_limit);
 
         // Only the programs the chosen mode uses are loaded (verified).
         let mut wanted: Vec<String> = LIFE_CYCLE.iter().map(|s| s.to_string()).collect();

@@ -59,6 +59,14 @@ impl UserReads {
         }
     }
 
+    /// The programs' uread_levels, uread_ram_end and uread_pfn_mask (0: the helper).
+    pub fn rodata(&self) -> (u32, u64, u64) {
+        match *self {
+            UserReads::Walk { levels, ram_end, pfn_mask } => (levels, ram_end, pfn_mask),
+            UserReads::Helper(_) => (0, 0, 0),
+        }
+    }
+
     pub fn is_walk(&self) -> bool {
         matches!(self, UserReads::Walk { .. })
     }
