@@ -42,6 +42,7 @@ fn the_close_of_an_fd_whose_open_was_kept_back_is_kept_back(mode: AttachMode) {
     if !bpf_available() {
         return;
     }
+    let alone = common::alone();
     use_mode(mode);
     let dir = TempDir::new("untold");
     std::fs::create_dir_all(dir.path("keep")).unwrap();
@@ -51,7 +52,7 @@ fn the_close_of_an_fd_whose_open_was_kept_back_is_kept_back(mode: AttachMode) {
     let tid = gettid();
     let pid = std::process::id();
     let (mut held, mut sent) = (Vec::new(), Vec::new());
-    let c = capture_followed(config(&dir.path("keep")), |untold| {
+    let c = capture_followed(&alone, config(&dir.path("keep")), |untold| {
         // Kept back: an open no rule wants, then its close, also from another thread.
         let a = open(&other);
         assert!(untold.is_untold(pid, a as u32), "fd {a} is recorded as never told");

@@ -59,6 +59,7 @@ fn a_kept_back_socket_is_described_by_its_connect_and_dups(mode: AttachMode) {
     if !bpf_available() {
         return;
     }
+    let alone = common::alone();
     use_mode(mode);
     let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = sink.local_addr().unwrap().port();
@@ -66,7 +67,7 @@ fn a_kept_back_socket_is_described_by_its_connect_and_dups(mode: AttachMode) {
     let (tid, pid) = (gettid(), std::process::id());
     let (mut held, mut sent) = (Vec::new(), Vec::new());
     let (mut connected, mut duped, mut packet) = (-1, -1, -1);
-    let c = capture_followed(socket_config(), |untold| {
+    let c = capture_followed(&alone, socket_config(), |untold| {
         // Never used: kept back, and so is its close.
         let a = inet_socket(libc::SOCK_DGRAM);
         assert!(untold.is_untold(pid, a as u32), "socket {a} kept back: untold");
@@ -116,6 +117,7 @@ fn a_dup_of_a_file_describes_no_socket(mode: AttachMode) {
     if !bpf_available() {
         return;
     }
+    let _alone = common::alone();
     use_mode(mode);
     let dir = TempDir::new("untold-dup");
     std::fs::write(dir.path("f"), "f").unwrap();
@@ -159,6 +161,7 @@ fn a_connect_no_rule_can_use_on_a_kept_back_socket_stays_in_the_kernel(mode: Att
     if !bpf_available() {
         return;
     }
+    let alone = common::alone();
     use_mode(mode);
     let udp_sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let tcp_sink = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -169,7 +172,7 @@ fn a_connect_no_rule_can_use_on_a_kept_back_socket_stays_in_the_kernel(mode: Att
         to([127, 0, 0, 1], std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
     let (tid, pid) = (gettid(), std::process::id());
     let (mut held, mut sent) = (Vec::new(), Vec::new());
-    let c = capture_named(connect_config(), &[std::net::IpAddr::from(named)], |untold| {
+    let c = capture_named(&alone, connect_config(), &[std::net::IpAddr::from(named)], |untold| {
         // UDP to an address no rule names: the connect and the close stay back.
         let a = inet_socket(libc::SOCK_DGRAM);
         connect(a, &udp);
@@ -211,9 +214,10 @@ fn with_no_names_resolved_no_udp_connect_is_of_use(mode: AttachMode) {
     if !bpf_available() {
         return;
     }
+    let alone = common::alone();
     use_mode(mode);
     let (tid, pid) = (gettid(), std::process::id());
-    let c = capture_named(connect_config(), &[], |untold| {
+    let c = capture_named(&alone, connect_config(), &[], |untold| {
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         s.connect("127.0.0.2:9").unwrap();
         assert!(untold.is_untold(pid, std::os::fd::AsRawFd::as_raw_fd(&s) as u32));

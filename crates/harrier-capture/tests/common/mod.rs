@@ -227,18 +227,29 @@ pub fn nr(name: &str) -> u32 {
 
 /// A capture of `work`, which is handed the session's untold record, this
 /// process followed.
-pub fn capture_followed(cfg: Config, work: impl FnOnce(&UntoldFds)) -> Captured {
-    capture_named(cfg, &[], work)
+pub fn capture_followed(alone: &Alone, cfg: Config, work: impl FnOnce(&UntoldFds)) -> Captured {
+    capture_named(alone, cfg, &[], work)
 }
 
-/// One followed capture at a time in this process: its tests' threads share
-/// the process's untold record, so one test's fds would take part in the
-/// closes another test counts, per thread and exactly.
-static FOLLOWED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// A test that follows this process holds this for its whole run, set-up and
+/// sinks included. Its threads share the process's untold record and fd
+/// numbers: a number another test's thread takes between a close and its
+/// exit makes that close sent (the exit sees the number held again), and a
+/// session another test starts opens fds of its own.
+pub struct Alone(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
+pub fn alone() -> Alone {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    Alone(ONE.lock().unwrap_or_else(|e| e.into_inner()))
+}
 
 /// As capture_followed, with `named` the addresses of the rules' names (kf_peers).
-pub fn capture_named(cfg: Config, named: &[std::net::IpAddr], work: impl FnOnce(&UntoldFds)) -> Captured {
-    let _one = FOLLOWED.lock().unwrap_or_else(|e| e.into_inner());
+pub fn capture_named(
+    _alone: &Alone,
+    cfg: Config,
+    named: &[std::net::IpAddr],
+    work: impl FnOnce(&UntoldFds),
+) -> Captured {
     let events = Rc::new(RefCell::new(Vec::new()));
     let sink = events.clone();
     let mut s = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().push(b.to_vec()))).unwrap();
