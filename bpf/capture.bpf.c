@@ -83,6 +83,10 @@ struct hr_cpu {
 	__u32 step_on;		/* steps.h: this handler's steps are timed */
 	__u64 step_t;		/* steps.h: the last mark */
 	__u32 raw_dotdot;	/* this event's path as passed may have "..": kfilter.h */
+	__u32 cur_on;		/* current.h: this CPU reads current from its slot */
+	__u64 cur_off;		/* current.h: this CPU's per-CPU offset, 0 until known */
+	__u64 cur_seen;		/* current.h: a pointer, stored to be read back as a number */
+	__u32 cur_checked;	/* current.h: this CPU's reads that agreed with the helper */
 	__u32 pad;
 	struct hr_dwalk walk;	/* dpath.h */
 	__u8 ev[HR_SCRATCH];
@@ -418,4 +422,12 @@ int BPF_PROG(hr_rename, struct task_struct *task, const char *comm)
 		return 0;
 	hr_put_comm(&em, 24, comm);
 	return hr_submit_fixed(&em, HR_META_COMM);
+}
+
+/* Never attached: user space reads this program as the verifier rewrote it,
+ * for the per-CPU cpu_number's address (current.h, current.rs). */
+SEC("raw_tp")
+int hr_cpu_number(void *ctx)
+{
+	return bpf_get_smp_processor_id();
 }

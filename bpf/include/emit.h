@@ -76,7 +76,7 @@ static __always_inline struct pt_regs *hr_regs_of(struct task_struct *t)
 	stack = (__u64)t->stack;
 	off = hr_regs_off;
 	if (!off) {
-		hr_regs_seen = (__u64)bpf_task_pt_regs(t);
+		hr_regs_seen = (__u64)bpf_task_pt_regs(bpf_get_current_task_btf());
 		hr_regs_off = *(volatile __u64 *)&hr_regs_seen - stack;
 		/* Read back, not reused: the difference of a number and the
 		 * stack pointer stays a pointer to some verifiers (6.18's). */
@@ -90,16 +90,18 @@ static __always_inline struct pt_regs *hr_task_regs(struct hr_em *em)
 	return hr_regs_of(em->task);
 }
 
+#include "current.h"
+
 /*
  * The current task and its thread id (0 if the process filter says no, or
  * the sensor is stopping).
- * One helper call serves the filter, the header and, later, the saved
- * registers: each helper call costs ~20 ns here. (The tracepoint record
- * carries the tid too, but programs may not read its common fields.)
+ * One read of current serves the filter, the header and, later, the saved
+ * registers. (The tracepoint record carries the tid too, but programs may
+ * not read its common fields.)
  */
 static __always_inline __u32 hr_tid(struct task_struct **task)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
+	struct task_struct *t = hr_current();
 
 	*task = t;
 	if (hr_off || (filter_tgid && t->tgid != filter_tgid))

@@ -26,9 +26,9 @@ static __always_inline struct hr_stash *hr_stash_slot(__u32 tid, bool claim)
 	return 0;
 }
 
-/* The stash of task t (thread tid): its slot, else its task storage (made
- * with `make`, and counted: the slot was another's). */
-static __always_inline struct hr_stash *hr_stash_of(struct task_struct *t, __u32 tid, bool make)
+/* The stash of the current thread, tid: its slot, else its task storage
+ * (made with `make`, and counted: the slot was another's). */
+static __always_inline struct hr_stash *hr_stash_of(__u32 tid, bool make)
 {
 	struct hr_stash *st = hr_stash_slot(tid, make);
 	struct hr_cpu *c;
@@ -37,7 +37,7 @@ static __always_inline struct hr_stash *hr_stash_of(struct task_struct *t, __u32
 		return st;
 	if (make && (c = hr_cpu_get()))
 		c->stats.stash_in_task++;
-	return bpf_task_storage_get(&stash, t, 0, make ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	return bpf_task_storage_get(&stash, bpf_get_current_task_btf(), 0, make ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 }
 
 /* Exiting thread tid leaves its slot. */
@@ -60,7 +60,7 @@ static __always_inline struct hr_stash *hr_stash_begin(__u32 nr, struct task_str
 		return 0;
 	if (step_clock && (c = hr_cpu_get()))
 		hr_step_start(c, nr);
-	st = hr_stash_of(*task, tid, true);
+	st = hr_stash_of(tid, true);
 	if (!st) {
 		if ((c = hr_cpu_get()))
 			c->stats.stash_fails++;
@@ -118,7 +118,7 @@ static __always_inline void hr_stash_path(struct hr_stash *st, struct task_struc
 
 	/* Filled to the brim: maybe longer, copied again whole (that copy is the one kept). */
 	if (n == HR_STASH_SHORT - 1) {
-		lp = bpf_task_storage_get(&stash_long, task, 0,
+		lp = bpf_task_storage_get(&stash_long, bpf_get_current_task_btf(), 0,
 					  BPF_LOCAL_STORAGE_GET_F_CREATE);
 		n = lp ? hr_str_len(bpf_probe_read_user_str(lp->path, HR_PATH_MAX, uptr)) : -1;
 		st->path_long = 1;
@@ -141,8 +141,7 @@ static __always_inline void hr_stash_extra(struct hr_stash *st, struct task_stru
 /* Whether the pending entry copy belongs to syscall nr (not consumed). */
 static __always_inline bool hr_stash_is(__u32 nr)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
-	struct hr_stash *st = hr_stash_of(t, t->pid, false);
+	struct hr_stash *st = hr_stash_of(hr_current()->pid, false);
 
 	return st && st->nr == nr;
 }
@@ -156,7 +155,7 @@ static __always_inline struct hr_stash *hr_stash_take(struct hr_em *em, __u32 nr
 
 	if (no_entry[nr])
 		return 0;
-	st = hr_stash_of(em->task, em->task->pid, false);
+	st = hr_stash_of(em->task->pid, false);
 	hr_step(em->cpu, HR_STEP_STASH);
 	if (st && st->nr == nr) {
 		st->nr = 0;
@@ -270,7 +269,7 @@ static __always_inline void hr_put_path_stashed(struct hr_em *em, struct hr_stas
 	__u8 *slot;
 
 	if (st && st->path_len != HR_STASH_UNSET && st->path_long)
-		lp = bpf_task_storage_get(&stash_long, em->task, 0, 0);
+		lp = bpf_task_storage_get(&stash_long, bpf_get_current_task_btf(), 0, 0);
 	if (st && st->path_len != HR_STASH_UNSET && (!st->path_long || lp)) {
 		hr_put_stashed_path(em, st, lp);
 		return;

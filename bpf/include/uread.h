@@ -57,14 +57,6 @@ __u64 uread_checks = 0;
 #define HR_PTE_PAT_LARGE 0x1000ULL
 #define HR_PTE_PKEY (0xfULL << 59)
 
-/* The u64 at kernel address va by a plain load (0 if it faults), read as a
- * scalar field so the verifier sees a number, not a pointer. Without the
- * kfunc (6.1) the code is dead, but a global function is verified anyway. */
-static __always_inline __u64 hr_kword(__u64 va)
-{
-	return hr_has_cast() ? bpf_core_cast((void *)va, struct cpumask)->bits[0] : 0;
-}
-
 /* The task's top page table (mm->pgd); 0 for a kernel thread. */
 static __always_inline __u64 hr_pgd_of(struct task_struct *t)
 {

@@ -27,6 +27,14 @@
 	(hr_has_cast() ? bpf_core_cast((void *)(p), type)->field                         \
 		       : BPF_CORE_READ((type *)(void *)(p), field))
 
+/* The u64 at kernel address va by a plain load (0 if it faults), read as a
+ * scalar field so the verifier sees a number, not a pointer. Without the
+ * kfunc (6.1) the code is dead, but a global function is verified anyway. */
+static __always_inline __u64 hr_kword(__u64 va)
+{
+	return hr_has_cast() ? bpf_core_cast((void *)va, struct cpumask)->bits[0] : 0;
+}
+
 /* The file behind descriptor fd of task t (an address), or 0. */
 static __always_inline __u64 hr_fd_file_of(struct task_struct *t, __s64 fd)
 {

@@ -12,6 +12,7 @@
 pub mod aring;
 pub mod attach;
 pub mod collect;
+pub mod current;
 pub mod dircache;
 mod empty;
 pub mod guard;
@@ -151,6 +152,11 @@ pub struct Config {
     pub user_read_checks: Option<u64>,
     /// Tests: the check reads this many bytes further on, so it disagrees.
     pub user_read_check_skew: u64,
+    /// The current task read from its per-CPU slot where that can be found
+    /// ([`current`]); false: always by the helper. On by default.
+    pub current_reads: bool,
+    /// Tests: the check adds this to the slot's answer, so it disagrees.
+    pub current_check_skew: u64,
 }
 
 /// `HR_STASH_SLOTS` (bpf/capture.bpf.c): entry copies' per-thread slots.
@@ -182,6 +188,8 @@ impl Config {
             user_reads: true,
             user_read_checks: None,
             user_read_check_skew: 0,
+            current_reads: true,
+            current_check_skew: 0,
         }
     }
 

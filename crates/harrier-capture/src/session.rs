@@ -129,8 +129,9 @@ pub struct Session {
     fexit_openat: bool,
     /// Whether the walks use the path cache, and why not.
     dir_cache: DirCache,
-    /// How entry copies read user memory, and why.
+    /// How entry copies read user memory, and the programs the current task.
     user_reads: UserReads,
+    current: crate::current::CurrentReads,
     /// With enforcement's hold: resumes held tasks if this process dies.
     guardian: Option<crate::guardian::Guardian>,
 }
@@ -223,13 +224,11 @@ impl Session {
             bail!("stash slots: {slots} is not a power of two up to {}", crate::STASH_SLOTS);
         }
         rodata.stash_mask = slots - 1;
-        let user_reads = UserReads::choose(cfg.user_reads && !cfg.empty_programs);
-        (rodata.uread_levels, rodata.uread_ram_end, rodata.uread_pfn_mask) = user_reads.rodata();
-        rodata.uread_check_skew = cfg.user_read_check_skew;
-        rodata.uread_check_limit = cfg.user_read_checks.unwrap_or(rodata.uread_check_limit);
+        let user_reads = probes::choose_user_reads(rodata, cfg);
 
         // Only the programs the chosen mode uses are loaded (verified).
-        let mut wanted: Vec<String> = LIFE_CYCLE.iter().map(|s| s.to_string()).collect();
+        let mut wanted: Vec<String> =
+            LIFE_CYCLE.iter().chain([&probes::CPU_NUMBER]).map(|s| s.to_string()).collect();
         if dispatcher {
             wanted.push(DISPATCHER.into());
         }
@@ -294,6 +293,7 @@ impl Session {
         }
         set_cpu_rings(&skel, ncpus, cfg.cpus_per_buffer)?;
         let mut skel = skel;
+        let current = probes::choose_current(&mut skel, cfg.current_reads && !cfg.empty_programs);
         let priority = priority::table(&cfg.priority_syscalls);
         priority::write(&mut skel, &priority);
         if dispatcher {
@@ -341,6 +341,7 @@ impl Session {
             fexit_openat,
             dir_cache,
             user_reads,
+            current,
         };
         session.attach_dir_cache()?;
         session.attach(&plan)?;
@@ -714,6 +715,7 @@ impl Session {
             attach_mode: self.choice.mode.to_string(),
             dir_cache: self.dir_cache.describe(),
             user_reads: self.user_reads_report(),
+            current_task: self.current_report(),
             user: self.consumer.counters.clone(),
         })
     }

@@ -97,6 +97,8 @@ pub struct Stats {
     pub dir_cache: String,
     /// How entry copies read user memory, and what became of it (crate::uread).
     pub user_reads: String,
+    /// How the programs learn the current task, and what became of it (crate::current).
+    pub current_task: String,
     pub user: UserCounters,
 }
 
@@ -149,6 +151,7 @@ impl Stats {
             "attach_mode": self.attach_mode,
             "dir_cache": self.dir_cache,
             "user_reads": self.user_reads,
+            "current_task": self.current_task,
             "user": {
                 "events": self.user.events,
                 "meta_events": self.user.meta_events,
@@ -189,6 +192,7 @@ impl Stats {
             self.dir_cache, k.dir_hits, k.dir_misses, k.dir_clear
         );
         let _ = writeln!(s, "  {}", self.user_reads);
+        let _ = writeln!(s, "  {}", self.current_task);
         if self.run_time_stats {
             let _ = writeln!(
                 s,

@@ -221,6 +221,7 @@ pub fn run(a: CaptureArgs) -> Result<()> {
     );
     say!("harrier: {}", session.dir_cache().describe());
     say!("harrier: {}", session.user_reads().describe());
+    say!("harrier: {}", session.current_reads().describe());
     if choice.tracepoints > harrier_capture::attach::MAX_PER_SYSCALL_TRACEPOINTS {
         say!(
             "harrier: note: {} tracepoints take ~{:.1} s to detach when stopping (--attach auto avoids this)",

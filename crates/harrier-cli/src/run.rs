@@ -80,6 +80,10 @@ pub struct RunArgs {
     /// the page-table walk (harrier_capture::uread).
     #[arg(long, hide = true)]
     pub(crate) entry_copies_by_helper: bool,
+    /// Benchmarks: the programs learn the current task by the helper, never
+    /// from its per-CPU slot (harrier_capture::current).
+    #[arg(long, hide = true)]
+    pub(crate) current_by_helper: bool,
     /// Read open's and connect's pointer arguments at syscall exit, with no
     /// entry program (the config's entry_copies: false; see harrier.yaml).
     #[arg(long)]
@@ -275,6 +279,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     cfg.empty_programs = a.empty_programs;
     cfg.entry_copies_only = a.entry_copies_only;
     cfg.user_reads = !a.entry_copies_by_helper;
+    cfg.current_reads = !a.current_by_helper;
     cfg.buffer_size = match (&a.buffer_size, c.buffer_size) {
         (Some(s), _) => parse_size(s)?,
         (None, Some(preset)) => preset as usize,
@@ -396,6 +401,7 @@ pub fn run_with(a: RunArgs, c: RunConfig) -> Result<()> {
     );
     say!("harrier: {}", session.dir_cache().describe());
     say!("harrier: {}", session.user_reads().describe());
+    say!("harrier: {}", session.current_reads().describe());
     if a.empty_programs {
         say!("harrier: --empty-programs: empty programs at every attach point, no events");
     }

@@ -1,10 +1,35 @@
 //! What benchmarks and tests read of a running session's BPF state: the
-//! step clocks, the stash slots, the page-table walk of entry copies.
+//! step clocks, the stash slots, the page-table walk of entry copies, the
+//! current task's per-CPU slot (and where it is).
 
-use super::Session;
+use super::{skel, CaptureSkel, Session};
+use crate::current::{CurrentReads, CurrentState};
 use crate::uread::{UserReads, WalkState};
+use crate::Config;
 use anyhow::{anyhow, Result};
 use libbpf_rs::{MapCore, MapFlags};
+use std::os::fd::AsFd;
+
+/// Loaded, never attached: current.rs reads it for cpu_number's address.
+pub(super) const CPU_NUMBER: &str = "hr_cpu_number";
+
+/// How entry copies read user memory, with its checks' settings.
+pub(super) fn choose_user_reads(rodata: &mut skel::types::rodata, cfg: &Config) -> UserReads {
+    let user_reads = UserReads::choose(cfg.user_reads && !cfg.empty_programs);
+    (rodata.uread_levels, rodata.uread_ram_end, rodata.uread_pfn_mask) = user_reads.rodata();
+    rodata.uread_check_skew = cfg.user_read_check_skew;
+    rodata.uread_check_limit = cfg.user_read_checks.unwrap_or(rodata.uread_check_limit);
+    rodata.cur_check_skew = cfg.current_check_skew;
+    user_reads
+}
+
+/// Where the programs read the current task from, written to their .bss
+/// before anything is attached.
+pub(super) fn choose_current(skel: &mut CaptureSkel, asked: bool) -> CurrentReads {
+    let current = CurrentReads::choose(asked, skel.progs.hr_cpu_number.as_fd());
+    skel.maps.bss_data.as_deref_mut().expect("the programs have a .bss").cur_slot = current.slot();
+    current
+}
 
 /// Entries of the step_ns map (HR_STEPS).
 const STEPS: u32 = 16;
@@ -67,5 +92,32 @@ impl Session {
             WalkState::Unused => String::new(),
         };
         format!("{}{now}", self.user_reads.describe())
+    }
+
+    /// How the programs learn the current task (chosen at the start).
+    pub fn current_reads(&self) -> &CurrentReads {
+        &self.current
+    }
+
+    /// What the programs made of the per-CPU slot so far (bpf/include/current.h).
+    pub fn current_state(&self) -> CurrentState {
+        let Some(bss) = self.skel.maps.bss_data.as_deref() else { return CurrentState::Unused };
+        let (state, checked) =
+            unsafe { (std::ptr::read_volatile(&bss.cur_state), std::ptr::read_volatile(&bss.cur_checks)) };
+        match state {
+            1 => CurrentState::On { checked },
+            2 => CurrentState::Off { checked },
+            _ => CurrentState::Unused,
+        }
+    }
+
+    /// The stats' line: the choice, and what became of it.
+    pub(super) fn current_report(&self) -> String {
+        let now = match self.current_state() {
+            CurrentState::On { checked } => format!(": on, {checked} reads checked"),
+            CurrentState::Off { checked } => format!(": off, the helper disagreed after {checked} checks"),
+            CurrentState::Unused => String::new(),
+        };
+        format!("{}{now}", self.current.describe())
     }
 }
