@@ -37,11 +37,8 @@ impl CurrentReads {
         if !asked {
             return CurrentReads::Helper("turned off".into());
         }
-        if RDONLY_CAST.present() == Some(false) {
-            return CurrentReads::Helper(format!(
-                "this kernel lacks {} (Linux {})",
-                RDONLY_CAST.name, RDONLY_CAST.since
-            ));
+        if let Some(why) = RDONLY_CAST.missing() {
+            return CurrentReads::Helper(why);
         }
         let Some(cpu_number) = xlated(probe).and_then(|x| cpu_number_address(&x)) else {
             return CurrentReads::Helper(

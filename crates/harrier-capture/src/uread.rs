@@ -34,11 +34,8 @@ impl UserReads {
         if !asked {
             return UserReads::Helper("turned off".into());
         }
-        if RDONLY_CAST.present() == Some(false) {
-            return UserReads::Helper(format!(
-                "this kernel lacks {} (Linux {})",
-                RDONLY_CAST.name, RDONLY_CAST.since
-            ));
+        if let Some(why) = RDONLY_CAST.missing() {
+            return UserReads::Helper(why);
         }
         let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
         Self::from_machine(&read("/proc/iomem"), &read("/proc/cpuinfo"), five_level_paging())

@@ -137,6 +137,12 @@ impl Feature {
 }
 
 impl Feature {
+    /// "this kernel lacks NAME (Linux SINCE)" when it probes as absent.
+    pub fn missing(&self) -> Option<String> {
+        (self.present() == Some(false))
+            .then(|| format!("this kernel lacks {} (Linux {})", self.name, self.since))
+    }
+
     /// Why a feature that probes as absent is absent, when the probe can say
     /// more than its name (an fentry program refused: the error).
     pub fn refusal(&self) -> Option<String> {
