@@ -20,15 +20,7 @@ pub enum CurrentReads {
 }
 
 /// What the programs say of the slot once they ran (current.h's state).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CurrentState {
-    /// Not used yet (no CPU checked enough reads), or not chosen.
-    Unused,
-    /// In use on at least one CPU, every check agreed.
-    On { checked: u64 },
-    /// Off: the helper read another task.
-    Off { checked: u64 },
-}
+pub type CurrentState = crate::checked::Checked;
 
 impl CurrentReads {
     /// Where the slot is, from `probe`: a loaded program whose only call is

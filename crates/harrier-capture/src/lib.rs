@@ -11,6 +11,7 @@
 
 pub mod aring;
 pub mod attach;
+pub mod checked;
 pub mod collect;
 pub mod current;
 pub mod dircache;

@@ -17,15 +17,7 @@ pub enum UserReads {
 }
 
 /// What the programs say of the walk once they ran (uread.h's state).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WalkState {
-    /// Not used yet (no copy made), or not chosen.
-    Unused,
-    /// In use: the direct map's base was found, every check agreed.
-    On { checked: u64 },
-    /// Off: no base found, or the helper read something else.
-    Off { checked: u64 },
-}
+pub type WalkState = crate::checked::Checked;
 
 impl UserReads {
     /// Whether the session walks: asked for, the kernel has plain loads

@@ -17,14 +17,6 @@ const HUGE: usize = 2 << 20;
 /// One test at a time: each counts the copies its own thread made.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Copies checked so far.
-fn checked(s: WalkState) -> u64 {
-    match s {
-        WalkState::On { checked } | WalkState::Off { checked } => checked,
-        WalkState::Unused => 0,
-    }
-}
-
 /// Captures openat and connect of this process, every walked copy checked
 /// against the helper: the events, the choice, the walk's state after the
 /// work and the copies checked during it.
@@ -38,13 +30,13 @@ fn capture_checked(skew: u64, work: impl FnOnce()) -> (Captured, UserReads, Walk
     let events = Rc::new(RefCell::new(Vec::new()));
     let sink = events.clone();
     let mut s = Session::start(&cfg, Box::new(move |b| sink.borrow_mut().push(b.to_vec()))).unwrap();
-    let before = checked(s.walk_state());
+    let before = s.walk_state().checked();
     work();
     let (reads, state) = (s.user_reads().clone(), s.walk_state());
     s.drain().unwrap();
     let stats = s.stop().unwrap();
     let c = Captured { events: Rc::try_unwrap(events).unwrap().into_inner(), stats };
-    (c, reads, state, checked(state) - before)
+    (c, reads, state, state.checked() - before)
 }
 
 /// An anonymous mapping of `len` bytes, unmapped on drop.

@@ -3,6 +3,7 @@
 //! current task's per-CPU slot (and where it is).
 
 use super::{skel, CaptureSkel, Session};
+use crate::checked::Checked;
 use crate::current::{CurrentReads, CurrentState};
 use crate::uread::{UserReads, WalkState};
 use crate::Config;
@@ -71,26 +72,12 @@ impl Session {
 
     /// What the programs made of the walk so far (bpf/include/uread.h).
     pub fn walk_state(&self) -> WalkState {
-        let Some(bss) = self.skel.maps.bss_data.as_deref() else { return WalkState::Unused };
-        let (state, checked) = unsafe {
-            (std::ptr::read_volatile(&bss.uread_state), std::ptr::read_volatile(&bss.uread_checks))
-        };
-        match state {
-            1 => WalkState::On { checked },
-            2 => WalkState::Off { checked },
-            _ => WalkState::Unused,
-        }
+        self.bss_checked(|b| (&b.uread_state, &b.uread_checks))
     }
 
     /// The stats' line: the choice, and what became of it.
     pub(super) fn user_reads_report(&self) -> String {
-        let now = match self.walk_state() {
-            WalkState::On { checked } => format!(": on, {checked} copies checked"),
-            WalkState::Off { checked } => {
-                format!(": off, no direct map found or the helper disagreed after {checked} checks")
-            }
-            WalkState::Unused => String::new(),
-        };
+        let now = self.walk_state().describe("copies", "no direct map found or the helper disagreed");
         format!("{}{now}", self.user_reads.describe())
     }
 
@@ -101,23 +88,20 @@ impl Session {
 
     /// What the programs made of the per-CPU slot so far (bpf/include/current.h).
     pub fn current_state(&self) -> CurrentState {
-        let Some(bss) = self.skel.maps.bss_data.as_deref() else { return CurrentState::Unused };
-        let (state, checked) =
-            unsafe { (std::ptr::read_volatile(&bss.cur_state), std::ptr::read_volatile(&bss.cur_checks)) };
-        match state {
-            1 => CurrentState::On { checked },
-            2 => CurrentState::Off { checked },
-            _ => CurrentState::Unused,
-        }
+        self.bss_checked(|b| (&b.cur_state, &b.cur_checks))
     }
 
     /// The stats' line: the choice, and what became of it.
     pub(super) fn current_report(&self) -> String {
-        let now = match self.current_state() {
-            CurrentState::On { checked } => format!(": on, {checked} reads checked"),
-            CurrentState::Off { checked } => format!(": off, the helper disagreed after {checked} checks"),
-            CurrentState::Unused => String::new(),
-        };
+        let now = self.current_state().describe("reads", "the helper disagreed");
         format!("{}{now}", self.current.describe())
+    }
+
+    /// A checked way's state and check count, as the programs left them.
+    fn bss_checked(&self, fields: impl Fn(&skel::types::bss) -> (&u32, &u64)) -> Checked {
+        let Some(bss) = self.skel.maps.bss_data.as_deref() else { return Checked::Unused };
+        let (state, checks) = fields(bss);
+        // SAFETY: the fields live in the mmapped .bss the programs write.
+        unsafe { Checked::from_bss(std::ptr::read_volatile(state), std::ptr::read_volatile(checks)) }
     }
 }
