@@ -422,6 +422,14 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
             t.markdown()
         );
     }
+    if let Some(t) = mix.and_then(|wi| mix_cpu::beyond(&names, &samples[wi], &bpf[wi], &columns)) {
+        md += &format!(
+            "\nThe mix's added thread CPU over its floor's, ns per syscall, and how much of it the programs' \
+             own run time explains (the stats pass; the stats' clock reads cancel against the floor's): the \
+             rest is what the programs' work costs the syscall outside them:\n\n{}",
+            t.markdown()
+        );
+    }
     if let Some(t) = mix.and_then(|wi| deferred::table(&names, &samples[wi], &columns)) {
         md += &format!(
             "\nThe kernel's deferred work during the mix: the ksoftirqd threads' CPU time. The mix frees a UDP \

@@ -93,6 +93,35 @@ pub fn spread(names: &[String], runs: &[Vec<Sample>], c: &Columns) -> Option<Tab
     (!rows.is_empty()).then(|| Table { header: header.map(String::from).to_vec(), rows })
 }
 
+/// Per setup with a floor: what it adds to the mix thread's CPU time beyond
+/// its floor's, split into its programs' own run time beyond the floor's
+/// (the stats pass, `bpf`: medians) and the rest, which the programs leave
+/// behind in the syscall's own path (caches, predictors) or cause elsewhere
+/// in it. None without CPU or BPF figures.
+pub fn beyond(names: &[String], runs: &[Vec<Sample>], bpf: &[Vec<Sample>], c: &Columns) -> Option<Table> {
+    let added = added(runs, c, cpu_ns)?;
+    let bpf_med = |si: usize| bpf.get(si).map_or(f64::NAN, |r| med(r.iter().map(super::bpf_ns)));
+    let rows: Vec<Vec<String>> = names
+        .iter()
+        .enumerate()
+        .filter_map(|(si, name)| {
+            let fl = c.floor_of.get(si).copied().flatten()?;
+            let (cpu, progs) = (added[si] - added[fl], bpf_med(si) - bpf_med(fl));
+            (cpu.is_finite() && progs.is_finite()).then(|| {
+                vec![
+                    name.clone(),
+                    format!("{cpu:+.1}"),
+                    format!("{progs:+.1}"),
+                    format!("{:+.1}", cpu - progs),
+                ]
+            })
+        })
+        .collect();
+    let header =
+        ["sensor", "thread CPU over the floor's", "its programs' run time over the floor's", "the rest"];
+    (!rows.is_empty()).then(|| Table { header: header.map(String::from).to_vec(), rows })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +176,23 @@ mod tests {
         let runs = vec![vec![Sample::default()], vec![Sample::default()]];
         let c = Columns { none: Some(0), falco: None, floor_of: vec![None, None] };
         assert!(table(&["a".into(), "b".into()], &runs, &c).is_none());
+    }
+
+    #[test]
+    fn what_the_programs_run_time_leaves_over_is_the_rest() {
+        let names = ["none", "harrier", "floor"].map(String::from);
+        let runs = vec![vec![run(1000.0)], vec![run(1300.0)], vec![run(1100.0)]];
+        let progs = |ns: u64| {
+            let mut s = run(0.0);
+            s.progs =
+                vec![crate::sensor::bpf::ProgStat { run_time_ns: ns * 1_000_000, ..Default::default() }];
+            s
+        };
+        let bpf = vec![vec![run(0.0)], vec![progs(150)], vec![progs(80)]];
+        let c = Columns { none: Some(0), falco: None, floor_of: vec![None, Some(2), None] };
+        let t = beyond(&names, &runs, &bpf, &c).expect("a table");
+        // +300 - +100 of CPU over the floor, +70 of it in the programs.
+        assert_eq!(t.rows, vec![["harrier", "+200.0", "+70.0", "+130.0"].map(String::from).to_vec()]);
+        assert!(beyond(&names, &runs, &[vec![], vec![], vec![]], &c).is_none(), "no stats pass, no table");
     }
 }
