@@ -13,6 +13,7 @@ pub mod aring;
 pub mod attach;
 pub mod checked;
 pub mod collect;
+mod cpu_layout;
 pub mod current;
 pub mod dircache;
 mod empty;

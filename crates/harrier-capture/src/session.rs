@@ -3,6 +3,7 @@
 
 use crate::aring::ArrayRings;
 use crate::attach::{self, AttachChoice, AttachMode, Attachment};
+use crate::cpu_layout;
 use crate::dircache::{self, DirCache};
 use crate::empty::EmptyPrograms;
 use crate::merge::Backlog;
@@ -157,9 +158,6 @@ fn fexit_openat_allowed() -> Result<()> {
 fn possible_cpus() -> Result<usize> {
     libbpf_rs::num_possible_cpus().context("counting CPUs")
 }
-
-/// Size of `struct hr_cpu_stats`, where `ring` follows in `struct hr_cpu`.
-const RING_FIELD_OFF: usize = CpuStats::SIZE;
 
 impl Session {
     /// Starts a sensor that hands every event to `sink`.
@@ -633,7 +631,7 @@ impl Session {
             .cpu_state
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
             .ok_or_else(|| anyhow!("per-CPU state missing"))?;
-        Ok(v.iter().take(self.ncpus).map(|b| CpuStats::from_bytes(b)).collect())
+        Ok(v.iter().take(self.ncpus).map(|b| cpu_layout::stats_of(b)).collect())
     }
 
     fn prog_stats(&self) -> Vec<ProgStats> {
@@ -847,7 +845,7 @@ fn set_cpu_rings(skel: &CaptureSkel, ncpus: usize, cpus_per_buffer: usize) -> Re
         .ok_or_else(|| anyhow!("per-CPU state missing"))?;
     for (cpu, v) in values.iter_mut().enumerate().take(ncpus) {
         let ring = (cpu / cpus_per_buffer) as u32;
-        v[RING_FIELD_OFF..RING_FIELD_OFF + 4].copy_from_slice(&ring.to_ne_bytes());
+        v[cpu_layout::RING_OFF..cpu_layout::RING_OFF + 4].copy_from_slice(&ring.to_ne_bytes());
     }
     skel.maps.cpu_state.update_percpu(&key, &values, MapFlags::ANY)?;
     Ok(())

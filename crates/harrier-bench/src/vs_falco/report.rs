@@ -422,6 +422,17 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
             t.markdown()
         );
     }
+    if let Some(t) =
+        mix.zip(none).and_then(|(wi, n)| interval::table(&names, &samples[wi], n, &columns.floor_of))
+    {
+        md += &format!(
+            "\nThe mix's × floor's, how sure: the central 95% of that ratio over {} resamples of the rounds \
+             (a bootstrap: rounds drawn whole, with replacement; a range that spans a target means this run \
+             does not decide it):\n\n{}",
+            interval::RESAMPLES,
+            t.markdown()
+        );
+    }
     if let Some(t) = mix.and_then(|wi| mix_cpu::beyond(&names, &samples[wi], &bpf[wi], &columns)) {
         md += &format!(
             "\nThe mix's added thread CPU over its floor's, ns per syscall, and how much of it the programs' \
@@ -449,6 +460,7 @@ pub fn write(o: &Opts, meta: &Meta, samples: &Samples, bpf: &Samples, rates: &[R
 }
 
 mod deferred;
+mod interval;
 mod mix_cpu;
 
 #[cfg(test)]
