@@ -2,8 +2,8 @@
 //! "× floor's" has ranged from 1.26× to 2.33× between runs (vs-falco.md):
 //! a ratio of two medians of small differences moves with every round. A
 //! bootstrap over the rounds (resampled whole, so each keeps its setups'
-//! pairing) gives the range the table's own statistic falls in, and whether
-//! a target is met, missed, or not decided by this run.
+//! pairing) gives the range the table's own statistic falls in: a target
+//! inside that range is one this run does not decide.
 
 use super::{med, mix_cpu::cpu_ns, ns_per_op};
 use crate::report::Table;
